@@ -1,0 +1,103 @@
+package fuzz
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+// packetHeader returns a valid header of the given shape, its chunks packed
+// in one extent as the store lays them out.
+func packetHeader(layers, kvHeads, headDim, docTokens, adapterTokens uint32, dt format.DType, codec format.Codec) *format.PacketHeader {
+	tokens := docTokens + 2*adapterTokens
+	var ids []uint32
+	for i := range docTokens {
+		ids = append(ids, i*31%500)
+	}
+	model := format.Fingerprint{9, 8, 7}
+	h := &format.PacketHeader{
+		Version: format.FormatMajor, Namespace: "tenant", ID: format.ComputePacketID("tenant", model, "adapter", ids),
+		Model: model, AdapterID: "adapter", HeaderTokens: adapterTokens, TrailerTokens: adapterTokens,
+		Tokens: tokens, TokenIDs: ids, BasePosition: 42, Layers: layers, KVHeads: kvHeads, HeadDim: headDim,
+		DType: dt, BlobFile: 1, ExtentOffset: format.BlobHeaderSize, CreatedUnixNs: 1,
+	}
+	raw := uint64(kvHeads) * uint64(tokens) * uint64(headDim) * uint64(dt.Size())
+	off := h.ExtentOffset
+	for i := range 2 * layers {
+		n := raw
+		if codec == format.CodecShuffleZstd {
+			n = raw/3 + 1
+		}
+		h.Chunks = append(h.Chunks, format.ChunkDesc{
+			Layer: i / 2, Kind: format.ChunkKind(1 + i%2), DType: dt, Shape: []uint32{kvHeads, tokens, headDim},
+			Codec: codec, BlobFile: 1, Offset: off, Length: n, RawLength: raw, CRC32C: i,
+		})
+		off, _ = format.AlignUp(off+n, format.ChunkAlignment)
+	}
+	last := h.Chunks[len(h.Chunks)-1]
+	h.ExtentLength, _ = format.ExtentLength(last.Offset + last.Length - h.ExtentOffset)
+	return h
+}
+
+// headerSeeds are good header values and broken ones.
+func headerSeeds(tb testing.TB) [][]byte {
+	var seeds [][]byte
+	for _, h := range []*format.PacketHeader{
+		packetHeader(2, 2, 8, 5, 1, format.DTypeBF16, format.CodecRaw),
+		packetHeader(1, 1, 3, 1, 0, format.DTypeF32, format.CodecRaw),
+		packetHeader(3, 1, 4, 0, 2, format.DTypeF16, format.CodecShuffleZstd),
+	} {
+		b, err := format.EncodeHeader(h)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		seeds = append(seeds, b)
+	}
+	good := seeds[0]
+	truncated := append([]byte(nil), good[:len(good)/2]...)
+	badCRC := append([]byte(nil), good...)
+	badCRC[13] ^= 1
+	hugeLen := append([]byte(nil), good...)
+	binary.LittleEndian.PutUint32(hugeLen[8:], 1<<31)
+	return append(seeds, truncated, badCRC, hugeLen, []byte("KVPH"))
+}
+
+// specSeeds are good model spec values and broken ones.
+func specSeeds(tb testing.TB) [][]byte {
+	var seeds [][]byte
+	for _, m := range []*format.ModelSpec{
+		{Architecture: "llama", Layers: 32, KVHeads: 8, HeadDim: 128, DType: format.DTypeBF16, WeightsID: "w",
+			RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 500000, Scaling: format.RoPEScalingLlama3,
+				Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192}},
+		{Architecture: "llama2.c", Layers: 5, KVHeads: 4, HeadDim: 8, DType: format.DTypeF32,
+			RoPE: format.RoPE{Style: format.RoPEInterleaved, Theta: 10000}},
+		{Layers: 2, KVHeads: 1, HeadDim: 96, DType: format.DTypeF16,
+			RoPE: format.RoPE{Style: format.RoPERotateHalf, RotaryDims: 64, Theta: 10000, Scaling: format.RoPEScalingYaRN,
+				Factor: 4, OriginalMaxPos: 2048, BetaFast: 32, BetaSlow: 1, AttentionFactor: 1.2}},
+	} {
+		b, err := format.EncodeModelSpec(m)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		seeds = append(seeds, b)
+	}
+	bad := append([]byte(nil), seeds[0]...)
+	bad[len(bad)-3] ^= 0x40
+	return append(seeds, bad, seeds[1][:20])
+}
+
+// TestGoodSeedsDecode keeps the seeds meaningful: the good ones must decode,
+// or the fuzzers start from nothing but errors.
+func TestGoodSeedsDecode(t *testing.T) {
+	for i, b := range headerSeeds(t)[:3] {
+		if _, err := format.DecodeHeader(b); err != nil {
+			t.Errorf("header seed %d: %v", i, err)
+		}
+	}
+	for i, b := range specSeeds(t)[:3] {
+		if _, err := format.DecodeModelSpec(b); err != nil {
+			t.Errorf("spec seed %d: %v", i, err)
+		}
+	}
+}
