@@ -1,0 +1,21 @@
+// Package reconstruct is the math of kvstore: the CPU reference of
+// everything the GPU does, and the implementation the engine runs when there
+// is no GPU. It does no I/O.
+//
+//   - RoPE: rotary position embeddings as HF transformers defines them
+//     (rotate-half and interleaved pairs, partial rotary, theta, and
+//     none / linear / llama3 / YaRN frequency scaling).
+//   - Shift: re-rotating stored post-RoPE keys by a position delta, one
+//     rotation per dimension pair shared by every token (KV Packet's
+//     k' = R(delta) k), in f32, f16 and bf16, with an AVX2 kernel on amd64
+//     that matches the portable Go bit for bit.
+//   - Randomized truncated SVD of span keys (pre-RoPE) and values, and
+//     reconstruction K^ = sum_i m_i sigma_i u_i v_i^T with RoPE applied for
+//     the target positions in the same pass (SeKV).
+//   - Routing: scoring queries against span summaries and the budgeted
+//     selection of spans to zoom in.
+//
+// Math is float32 unless said otherwise; rounding to narrower storage types
+// is round-to-nearest-even, as in package format. Errors wrap
+// format.ErrInvalidArgument.
+package reconstruct

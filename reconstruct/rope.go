@@ -1,0 +1,180 @@
+package reconstruct
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+// RoPE is a model's rotary position embedding with its inverse frequencies
+// precomputed. It is immutable and safe for concurrent use.
+//
+// It follows HF transformers (modeling_rope_utils and apply_rotary_pos_emb):
+// pair j of the rotated dimensions turns by the angle pos*InvFreq()[j], pairs
+// being (j, j+Rotary()/2) for rotate-half and (2j, 2j+1) for interleaved; the
+// dimensions past Rotary() pass through. Two deliberate differences, both
+// more precise than HF's float32 path: inverse frequencies and angles are
+// computed in float64 (then cos and sin are rounded to float32), so results
+// differ from HF by at most about |pos|*2^-24 radians per angle.
+//
+// A rotated pair is (a*c - b*s, b*c + a*s) with each product rounded to
+// float32 before the sum (no fused multiply-add), so every implementation of
+// it here (Go, SIMD) gives the same bits.
+type RoPE struct {
+	cfg     format.RoPE
+	headDim int
+	rot     int
+	invFreq []float64
+	scale   float32
+}
+
+// NewRoPE validates cfg for a head of headDim dimensions and precomputes its
+// inverse frequencies. Errors wrap format.ErrInvalidArgument.
+func NewRoPE(cfg format.RoPE, headDim int) (*RoPE, error) {
+	// format validates RoPE configs only as part of a ModelSpec; the other
+	// fields here are placeholders that always pass.
+	spec := format.ModelSpec{Layers: 1, KVHeads: 1, HeadDim: headDim, DType: format.DTypeF32, RoPE: cfg}
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("reconstruct: new rope: %w", err)
+	}
+	r := &RoPE{cfg: cfg, headDim: headDim, rot: spec.Rotary(), scale: 1}
+	r.invFreq = ropeBaseInvFreq(cfg.Theta, r.rot)
+	switch cfg.Scaling {
+	case format.RoPEScalingLinear:
+		for i := range r.invFreq {
+			r.invFreq[i] /= cfg.Factor
+		}
+	case format.RoPEScalingLlama3:
+		ropeLlama3(r.invFreq, cfg)
+	case format.RoPEScalingYaRN:
+		ropeYaRN(r.invFreq, cfg, r.rot)
+		r.scale = float32(ropeYaRNAttentionFactor(cfg))
+	}
+	return r, nil
+}
+
+// Config returns the configuration r was built from.
+func (r *RoPE) Config() format.RoPE { return r.cfg }
+
+// HeadDim is the length of the head vectors r rotates.
+func (r *RoPE) HeadDim() int { return r.headDim }
+
+// Rotary is the number of leading dimensions of a head that rotate.
+func (r *RoPE) Rotary() int { return r.rot }
+
+// InvFreq returns the inverse frequency of each rotated pair after scaling,
+// Rotary()/2 of them. The slice is a copy.
+func (r *RoPE) InvFreq() []float64 { return append([]float64(nil), r.invFreq...) }
+
+// AttentionScale is the factor HF multiplies cos and sin by: YaRN's
+// attention factor (mscale), 1 for every other scaling.
+func (r *RoPE) AttentionScale() float32 { return r.scale }
+
+// Rotate rotates one head vector x in place by the angles of position pos:
+// a pure rotation, without AttentionScale. It panics if len(x) != HeadDim(),
+// a programming error like an index out of range.
+func (r *RoPE) Rotate(x []float32, pos int64) { r.rotate(x, pos, 1) }
+
+// Apply is what a model does to a query or key at position pos: Rotate, with
+// cos and sin multiplied by AttentionScale first as HF does (so the rotated
+// dimensions come out scaled; the pass-through ones do not). It panics if
+// len(x) != HeadDim().
+func (r *RoPE) Apply(x []float32, pos int64) { r.rotate(x, pos, r.scale) }
+
+func (r *RoPE) rotate(x []float32, pos int64, scale float32) {
+	if len(x) != r.headDim {
+		panic(fmt.Sprintf("reconstruct: rope: vector of %d dims, head dim is %d", len(x), r.headDim))
+	}
+	var buf [2 * 128]float32 // cos and sin on the stack for heads up to 256 dims
+	var c, s []float32
+	if h := r.rot / 2; h <= 128 {
+		c, s = buf[:h], buf[128:128+h]
+	} else {
+		c, s = make([]float32, h), make([]float32, h)
+	}
+	r.angles(c, s, pos)
+	if scale != 1 {
+		for j := range c {
+			c[j] *= scale
+			s[j] *= scale
+		}
+	}
+	shiftRowsF32(x, x, 1, r.headDim, r.rot, r.cfg.Style, c, s)
+}
+
+// angles fills c and s (Rotary()/2 each) with the cos and sin of pos times
+// each inverse frequency, computed in float64 and rounded once.
+func (r *RoPE) angles(c, s []float32, pos int64) {
+	p := float64(pos)
+	for j, f := range r.invFreq {
+		sn, cs := math.Sincos(p * f)
+		c[j], s[j] = float32(cs), float32(sn)
+	}
+}
+
+// ropeBaseInvFreq is theta^(-2j/rot) for each pair j (HF's default rope).
+func ropeBaseInvFreq(theta float64, rot int) []float64 {
+	inv := make([]float64, rot/2)
+	for j := range inv {
+		inv[j] = 1 / math.Pow(theta, float64(2*j)/float64(rot))
+	}
+	return inv
+}
+
+// ropeLlama3 applies Llama 3.1's banded scaling (HF
+// _compute_llama3_parameters): wavelengths longer than
+// original/low_freq_factor are divided by factor, shorter than
+// original/high_freq_factor are kept, and the band between is interpolated.
+func ropeLlama3(inv []float64, cfg format.RoPE) {
+	orig := float64(cfg.OriginalMaxPos)
+	lowWavelen := orig / cfg.LowFreqFactor
+	highWavelen := orig / cfg.HighFreqFactor
+	for j, f := range inv {
+		wavelen := 2 * math.Pi / f
+		switch {
+		case wavelen > lowWavelen:
+			inv[j] = f / cfg.Factor
+		case wavelen < highWavelen:
+			// high frequency: unchanged
+		default:
+			smooth := (orig/wavelen - cfg.LowFreqFactor) / (cfg.HighFreqFactor - cfg.LowFreqFactor)
+			inv[j] = (1-smooth)*f/cfg.Factor + smooth*f
+		}
+	}
+}
+
+// ropeYaRN applies YaRN's frequency blend (HF _compute_yarn_parameters, with
+// its default truncate=true): pairs below the correction range keep their
+// frequency (extrapolation), pairs above it are divided by factor
+// (interpolation), and a linear ramp blends the two across the range.
+func ropeYaRN(inv []float64, cfg format.RoPE, rot int) {
+	dim := float64(rot)
+	base := cfg.Theta
+	orig := float64(cfg.OriginalMaxPos)
+	correctionDim := func(rotations float64) float64 {
+		return dim * math.Log(orig/(rotations*2*math.Pi)) / (2 * math.Log(base))
+	}
+	low := math.Max(math.Floor(correctionDim(cfg.BetaFast)), 0)
+	high := math.Min(math.Ceil(correctionDim(cfg.BetaSlow)), dim-1)
+	if low == high {
+		high += 0.001 // HF's guard against a zero-width ramp
+	}
+	for j, f := range inv {
+		ramp := math.Min(math.Max((float64(j)-low)/(high-low), 0), 1)
+		extrapolation := 1 - ramp
+		inv[j] = f/cfg.Factor*(1-extrapolation) + f*extrapolation
+	}
+}
+
+// ropeYaRNAttentionFactor is the configured attention factor, or HF's
+// default 0.1*ln(factor)+1 (1 when factor <= 1).
+func ropeYaRNAttentionFactor(cfg format.RoPE) float64 {
+	switch {
+	case cfg.AttentionFactor > 0:
+		return cfg.AttentionFactor
+	case cfg.Factor <= 1:
+		return 1
+	}
+	return 0.1*math.Log(cfg.Factor) + 1
+}

@@ -1,0 +1,303 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX2 kernels for Shift. Each rotates every row of a [rows][hd] tensor in
+// place or out of place with exactly the operations of the Go shiftPair (two
+// rounded products, then one add or subtract; no FMA), so results are
+// bit-identical to the portable code. Pass-through dimensions past the
+// rotated ones are left to the caller. All take
+//
+//	func(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+//
+// Half kernels (rotate-half): pair j is (j, j+n); c and s hold n values.
+// Pair kernels (interleaved): pair j is (2j, 2j+1) within the first n dims;
+// c holds (c0, c0, c1, c1, ...) and s holds (-s0, s0, -s1, s1, ...).
+// n is a multiple of 8 for f16 and f32, of 16 for bf16 (whose c and s are
+// also permuted, see below). rows >= 1.
+//
+// Registers: DI dst row, SI src row, CX rows left, R8 row bytes, BX = n,
+// R9 = n in bytes (offset of the second half), R10 c, R11 s, R12/R13 second
+// halves of the src/dst row, AX element index; Y0-Y10 math and scratch,
+// Y11-Y15 bf16 constants.
+
+#define ARGS(shift) \
+	MOVQ dst+0(FP), DI; \
+	MOVQ src+8(FP), SI; \
+	MOVQ rows+16(FP), CX; \
+	MOVQ hd+24(FP), R8; \
+	SHLQ $shift, R8; \
+	MOVQ n+32(FP), BX; \
+	MOVQ BX, R9; \
+	SHLQ $shift, R9; \
+	MOVQ c+40(FP), R10; \
+	MOVQ s+48(FP), R11
+
+// Loads of 8 elements at element index AX into a Y register of float32.
+#define LOADF16(base, y) \
+	VCVTPH2PS (base)(AX*2), y
+#define LOADF32(base, y) \
+	VMOVUPS (base)(AX*4), y
+
+// Stores of 8 float32 in register y rounded to nearest even (x is unused).
+#define STOREF16(y, x, base) \
+	VCVTPS2PH $0, y, (base)(AX*2)
+#define STOREF32(y, x, base) \
+	VMOVUPS y, (base)(AX*4)
+
+// ROTHALF: (Y0, Y1) = (x1, x2) -> Y4 = x1*c - x2*s, Y6 = x2*c + x1*s.
+#define ROTHALF \
+	VMOVUPS (R10)(AX*4), Y2; \
+	VMOVUPS (R11)(AX*4), Y3; \
+	VMULPS Y2, Y0, Y4; \
+	VMULPS Y3, Y1, Y5; \
+	VSUBPS Y5, Y4, Y4; \
+	VMULPS Y2, Y1, Y6; \
+	VMULPS Y3, Y0, Y7; \
+	VADDPS Y7, Y6, Y6
+
+// ROTPAIRS: Y0 = (a0, b0, a1, b1, ...) -> Y4 = x*c + swap(x)*s.
+#define ROTPAIRS \
+	VPERMILPS $0xb1, Y0, Y1; \
+	VMOVUPS (R10)(AX*4), Y2; \
+	VMOVUPS (R11)(AX*4), Y3; \
+	VMULPS Y2, Y0, Y4; \
+	VMULPS Y3, Y1, Y5; \
+	VADDPS Y5, Y4, Y4
+
+#define HALFBODY(LOAD, STORE) \
+row: \
+	LEAQ (SI)(R9*1), R12; \
+	LEAQ (DI)(R9*1), R13; \
+	XORQ AX, AX; \
+loop: \
+	LOAD(SI, Y0); \
+	LOAD(R12, Y1); \
+	ROTHALF; \
+	STORE(Y4, X4, DI); \
+	STORE(Y6, X6, R13); \
+	ADDQ $8, AX; \
+	CMPQ AX, BX; \
+	JLT loop; \
+	ADDQ R8, SI; \
+	ADDQ R8, DI; \
+	DECQ CX; \
+	JNZ row; \
+	VZEROUPPER; \
+	RET
+
+#define PAIRBODY(LOAD, STORE) \
+row: \
+	XORQ AX, AX; \
+loop: \
+	LOAD(SI, Y0); \
+	ROTPAIRS; \
+	STORE(Y4, X4, DI); \
+	ADDQ $8, AX; \
+	CMPQ AX, BX; \
+	JLT loop; \
+	ADDQ R8, SI; \
+	ADDQ R8, DI; \
+	DECQ CX; \
+	JNZ row; \
+	VZEROUPPER; \
+	RET
+
+// func shiftHalfF16AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+TEXT ·shiftHalfF16AVX2(SB), NOSPLIT, $0-56
+	ARGS(1)
+	HALFBODY(LOADF16, STOREF16)
+
+// func shiftHalfF32AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+TEXT ·shiftHalfF32AVX2(SB), NOSPLIT, $0-56
+	ARGS(2)
+	HALFBODY(LOADF32, STOREF32)
+
+// func shiftPairsF16AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+TEXT ·shiftPairsF16AVX2(SB), NOSPLIT, $0-56
+	ARGS(1)
+	PAIRBODY(LOADF16, STOREF16)
+
+// func shiftPairsF32AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+TEXT ·shiftPairsF32AVX2(SB), NOSPLIT, $0-56
+	ARGS(2)
+	PAIRBODY(LOADF32, STOREF32)
+
+// The bf16 kernels take 16 elements (32 bytes) at a time. Unpacking the words
+// against zero gives two vectors of float32 whose lanes hold elements
+// (0-3, 8-11) and (4-7, 12-15); the caller permutes c and s the same way
+// (middle quads of every 16 swapped), and VPACKUSDW undoes the permutation
+// on the way out. A block whose input holds an infinity or NaN (exponent all
+// ones) takes the slow path, whose rounding keeps NaN a NaN as
+// format.F32ToBF16 does; finite inputs and |c|, |s| <= 1 never make a NaN.
+//
+// Constants: Y11 = 1 (dword), Y12 = 0x7fff (dword), Y13 = 0x7f80 (word),
+// Y14 = 0x40 (dword), Y15 = 0.
+
+#define BF16CONSTS \
+	MOVL $1, AX; \
+	VMOVD AX, X11; \
+	VPBROADCASTD X11, Y11; \
+	MOVL $0x7fff, AX; \
+	VMOVD AX, X12; \
+	VPBROADCASTD X12, Y12; \
+	MOVL $0x7f80, AX; \
+	VMOVD AX, X13; \
+	VPBROADCASTW X13, Y13; \
+	MOVL $0x40, AX; \
+	VMOVD AX, X14; \
+	VPBROADCASTD X14, Y14; \
+	VPXOR Y15, Y15, Y15
+
+// NONFINITE16 clears ZF when a word of a or b has an all-ones exponent.
+#define NONFINITE16(a, b) \
+	VPAND Y13, a, Y10; \
+	VPAND Y13, b, Y7; \
+	VPMAXUW Y7, Y10, Y10; \
+	VPCMPEQW Y13, Y10, Y10; \
+	VPTEST Y10, Y10
+
+// RNE16 rounds the float32 in y to bf16 in the low word of each dword:
+// (b + 0x7fff + (b>>16 & 1)) >> 16. t is scratch.
+#define RNE16(y, t) \
+	VPSRLD $16, y, t; \
+	VPAND Y11, t, t; \
+	VPADDD Y12, y, y; \
+	VPADDD t, y, y; \
+	VPSRLD $16, y, y
+
+// RNE16NAN is RNE16 giving (b>>16) | 0x40 for a NaN. t1-t3 are scratch.
+#define RNE16NAN(y, t1, t2, t3) \
+	VPSRLD $16, y, t1; \
+	VPAND Y11, t1, t2; \
+	VCMPPS $3, y, y, t3; \
+	VPADDD Y12, y, y; \
+	VPADDD t2, y, y; \
+	VPSRLD $16, y, y; \
+	VPOR Y14, t1, t1; \
+	VPBLENDVB t3, t1, y, y
+
+// HALF16: raw x1 in Y8, x2 in Y9 (16 words each) -> o1 = x1*c - x2*s in
+// (Y6 low lanes, Y0 high lanes), o2 = x2*c + x1*s in (Y2, Y1).
+#define HALF16 \
+	VPUNPCKLWD Y8, Y15, Y0; \
+	VPUNPCKHWD Y8, Y15, Y1; \
+	VPUNPCKLWD Y9, Y15, Y2; \
+	VPUNPCKHWD Y9, Y15, Y3; \
+	VMOVUPS (R10)(AX*4), Y4; \
+	VMOVUPS (R11)(AX*4), Y5; \
+	VMULPS Y4, Y0, Y6; \
+	VMULPS Y5, Y2, Y7; \
+	VSUBPS Y7, Y6, Y6; \
+	VMULPS Y4, Y2, Y7; \
+	VMULPS Y5, Y0, Y0; \
+	VADDPS Y0, Y7, Y2; \
+	VMOVUPS 32(R10)(AX*4), Y4; \
+	VMOVUPS 32(R11)(AX*4), Y5; \
+	VMULPS Y4, Y1, Y0; \
+	VMULPS Y5, Y3, Y7; \
+	VSUBPS Y7, Y0, Y0; \
+	VMULPS Y4, Y3, Y7; \
+	VMULPS Y5, Y1, Y1; \
+	VADDPS Y1, Y7, Y1
+
+// func shiftHalfBF16AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+// n is a multiple of 16; c and s are permuted per 16 pairs.
+TEXT ·shiftHalfBF16AVX2(SB), NOSPLIT, $0-56
+	ARGS(1)
+	BF16CONSTS
+
+row:
+	LEAQ (SI)(R9*1), R12
+	LEAQ (DI)(R9*1), R13
+	XORQ AX, AX
+
+loop:
+	VMOVDQU (SI)(AX*2), Y8
+	VMOVDQU (R12)(AX*2), Y9
+	NONFINITE16(Y8, Y9)
+	JNZ slow
+	HALF16
+	RNE16(Y6, Y7)
+	RNE16(Y0, Y7)
+	VPACKUSDW Y0, Y6, Y6
+	VMOVDQU Y6, (DI)(AX*2)
+	RNE16(Y2, Y7)
+	RNE16(Y1, Y7)
+	VPACKUSDW Y1, Y2, Y2
+	VMOVDQU Y2, (R13)(AX*2)
+
+next:
+	ADDQ $16, AX
+	CMPQ AX, BX
+	JLT  loop
+	ADDQ R8, SI
+	ADDQ R8, DI
+	DECQ CX
+	JNZ  row
+	VZEROUPPER
+	RET
+
+slow:
+	HALF16
+	RNE16NAN(Y6, Y3, Y4, Y5)
+	RNE16NAN(Y0, Y3, Y4, Y5)
+	VPACKUSDW Y0, Y6, Y6
+	VMOVDQU Y6, (DI)(AX*2)
+	RNE16NAN(Y2, Y3, Y4, Y5)
+	RNE16NAN(Y1, Y3, Y4, Y5)
+	VPACKUSDW Y1, Y2, Y2
+	VMOVDQU Y2, (R13)(AX*2)
+	JMP next
+
+// PAIRS16: raw x in Y8 (16 words, interleaved pairs) -> x*c + swap(x)*s in
+// (Y0 low lanes, Y1 high lanes).
+#define PAIRS16 \
+	VPUNPCKLWD Y8, Y15, Y0; \
+	VPUNPCKHWD Y8, Y15, Y1; \
+	VPERMILPS $0xb1, Y0, Y2; \
+	VPERMILPS $0xb1, Y1, Y3; \
+	VMULPS (R10)(AX*4), Y0, Y0; \
+	VMULPS (R11)(AX*4), Y2, Y2; \
+	VADDPS Y2, Y0, Y0; \
+	VMULPS 32(R10)(AX*4), Y1, Y1; \
+	VMULPS 32(R11)(AX*4), Y3, Y3; \
+	VADDPS Y3, Y1, Y1
+
+// func shiftPairsBF16AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+// n is a multiple of 16; c and s are expanded per element and permuted per 16.
+TEXT ·shiftPairsBF16AVX2(SB), NOSPLIT, $0-56
+	ARGS(1)
+	BF16CONSTS
+
+row:
+	XORQ AX, AX
+
+loop:
+	VMOVDQU (SI)(AX*2), Y8
+	NONFINITE16(Y8, Y8)
+	JNZ slow
+	PAIRS16
+	RNE16(Y0, Y7)
+	RNE16(Y1, Y7)
+	VPACKUSDW Y1, Y0, Y0
+	VMOVDQU Y0, (DI)(AX*2)
+
+next:
+	ADDQ $16, AX
+	CMPQ AX, BX
+	JLT  loop
+	ADDQ R8, SI
+	ADDQ R8, DI
+	DECQ CX
+	JNZ  row
+	VZEROUPPER
+	RET
+
+slow:
+	PAIRS16
+	RNE16NAN(Y0, Y3, Y4, Y5)
+	RNE16NAN(Y1, Y3, Y4, Y5)
+	VPACKUSDW Y1, Y0, Y0
+	VMOVDQU Y0, (DI)(AX*2)
+	JMP next

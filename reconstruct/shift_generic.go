@@ -1,0 +1,17 @@
+//go:build !amd64 || purego
+
+package reconstruct
+
+import (
+	"unsafe"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+// shiftAVX2 is false: no SIMD kernels on this platform or under purego.
+const shiftAVX2 = false
+
+// shiftRowsFast has no SIMD kernel here; the portable code runs.
+func shiftRowsFast(dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE, c, s []float32) bool {
+	return false
+}
