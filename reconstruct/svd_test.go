@@ -1,0 +1,318 @@
+package reconstruct
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+// svdTestMatrix returns a rows x cols float32 matrix U diag(sigma) V^T with
+// random orthonormal U and V, plus Gaussian noise of standard deviation
+// noise per element.
+func svdTestMatrix(rng *rand.Rand, rows, cols int, sigma []float64, noise float64) []float32 {
+	r := len(sigma)
+	u := svdRandomOrthonormal(rng, rows, r)
+	v := svdRandomOrthonormal(rng, cols, r)
+	a := make([]float32, rows*cols)
+	for t := 0; t < rows; t++ {
+		for j := 0; j < cols; j++ {
+			var acc float64
+			for i, s := range sigma {
+				acc += u.At(t, i) * s * v.At(j, i)
+			}
+			a[t*cols+j] = float32(acc + noise*rng.NormFloat64())
+		}
+	}
+	return a
+}
+
+// svdRandomOrthonormal returns an n x r matrix with orthonormal columns.
+func svdRandomOrthonormal(rng *rand.Rand, n, r int) *mat.Dense {
+	g := mat.NewDense(n, r, nil)
+	for i := 0; i < n; i++ {
+		for j := 0; j < r; j++ {
+			g.Set(i, j, rng.NormFloat64())
+		}
+	}
+	var qr mat.QR
+	qr.Factorize(g)
+	var q mat.Dense
+	qr.QTo(&q)
+	return q.Slice(0, n, 0, r).(*mat.Dense)
+}
+
+// keyLikeSpectrum is a decaying spectrum like pre-RoPE keys': a few strong
+// directions, then a power-law tail (sigma_i = 40/i).
+func keyLikeSpectrum(n int) []float64 {
+	s := make([]float64, n)
+	for i := range s {
+		s[i] = 40 / float64(i+1)
+	}
+	return s
+}
+
+// svdOptimalError is the Frobenius error of the best rank-r approximation
+// of a, from gonum's full SVD.
+func svdOptimalError(t testing.TB, a []float32, rows, cols, r int) float64 {
+	t.Helper()
+	d := mat.NewDense(rows, cols, nil)
+	for i, v := range a {
+		d.Set(i/cols, i%cols, float64(v))
+	}
+	var s mat.SVD
+	if !s.Factorize(d, mat.SVDNone) {
+		t.Fatal("gonum svd failed")
+	}
+	var e float64
+	for i, v := range s.Values(nil) {
+		if i >= r {
+			e += v * v
+		}
+	}
+	return math.Sqrt(e)
+}
+
+// svdError is ||A - U diag(S) Vt||_F in float64.
+func svdError(a []float32, f *Factors) float64 {
+	var e float64
+	for t := 0; t < f.Rows; t++ {
+		for j := 0; j < f.Cols; j++ {
+			acc := float64(a[t*f.Cols+j])
+			for i := 0; i < f.Rank; i++ {
+				acc -= float64(f.U[t*f.Rank+i]) * float64(f.S[i]) * float64(f.Vt[i*f.Cols+j])
+			}
+			e += acc * acc
+		}
+	}
+	return math.Sqrt(e)
+}
+
+func svdNorm(a []float32) float64 {
+	var s float64
+	for _, v := range a {
+		s += float64(v) * float64(v)
+	}
+	return math.Sqrt(s)
+}
+
+// svdCheckOrthonormal checks that the columns of U and the rows of Vt are
+// orthonormal within tol.
+func svdCheckOrthonormal(t *testing.T, f *Factors, tol float64) {
+	t.Helper()
+	for i := 0; i < f.Rank; i++ {
+		for k := i; k < f.Rank; k++ {
+			want := 0.0
+			if i == k {
+				want = 1
+			}
+			var uu, vv float64
+			for r := 0; r < f.Rows; r++ {
+				uu += float64(f.U[r*f.Rank+i]) * float64(f.U[r*f.Rank+k])
+			}
+			for c := 0; c < f.Cols; c++ {
+				vv += float64(f.Vt[i*f.Cols+c]) * float64(f.Vt[k*f.Cols+c])
+			}
+			if math.Abs(uu-want) > tol || math.Abs(vv-want) > tol {
+				t.Fatalf("u%d.u%d = %v, v%d.v%d = %v, want %v", i, k, uu, i, k, vv, want)
+			}
+		}
+	}
+}
+
+func TestSVDNearOptimal(t *testing.T) {
+	for _, tc := range []struct{ rows, cols, rank int }{
+		{200, 64, 32}, {64, 100, 16}, {300, 48, 24}, {120, 128, 32},
+	} {
+		rng := rand.New(rand.NewPCG(uint64(tc.rows), uint64(tc.cols)))
+		a := svdTestMatrix(rng, tc.rows, tc.cols, keyLikeSpectrum(min(tc.rows, tc.cols)), 0.03)
+		f, err := SVD(a, tc.rows, tc.cols, SVDOptions{Rank: tc.rank})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Rank != tc.rank {
+			t.Fatalf("%dx%d: rank %d, want %d", tc.rows, tc.cols, f.Rank, tc.rank)
+		}
+		opt := svdOptimalError(t, a, tc.rows, tc.cols, tc.rank)
+		if got := svdError(a, f); got > 1.1*opt {
+			t.Errorf("%dx%d rank %d: error %v > 1.1 x optimal %v", tc.rows, tc.cols, tc.rank, got, opt)
+		}
+		svdCheckOrthonormal(t, f, 1e-5)
+		if err := f.Validate(); err != nil {
+			t.Error(err)
+		}
+		for i := 1; i < f.Rank; i++ {
+			if f.S[i] > f.S[i-1] {
+				t.Fatalf("singular values not descending: %v", f.S)
+			}
+		}
+	}
+}
+
+func TestSVDExactLowRank(t *testing.T) {
+	for _, tc := range []struct{ rows, cols int }{{100, 64}, {20, 16}, {48, 200}} {
+		rng := rand.New(rand.NewPCG(9, uint64(tc.rows)))
+		a := svdTestMatrix(rng, tc.rows, tc.cols, []float64{9, 7, 3, 1, 0.5}, 0)
+		f, err := SVD(a, tc.rows, tc.cols, SVDOptions{Energy: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Rank != 5 {
+			t.Errorf("%dx%d: rank %d, want the numerical rank 5", tc.rows, tc.cols, f.Rank)
+		}
+		if rel := svdError(a, f) / svdNorm(a); rel > 1e-4 {
+			t.Errorf("%dx%d: relative error %v", tc.rows, tc.cols, rel)
+		}
+		svdCheckOrthonormal(t, f, 1e-5)
+	}
+}
+
+func TestSVDEnergyRank(t *testing.T) {
+	sigma := []float64{8, 4, 2, 1, 0.5, 0.25} // sigma^2: 64 16 4 1 .25 .0625, total 85.3125
+	rng := rand.New(rand.NewPCG(1, 1))
+	a := svdTestMatrix(rng, 12, 10, sigma, 0) // small enough for the exact path
+	for _, tc := range []struct {
+		opts SVDOptions
+		want int
+	}{
+		{SVDOptions{Energy: 0.75}, 1}, // 64 >= 63.98
+		{SVDOptions{Energy: 0.9}, 2},  // 80 >= 76.78
+		{SVDOptions{}, 4},             // 0.99: 85 >= 84.46
+		{SVDOptions{Energy: 0.999}, 5},
+		{SVDOptions{Energy: 1}, 6},
+		{SVDOptions{MaxRank: 3}, 3},
+		{SVDOptions{Rank: 2, Energy: 0.5}, 2},
+		{SVDOptions{Rank: 32}, 6}, // a fixed rank above the numerical rank
+	} {
+		f, err := SVD(a, 12, 10, tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Rank != tc.want {
+			t.Errorf("%+v: rank %d, want %d", tc.opts, f.Rank, tc.want)
+		}
+		for i := 0; i < f.Rank; i++ {
+			if math.Abs(float64(f.S[i])-sigma[i]) > 1e-5*sigma[0] {
+				t.Errorf("sigma %d = %v, want %v", i, f.S[i], sigma[i])
+			}
+		}
+	}
+	// The randomized path picks by energy as well.
+	big := svdTestMatrix(rng, 200, 100, []float64{10, 9, 8, 0.1, 0.05}, 1e-3)
+	f, err := SVD(big, 200, 100, SVDOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Rank != 3 {
+		t.Errorf("randomized: rank %d, want 3", f.Rank)
+	}
+}
+
+func TestSVDShapes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	for _, tc := range []struct{ rows, cols, wantMax int }{{10, 6, 6}, {6, 10, 6}, {1, 128, 1}, {128, 1, 1}, {1, 1, 1}} {
+		a := make([]float32, tc.rows*tc.cols)
+		for i := range a {
+			a[i] = float32(rng.NormFloat64())
+		}
+		f, err := SVD(a, tc.rows, tc.cols, SVDOptions{Rank: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Rank != tc.wantMax {
+			t.Errorf("%dx%d: rank %d, want %d", tc.rows, tc.cols, f.Rank, tc.wantMax)
+		}
+		if rel := svdError(a, f) / svdNorm(a); rel > 1e-6 {
+			t.Errorf("%dx%d: full-rank factors have relative error %v", tc.rows, tc.cols, rel)
+		}
+		svdCheckOrthonormal(t, f, 1e-5)
+	}
+	zero, err := SVD(make([]float32, 64*8), 64, 8, SVDOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if zero.Rank != 0 || len(zero.U) != 0 || len(zero.S) != 0 || len(zero.Vt) != 0 || zero.Validate() != nil {
+		t.Errorf("zero matrix: %+v", zero)
+	}
+}
+
+func TestSVDRejects(t *testing.T) {
+	good := make([]float32, 12)
+	good[0] = 1
+	withNaN := slices.Clone(good)
+	withNaN[5] = float32(math.NaN())
+	withInf := slices.Clone(good)
+	withInf[7] = float32(math.Inf(-1))
+	for _, tc := range []struct {
+		name       string
+		a          []float32
+		rows, cols int
+		opts       SVDOptions
+	}{
+		{"nan", withNaN, 3, 4, SVDOptions{}},
+		{"inf", withInf, 3, 4, SVDOptions{}},
+		{"length", good, 3, 5, SVDOptions{}},
+		{"no rows", nil, 0, 4, SVDOptions{}},
+		{"no cols", nil, 3, 0, SVDOptions{}},
+		{"negative", good, -3, -4, SVDOptions{}},
+		{"max rank", good, 3, 4, SVDOptions{MaxRank: -1}},
+		{"rank above max", good, 3, 4, SVDOptions{MaxRank: 4, Rank: 5}},
+		{"energy", good, 3, 4, SVDOptions{Energy: 1.5}},
+		{"nan energy", good, 3, 4, SVDOptions{Energy: math.NaN()}},
+		{"power iterations", good, 3, 4, SVDOptions{PowerIters: 17}},
+	} {
+		if _, err := SVD(tc.a, tc.rows, tc.cols, tc.opts); !errors.Is(err, format.ErrInvalidArgument) {
+			t.Errorf("%s: err %v, want ErrInvalidArgument", tc.name, err)
+		}
+	}
+}
+
+func TestSVDDeterministic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	a := svdTestMatrix(rng, 150, 64, keyLikeSpectrum(64), 0.03)
+	opts := SVDOptions{Rank: 20, Seed: 42}
+	f1, _ := SVD(a, 150, 64, opts)
+	f2, _ := SVD(a, 150, 64, opts)
+	if !slices.Equal(f1.U, f2.U) || !slices.Equal(f1.S, f2.S) || !slices.Equal(f1.Vt, f2.Vt) {
+		t.Fatal("same input and seed gave different factors")
+	}
+	for i := 0; i < f1.Rank; i++ {
+		row := f1.Vt[i*64 : (i+1)*64]
+		best := 0
+		for j, v := range row {
+			if math.Abs(float64(v)) > math.Abs(float64(row[best])) {
+				best = j
+			}
+		}
+		if row[best] < 0 {
+			t.Errorf("component %d: largest Vt element %v is negative", i, row[best])
+		}
+	}
+	// Another seed gives another sketch, equally good.
+	f3, _ := SVD(a, 150, 64, SVDOptions{Rank: 20, Seed: 43})
+	if slices.Equal(f1.Vt, f3.Vt) {
+		t.Error("seed has no effect")
+	}
+	if opt := svdOptimalError(t, a, 150, 64, 20); svdError(a, f3) > 1.1*opt {
+		t.Errorf("seed 43: error %v > 1.1 x %v", svdError(a, f3), opt)
+	}
+}
+
+// TestSVDPowerIterations checks that power iterations improve a sketch
+// that has none, on a spectrum where a plain sketch is visibly worse.
+func TestSVDPowerIterations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	a := svdTestMatrix(rng, 256, 96, keyLikeSpectrum(96), 0.01)
+	opt := svdOptimalError(t, a, 256, 96, 32)
+	plain, _ := SVD(a, 256, 96, SVDOptions{Rank: 32, PowerIters: -1})
+	two, _ := SVD(a, 256, 96, SVDOptions{Rank: 32, PowerIters: 2})
+	ep, e2 := svdError(a, plain)/opt, svdError(a, two)/opt
+	if !(e2 < ep) || e2 > 1.05 {
+		t.Errorf("error ratios: no power iterations %v, two %v", ep, e2)
+	}
+}
