@@ -1,0 +1,275 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+// Benchmarks on the reference shape of DESIGN.md: a 1,000-token
+// Llama-3.1-8B packet in bf16 (32 layers, 8 KV heads, head dim 128), 125
+// MiB. They run on the OS file system under b.TempDir (set TMPDIR to move
+// them). Compare kvstore with the plain-file and memcpy baselines in the
+// same run:
+//
+//	go test -run '^$' -bench '^Benchmark(Put|PutPaired|Get|Read|ReadPaired)$' -benchtime 10x ./store/
+//
+// On a shared machine trust the Paired benchmarks' ratios: they alternate
+// the baseline and kvstore within each iteration.
+
+// llamaPacket returns the reference packet.
+func llamaPacket(b *testing.B) *Packet {
+	b.Helper()
+	spec := &format.ModelSpec{
+		Architecture: "llama", Layers: 32, KVHeads: 8, HeadDim: 128, DType: format.DTypeBF16,
+		RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 500000, Scaling: format.RoPEScalingLlama3,
+			Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192},
+		WeightsID: "meta-llama/Llama-3.1-8B",
+	}
+	return randPacket(spec, "bench", 1000, 1)
+}
+
+func packetBytes(p *Packet) int64 { return int64(2 * len(p.Layers) * len(p.Layers[0].K)) }
+
+// results of baselines, for ratios reported by the kvstore benchmarks
+// (sub-benchmarks run in order within one process).
+var baseline = map[string]float64{} // name -> ns per byte
+
+func recordBaseline(b *testing.B, name string, bytes int64) {
+	baseline[name] = float64(b.Elapsed().Nanoseconds()) / float64(int64(b.N)*bytes)
+}
+
+func reportRatio(b *testing.B, name string, bytes int64) {
+	if base, ok := baseline[name]; ok {
+		ours := float64(b.Elapsed().Nanoseconds()) / float64(int64(b.N)*bytes)
+		b.ReportMetric(base/ours, "x-"+name)
+	}
+}
+
+func BenchmarkPut(b *testing.B) {
+	p := llamaPacket(b)
+	n := packetBytes(p)
+	b.Run("plain-file", func(b *testing.B) {
+		dir := b.TempDir()
+		b.SetBytes(n)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			writePlain(b, filepath.Join(dir, fmt.Sprint(i)), p)
+			i++
+		}
+		recordBaseline(b, "plain", n)
+	})
+	b.Run("kvstore", func(b *testing.B) {
+		db, err := Open(b.TempDir(), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		b.SetBytes(n)
+		b.ReportAllocs()
+		for b.Loop() {
+			p.TokenIDs[0]++ // a new document each time
+			if _, err := db.Put(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportRatio(b, "plain", n)
+		s := db.Stats()
+		b.ReportMetric(float64(s.BlobSyncTime.Microseconds())/float64(s.BlobSyncs), "µs/blob-sync")
+		b.ReportMetric(float64(s.CatalogSyncTime.Microseconds())/float64(s.CatalogSyncs), "µs/catalog-sync")
+	})
+}
+
+// BenchmarkPutPaired alternates a plain-file write and a kvstore Put of the
+// same bytes each iteration, so that both meet the same disk and machine
+// state, and reports both rates and their ratio. On a shared machine this
+// ratio is the figure to trust.
+func BenchmarkPutPaired(b *testing.B) {
+	p := llamaPacket(b)
+	n := packetBytes(p)
+	dir := b.TempDir()
+	db, err := Open(filepath.Join(dir, "store"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	var plain, ours time.Duration
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		path := filepath.Join(dir, fmt.Sprint(i))
+		start := time.Now()
+		writePlain(b, path, p)
+		mid := time.Now()
+		p.TokenIDs[0]++
+		if _, err := db.Put(p); err != nil {
+			b.Fatal(err)
+		}
+		plain, ours = plain+mid.Sub(start), ours+time.Since(mid)
+		i++
+	}
+	mbps := func(d time.Duration) float64 { return float64(n) * float64(b.N) / d.Seconds() / 1e6 }
+	b.ReportMetric(mbps(plain), "plain-MB/s")
+	b.ReportMetric(mbps(ours), "kvstore-MB/s")
+	b.ReportMetric(plain.Seconds()/ours.Seconds(), "x-plain")
+}
+
+// writePlain writes p's chunks to a new file, one write each, and fsyncs
+// it once: the floor for durably storing the bytes.
+func writePlain(b *testing.B, path string, p *Packet) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range p.Layers {
+		if _, err := f.Write(l.K); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := f.Write(l.V); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// putOne opens a store on disk holding p.
+func putOne(b *testing.B, p *Packet, o *Options) (*DB, format.PacketID) {
+	db, err := Open(b.TempDir(), o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	id, err := db.Put(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return db, id
+}
+
+// BenchmarkGet measures a warm Get of the whole packet as views: a catalog
+// lookup, the header decoded and checked, the extent pinned; no byte read.
+func BenchmarkGet(b *testing.B) {
+	p := llamaPacket(b)
+	db, id := putOne(b, p, nil)
+	defer db.Close()
+	fp := p.Model.Fingerprint()
+	b.ReportAllocs()
+	for b.Loop() {
+		v, err := db.Get("bench", fp, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		v.Release()
+	}
+}
+
+// BenchmarkRead reads every byte of the packet into a destination buffer,
+// as a server fills its KV cache: memcpy from memory is the baseline;
+// kvstore reads through fresh views of the mapped blob file with CRC32C
+// verification each time (the verification cache is dropped every
+// iteration), once verified (cache kept), and by copies (DisableMmap).
+func BenchmarkRead(b *testing.B) {
+	p := llamaPacket(b)
+	n := packetBytes(p)
+	dst := make([]byte, n)
+	for i := 0; i < len(dst); i += os.Getpagesize() {
+		dst[i] = 1 // fault the pages in now, not in the first timed copy
+	}
+	b.Run("memcpy", func(b *testing.B) {
+		b.SetBytes(n)
+		b.ReportAllocs()
+		for b.Loop() {
+			off := 0
+			for _, l := range p.Layers {
+				off += copy(dst[off:], l.K)
+				off += copy(dst[off:], l.V)
+			}
+		}
+		recordBaseline(b, "memcpy", n)
+	})
+	cases := []struct {
+		name   string
+		forget bool
+		opts   Options
+	}{
+		{"views-crc", true, Options{}},
+		{"views-verified", false, Options{}},
+		{"copies-crc", false, Options{DisableMmap: true}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			db, id := putOne(b, p, &c.opts)
+			defer db.Close()
+			fp := p.Model.Fingerprint()
+			readViews(b, db, fp, id, dst, false) // warm the page cache and mapping
+			b.SetBytes(n)
+			b.ReportAllocs()
+			for b.Loop() {
+				readViews(b, db, fp, id, dst, c.forget)
+			}
+			reportRatio(b, "memcpy", n)
+		})
+	}
+}
+
+// readViews copies every chunk of packet id into dst through a fresh view.
+func readViews(b *testing.B, db *DB, fp format.Fingerprint, id format.PacketID, dst []byte, forget bool) {
+	v, err := db.Get("bench", fp, id)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer v.Release()
+	if forget {
+		v.file.forgetVerified()
+	}
+	off := 0
+	for i := range v.Header().Chunks {
+		c, err := v.Chunk(i)
+		if err != nil {
+			b.Fatal(err)
+		}
+		off += copy(dst[off:], c)
+	}
+}
+
+// BenchmarkReadPaired alternates memcpy and a read through fresh views with
+// CRC32C verification each iteration, like BenchmarkPutPaired, and reports
+// both rates and their ratio.
+func BenchmarkReadPaired(b *testing.B) {
+	p := llamaPacket(b)
+	n := packetBytes(p)
+	dst := make([]byte, n)
+	for i := 0; i < len(dst); i += os.Getpagesize() {
+		dst[i] = 1
+	}
+	db, id := putOne(b, p, nil)
+	defer db.Close()
+	fp := p.Model.Fingerprint()
+	readViews(b, db, fp, id, dst, false)
+	var plain, ours time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		off := 0
+		for _, l := range p.Layers {
+			off += copy(dst[off:], l.K)
+			off += copy(dst[off:], l.V)
+		}
+		mid := time.Now()
+		readViews(b, db, fp, id, dst, true)
+		plain, ours = plain+mid.Sub(start), ours+time.Since(mid)
+	}
+	mbps := func(d time.Duration) float64 { return float64(n) * float64(b.N) / d.Seconds() / 1e6 }
+	b.ReportMetric(mbps(plain), "memcpy-MB/s")
+	b.ReportMetric(mbps(ours), "views-crc-MB/s")
+	b.ReportMetric(plain.Seconds()/ours.Seconds(), "x-memcpy")
+}

@@ -1,0 +1,125 @@
+package store
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// DB is an open store. It is safe for concurrent use: writers (Put,
+// Delete) are serialised, readers run concurrently with them and with each
+// other. After Close every method returns ErrClosed; Views taken before
+// Close stay readable until released.
+type DB struct {
+	dir  string
+	opts Options
+	fs   vfs.FS
+	log  *slog.Logger
+	lock io.Closer
+	cat  *catalog
+
+	gate *gate // every call passes it; Close closes it
+
+	writeMu sync.Mutex // serialises writers; guards w and failed
+	w       blobWriter
+	failed  error // set once the catalog failed; writes return it
+
+	filesMu sync.RWMutex
+	files   map[uint32]*blobFile    // catalogued blob files, each holding the registry's reference
+	recs    map[uint32]BlobFileInfo // their catalogued records
+
+	models sync.Map // format.Fingerprint -> *format.ModelSpec known to be catalogued
+	st     counters
+}
+
+// enter starts a call: ErrClosed after Close. Every successful enter is
+// paired with leave.
+func (db *DB) enter() error {
+	if !db.gate.enter() {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (db *DB) leave() { db.gate.leave() }
+
+// commit commits b durably, counting it; a catalog failure that needs a
+// reopen is remembered so that later writes fail fast. Writers only.
+func (db *DB) commit(b *pebble.Batch) error {
+	err := timed(&db.st.catalogSyncs, &db.st.catalogSyncNanos, func() error { return db.cat.commit(b) })
+	if errors.Is(err, ErrFailed) {
+		db.failed = err
+	}
+	return err
+}
+
+// file takes a reference on blob file num for a reader; nil if the file is
+// not catalogued (or is being retired).
+func (db *DB) file(num uint32) *blobFile {
+	db.filesMu.RLock()
+	f := db.files[num]
+	db.filesMu.RUnlock()
+	if f == nil || !f.acquire() {
+		return nil
+	}
+	return f
+}
+
+// addFile registers a blob file with the registry's reference.
+func (db *DB) addFile(r BlobFileInfo) {
+	f := newBlobFile(db.fs, db.w.dir, r.Num, !db.opts.DisableMmap, uint64(db.opts.BlobFileSize), db.log)
+	r.Path = f.path
+	db.filesMu.Lock()
+	db.files[r.Num] = f
+	db.recs[r.Num] = r
+	db.filesMu.Unlock()
+}
+
+// dropFile unregisters a blob file and drops the registry's reference.
+func (db *DB) dropFile(num uint32) {
+	db.filesMu.Lock()
+	f := db.files[num]
+	delete(db.files, num)
+	delete(db.recs, num)
+	db.filesMu.Unlock()
+	if f != nil {
+		f.release()
+	}
+}
+
+// record returns blob file num's catalogued record.
+func (db *DB) record(num uint32) (BlobFileInfo, bool) {
+	db.filesMu.RLock()
+	defer db.filesMu.RUnlock()
+	r, ok := db.recs[num]
+	return r, ok
+}
+
+// setRecords installs records that a committed batch wrote.
+func (db *DB) setRecords(rs ...BlobFileInfo) {
+	db.filesMu.Lock()
+	for _, r := range rs {
+		r.Path = db.files[r.Num].path
+		db.recs[r.Num] = r
+	}
+	db.filesMu.Unlock()
+}
+
+// BlobFiles returns the catalogued blob files in file number order, with the
+// number of views holding each. It works on a closed DB too (empty then).
+func (db *DB) BlobFiles() []BlobFileInfo {
+	db.filesMu.RLock()
+	out := make([]BlobFileInfo, 0, len(db.recs))
+	for num, r := range db.recs {
+		r.Views = db.files[num].views()
+		out = append(out, r)
+	}
+	db.filesMu.RUnlock()
+	slices.SortFunc(out, func(a, b BlobFileInfo) int { return int(int64(a.Num) - int64(b.Num)) })
+	return out
+}

@@ -1,0 +1,148 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+// extentLayout places a packet's chunks in its extent: chunk i at
+// i*stride from the extent's start, stride being the chunk length rounded
+// up to format.ChunkAlignment; zero padding; the trailer in the last
+// format.TrailerSize bytes of the 4 KiB-aligned extent.
+type extentLayout struct {
+	chunks   int
+	chunkLen uint64
+	stride   uint64
+	payload  uint64 // end of the last chunk: what the trailer's CRC covers
+	length   uint64 // of the whole extent
+}
+
+func newLayout(chunks int, chunkLen uint64) (extentLayout, error) {
+	l := extentLayout{chunks: chunks, chunkLen: chunkLen}
+	stride, ok := format.AlignUp(chunkLen, format.ChunkAlignment)
+	if !ok {
+		return l, fmt.Errorf("%w: chunk of %d bytes overflows", ErrInvalidArgument, chunkLen)
+	}
+	l.stride = stride
+	l.payload = uint64(chunks-1)*stride + chunkLen
+	if l.length, ok = format.ExtentLength(l.payload); !ok {
+		return l, fmt.Errorf("%w: extent of %d bytes overflows", ErrInvalidArgument, l.payload)
+	}
+	return l, nil
+}
+
+// rel is chunk i's offset from the extent's start.
+func (l *extentLayout) rel(i int) uint64 { return uint64(i) * l.stride }
+
+// Tuning of writeExtent for large extents.
+const (
+	// parallelCRCMin is the payload size from which chunk CRCs are computed
+	// on another goroutine while the chunks are written.
+	parallelCRCMin = 1 << 20
+	// writebackEvery is how many bytes are written between requests to
+	// start writing back (vfs.File.SyncTo: sync_file_range on Linux), so
+	// that the device works while later chunks are copied to the page
+	// cache and the final fdatasync has little left to do.
+	writebackEvery = 8 << 20
+)
+
+// writeExtent writes p's extent at off in f: every chunk straight from the
+// caller's buffer with one positioned write, zero padding, and the trailer.
+// Every byte of the extent is written, so stale bytes of an earlier,
+// uncommitted attempt never survive in it. It returns the chunks' CRC32Cs,
+// computed from the same buffers (concurrently with the writes for large
+// extents) and combined into the trailer's payload CRC without another pass.
+// It does not return before it has stopped reading p's buffers.
+func writeExtent(f vfs.File, name string, off uint64, l *extentLayout, p *Packet, id format.PacketID) ([]uint32, error) {
+	crcs := make([]uint32, l.chunks)
+	crcDone := computeCRCs(crcs, p, l.payload >= parallelCRCMin)
+	err := writeChunks(f, name, off, l, p)
+	<-crcDone
+	if err != nil {
+		return nil, err
+	}
+	tail := make([]byte, l.length-l.payload)
+	t := format.Trailer{Packet: id, Offset: off, PayloadLen: l.payload, PayloadCRC: payloadCRC(l, crcs)}
+	copy(tail[len(tail)-format.TrailerSize:], t.Encode())
+	if err := writeAt(f, name, tail, off+l.payload); err != nil {
+		return nil, err
+	}
+	return crcs, nil
+}
+
+// computeCRCs fills crcs with the CRC32C of each of p's chunks, on another
+// goroutine if async; the returned channel is closed when it is done.
+func computeCRCs(crcs []uint32, p *Packet, async bool) <-chan struct{} {
+	done := make(chan struct{})
+	run := func() {
+		for i := range crcs {
+			crcs[i] = crcStream(p.chunkSource(i))
+		}
+		close(done)
+	}
+	if async {
+		go run()
+	} else {
+		run()
+	}
+	return done
+}
+
+// writeChunks writes p's chunks and the zero padding between them.
+func writeChunks(f vfs.File, name string, off uint64, l *extentLayout, p *Packet) error {
+	var zeros [format.ChunkAlignment]byte
+	pad := l.stride - l.chunkLen
+	writeback, pending := true, uint64(0)
+	for i := range l.chunks {
+		at := off + l.rel(i)
+		if err := writeAt(f, name, p.chunkSource(i), at); err != nil {
+			return err
+		}
+		if pad > 0 && i < l.chunks-1 {
+			if err := writeAt(f, name, zeros[:pad], at+l.chunkLen); err != nil {
+				return err
+			}
+		}
+		if pending += l.stride; writeback && pending >= writebackEvery {
+			pending = 0
+			full, err := f.SyncTo(int64(at + l.stride))
+			if err != nil {
+				return fmt.Errorf("store: start writeback of blob file %s: %w", name, err)
+			}
+			// A file system without sync_file_range syncs fully: once is enough.
+			writeback = !full
+		}
+	}
+	return nil
+}
+
+// payloadCRC is the CRC32C of the payload: the chunks and the zero padding
+// between them, derived from the chunks' CRCs.
+func payloadCRC(l *extentLayout, crcs []uint32) uint32 {
+	var zeros [format.ChunkAlignment]byte
+	pad := l.stride - l.chunkLen
+	padCRC := format.CRC(zeros[:pad])
+	var crc uint32
+	for i, c := range crcs {
+		crc = crcCombine(crc, c, l.chunkLen)
+		if pad > 0 && i < len(crcs)-1 {
+			crc = crcCombine(crc, padCRC, pad)
+		}
+	}
+	return crc
+}
+
+// writeAt writes all of b at off of f, called name.
+func writeAt(f vfs.File, name string, b []byte, off uint64) error {
+	n, err := f.WriteAt(b, int64(off))
+	if err == nil && n != len(b) {
+		err = fmt.Errorf("short write: %d of %d bytes", n, len(b))
+	}
+	if err != nil {
+		return fmt.Errorf("store: write blob file %s at %d: %w", name, off, err)
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+// Get returns a View of packet id in namespace ns, stored for model. It is
+// ErrNotFound if the namespace has no such packet, and ErrModelMismatch if
+// it has one stored for another model: a packet is never served for a model
+// it was not written for. Get reads only the catalog: chunks are read and
+// verified when the View returns them. Release the View when done.
+func (db *DB) Get(ns string, model format.Fingerprint, id format.PacketID) (*View, error) {
+	if err := db.enter(); err != nil {
+		return nil, err
+	}
+	defer db.leave()
+	db.st.gets.Add(1)
+	v, err := db.get(ns, model, id)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrModelMismatch) {
+			db.st.misses.Add(1)
+		}
+		return nil, err
+	}
+	db.st.hits.Add(1)
+	db.st.views.Add(1)
+	return v, nil
+}
+
+// maxGetAttempts bounds Get's retries when a packet's blob file is retired
+// between reading its header and pinning the file (compaction repoints the
+// header first, so a retry finds the new place).
+const maxGetAttempts = 4
+
+func (db *DB) get(ns string, model format.Fingerprint, id format.PacketID) (*View, error) {
+	for range maxGetAttempts {
+		h, err := db.header(ns, id)
+		if err != nil {
+			return nil, err
+		}
+		if h.Model != model {
+			return nil, fmt.Errorf("%w: packet %s in namespace %q was stored for model %s, not %s",
+				ErrModelMismatch, id.Short(), ns, h.Model.Short(), model.Short())
+		}
+		f := db.file(h.BlobFile)
+		if f == nil {
+			continue
+		}
+		v, err := newView(h, f, !db.opts.DisableChecksums, &db.st)
+		if err != nil {
+			f.release()
+			return nil, err
+		}
+		return v, nil
+	}
+	return nil, fmt.Errorf("%w: packet %s: blob file missing from the catalog", ErrCorruption, id.Short())
+}
+
+// header reads and checks packet id's header in namespace ns.
+func (db *DB) header(ns string, id format.PacketID) (*format.PacketHeader, error) {
+	if err := checkNamespace(ns); err != nil {
+		return nil, err
+	}
+	var h *format.PacketHeader
+	found, err := db.cat.get(headerKey(ns, id), func(v []byte) (err error) {
+		h, err = format.DecodeHeader(v)
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("store: header of packet %s in namespace %q: %w", id.Short(), ns, err)
+	case !found:
+		return nil, fmt.Errorf("%w: packet %s in namespace %q", ErrNotFound, id.Short(), ns)
+	case h.ID != id || h.Namespace != ns:
+		return nil, fmt.Errorf("%w: catalog key of packet %s in namespace %q holds the header of packet %s in %q",
+			ErrCorruption, id.Short(), ns, h.ID.Short(), h.Namespace)
+	}
+	return h, nil
+}
+
+// Has reports whether packet id is stored in namespace ns for model. A
+// packet stored there for another model is (false, ErrModelMismatch).
+func (db *DB) Has(ns string, model format.Fingerprint, id format.PacketID) (bool, error) {
+	if err := db.enter(); err != nil {
+		return false, err
+	}
+	defer db.leave()
+	if err := checkNamespace(ns); err != nil {
+		return false, err
+	}
+	if ok, err := db.cat.has(indexKey(ns, model, id)); err != nil || ok {
+		return ok, err
+	}
+	_, err := db.header(ns, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return false, fmt.Errorf("%w: packet %s in namespace %q", ErrModelMismatch, id.Short(), ns)
+}
+
+// Model returns the model spec stored under fingerprint fp (every Put stores
+// its model's spec), or ErrNotFound.
+func (db *DB) Model(fp format.Fingerprint) (*format.ModelSpec, error) {
+	if err := db.enter(); err != nil {
+		return nil, err
+	}
+	defer db.leave()
+	if m, ok := db.models.Load(fp); ok {
+		c := *m.(*format.ModelSpec)
+		return &c, nil
+	}
+	var m *format.ModelSpec
+	found, err := db.cat.get(modelKey(fp), func(v []byte) (err error) {
+		m, err = format.DecodeModelSpec(v)
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("store: model spec %s: %w", fp.Short(), err)
+	case !found:
+		return nil, fmt.Errorf("%w: model spec %s", ErrNotFound, fp.Short())
+	case m.Fingerprint() != fp:
+		return nil, fmt.Errorf("%w: model spec under %s has fingerprint %s", ErrCorruption, fp.Short(), m.Fingerprint().Short())
+	}
+	db.models.Store(fp, m)
+	c := *m
+	return &c, nil
+}
+
+// addModel adds model spec m, fingerprint fp, to b unless it is catalogued.
+func (db *DB) addModel(b *pebble.Batch, fp format.Fingerprint, m *format.ModelSpec) error {
+	if _, ok := db.models.Load(fp); ok {
+		return nil
+	}
+	if ok, err := db.cat.has(modelKey(fp)); err != nil || ok {
+		return err
+	}
+	v, err := format.EncodeModelSpec(m)
+	if err != nil {
+		return fmt.Errorf("store: encode model spec: %w", err)
+	}
+	return b.Set(modelKey(fp), v, nil)
+}

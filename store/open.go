@@ -1,0 +1,132 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	iofs "io/fs"
+)
+
+// File and directory names inside a store's directory.
+const (
+	formatFileName = "FORMAT"
+	lockFileName   = "LOCK"
+	catalogDirName = "catalog"
+	blobsDirName   = "blobs"
+	formatTmpName  = "FORMAT.tmp"
+)
+
+// Open opens the store in dir, creating it if absent (unless opts.ReadOnly).
+// It holds DIR/LOCK until Close: a second Open of the same store, from this
+// process or another, fails with ErrLocked. A store written by a newer
+// format major version is refused with an error wrapping ErrVersion. A nil
+// opts means the defaults.
+func Open(dir string, opts *Options) (*DB, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o.EnsureDefaults()
+	db := &DB{dir: dir, opts: o, fs: o.FS, log: o.Logger, gate: newGate(),
+		files: make(map[uint32]*blobFile), recs: make(map[uint32]BlobFileInfo)}
+	db.w = blobWriter{fs: o.FS, dir: o.FS.PathJoin(dir, blobsDirName), limit: uint64(o.BlobFileSize), next: 1}
+	if err := db.open(); err != nil {
+		db.closeFiles()
+		if db.cat != nil {
+			_ = db.cat.close()
+		}
+		if db.lock != nil {
+			_ = db.lock.Close()
+		}
+		return nil, err
+	}
+	return db, nil
+}
+
+// open runs Open's steps; Open undoes them on error.
+func (db *DB) open() error {
+	if err := db.prepareDir(); err != nil {
+		return err
+	}
+	lock, err := db.fs.Lock(db.fs.PathJoin(db.dir, lockFileName))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrLocked, db.dir, err)
+	}
+	db.lock = lock
+	create, err := db.checkFormat()
+	if err != nil {
+		return err
+	}
+	if create {
+		if err := db.fs.MkdirAll(db.w.dir, 0o755); err != nil {
+			return fmt.Errorf("store: create %s: %w", db.w.dir, err)
+		}
+	}
+	if db.cat, err = openCatalog(db.fs.PathJoin(db.dir, catalogDirName), &db.opts); err != nil {
+		return err
+	}
+	if create {
+		if err := db.writeFormat(); err != nil {
+			return err
+		}
+	}
+	return db.load()
+}
+
+// prepareDir makes sure dir exists: created (and its parent synced) for a
+// writable store, required for a read-only one.
+func (db *DB) prepareDir() error {
+	if _, err := db.fs.Stat(db.dir); err == nil {
+		return nil
+	} else if !errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("store: stat %s: %w", db.dir, err)
+	}
+	if db.opts.ReadOnly {
+		return fmt.Errorf("%w: no store at %s", ErrNotFound, db.dir)
+	}
+	if err := db.fs.MkdirAll(db.dir, 0o755); err != nil {
+		return fmt.Errorf("store: create %s: %w", db.dir, err)
+	}
+	return syncDir(db.fs, db.fs.PathDir(db.dir))
+}
+
+// load reads the blob file records and the sequence, registers the files
+// and picks the active one: the highest numbered, unless sealed.
+func (db *DB) load() error {
+	p := []byte{tagBlobFile}
+	var last *BlobFileInfo
+	err := db.cat.scan(p, prefixEnd(p), func(k, v []byte) (bool, error) {
+		num, err := parseBlobFileKey(k)
+		if err != nil {
+			return false, err
+		}
+		r, err := decodeBlobRecord(num, v)
+		if err != nil {
+			return false, err
+		}
+		db.addFile(r)
+		last = &r
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: load blob file records: %w", err)
+	}
+	found, err := db.cat.get(keyNextBlob, func(v []byte) (err error) {
+		db.w.next, err = decodeSequence(v)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: load next blob file number: %w", err)
+	}
+	if last != nil {
+		if !found || db.w.next <= last.Num {
+			return fmt.Errorf("%w: catalog: next blob file number %d, but file %06d is catalogued", ErrCorruption, db.w.next, last.Num)
+		}
+		if !last.Sealed && !db.opts.ReadOnly {
+			db.w.cur = &activeFile{num: last.Num, path: db.fs.PathJoin(db.w.dir, blobFileName(last.Num)), end: last.Size}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package store
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+// Defaults of Options fields left zero.
+const (
+	DefaultBlobFileSize        = 1 << 30 // 1 GiB
+	DefaultCatalogCacheSize    = 8 << 20
+	DefaultCatalogMemTableSize = 4 << 20
+	// MinBlobFileSize is the smallest seal size: the blob header and one
+	// 4 KiB block. Smaller values are refused by Validate.
+	MinBlobFileSize = format.BlobHeaderSize + format.Alignment
+)
+
+// Options configure Open. The zero value is usable: EnsureDefaults fills in
+// every zero field. Open works on its own copy.
+type Options struct {
+	// FS is the file system every file goes through, blob files included.
+	// Default vfs.Default (the OS). Blob files are mmapped only when FS's
+	// files expose an OS descriptor (File.Fd() != vfs.InvalidFd).
+	FS vfs.FS
+	// BlobFileSize is the size at which a blob file is sealed and a new one
+	// started. A packet larger than it still goes in one extent, alone in
+	// its file. Default DefaultBlobFileSize.
+	BlobFileSize int64
+	// DisableChecksums turns off CRC32C verification of chunks on read.
+	// Verification is on by default; CRCs are always computed and stored on
+	// write, so turning it back on later verifies everything.
+	DisableChecksums bool
+	// DisableMmap makes reads copy chunks even on an OS file system.
+	DisableMmap bool
+	// ReadOnly opens an existing store without writing anything: Put and
+	// Delete return ErrReadOnly, and a missing store is ErrNotFound. The
+	// LOCK is still taken, so a read-only DB never sees a writer's catalog
+	// in flux.
+	ReadOnly bool
+	// Logger receives the store's and the catalog's messages; Pebble's
+	// informational messages go at Debug level. Default slog.Default().
+	Logger *slog.Logger
+	// CatalogCacheSize is the Pebble block cache size in bytes. Default
+	// DefaultCatalogCacheSize.
+	CatalogCacheSize int64
+	// CatalogMemTableSize is Pebble's memtable size in bytes. Default
+	// DefaultCatalogMemTableSize.
+	CatalogMemTableSize uint64
+}
+
+// EnsureDefaults fills in the zero fields of o and returns o. A nil o gets
+// a new Options.
+func (o *Options) EnsureDefaults() *Options {
+	if o == nil {
+		o = &Options{}
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.BlobFileSize == 0 {
+		o.BlobFileSize = DefaultBlobFileSize
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.CatalogCacheSize == 0 {
+		o.CatalogCacheSize = DefaultCatalogCacheSize
+	}
+	if o.CatalogMemTableSize == 0 {
+		o.CatalogMemTableSize = DefaultCatalogMemTableSize
+	}
+	return o
+}
+
+// Validate reports options that cannot work, as ErrInvalidArgument. Zero
+// fields are fine (EnsureDefaults replaces them).
+func (o *Options) Validate() error {
+	switch {
+	case o.BlobFileSize != 0 && o.BlobFileSize < MinBlobFileSize:
+		return fmt.Errorf("%w: options: BlobFileSize %d is below the minimum %d", ErrInvalidArgument, o.BlobFileSize, MinBlobFileSize)
+	case o.CatalogCacheSize < 0:
+		return fmt.Errorf("%w: options: CatalogCacheSize %d is negative", ErrInvalidArgument, o.CatalogCacheSize)
+	case o.CatalogMemTableSize != 0 && o.CatalogMemTableSize < 1<<20:
+		return fmt.Errorf("%w: options: CatalogMemTableSize %d is below 1 MiB", ErrInvalidArgument, o.CatalogMemTableSize)
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+package store
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats is a snapshot of a DB's contents and activity since Open.
+type Stats struct {
+	Packets   uint64 // live packets
+	LiveBytes uint64 // bytes of their extents
+	DeadBytes uint64 // bytes of deleted packets' extents, not yet reclaimed
+	BlobFiles []BlobFileInfo
+
+	Puts         uint64 // packets written
+	PutsDeduped  uint64 // Puts of a packet already stored: nothing written
+	Deletes      uint64
+	Gets         uint64
+	Hits         uint64 // Gets that returned a view
+	Misses       uint64 // Gets of an absent packet (or another model's)
+	BytesWritten uint64 // extent bytes written to blob files
+	BytesRead    uint64 // chunk bytes returned through views (first time per view)
+	BytesChecked uint64 // chunk bytes whose CRC32C was computed on read
+	Corruptions  uint64 // chunks that failed their CRC32C on read
+	OpenViews    int64  // views not yet released
+
+	BlobSyncs       uint64        // fdatasyncs of blob files
+	BlobSyncTime    time.Duration // total time in them
+	CatalogSyncs    uint64        // synced catalog commits
+	CatalogSyncTime time.Duration
+}
+
+// counters are the DB's activity counters, updated without locks.
+type counters struct {
+	puts, putsDeduped, deletes     atomic.Uint64
+	gets, hits, misses             atomic.Uint64
+	bytesWritten, bytesRead        atomic.Uint64
+	verifiedBytes, corruptions     atomic.Uint64
+	views                          atomic.Int64
+	blobSyncs, blobSyncNanos       atomic.Uint64
+	catalogSyncs, catalogSyncNanos atomic.Uint64
+}
+
+// timed runs fn and adds its duration and one call to the counters.
+func timed(n, nanos *atomic.Uint64, fn func() error) error {
+	start := time.Now()
+	err := fn()
+	nanos.Add(uint64(time.Since(start)))
+	n.Add(1)
+	return err
+}
+
+// Stats returns a snapshot. It works on a closed DB too (counters as they
+// were at Close).
+func (db *DB) Stats() Stats {
+	c := &db.st
+	s := Stats{
+		Puts: c.puts.Load(), PutsDeduped: c.putsDeduped.Load(), Deletes: c.deletes.Load(),
+		Gets: c.gets.Load(), Hits: c.hits.Load(), Misses: c.misses.Load(),
+		BytesWritten: c.bytesWritten.Load(), BytesRead: c.bytesRead.Load(),
+		BytesChecked: c.verifiedBytes.Load(), Corruptions: c.corruptions.Load(),
+		OpenViews: c.views.Load(),
+		BlobSyncs: c.blobSyncs.Load(), BlobSyncTime: time.Duration(c.blobSyncNanos.Load()),
+		CatalogSyncs: c.catalogSyncs.Load(), CatalogSyncTime: time.Duration(c.catalogSyncNanos.Load()),
+	}
+	s.BlobFiles = db.BlobFiles()
+	for _, f := range s.BlobFiles {
+		s.Packets += uint64(f.LiveExtents)
+		s.LiveBytes += f.LiveBytes
+		s.DeadBytes += f.DeadBytes
+	}
+	return s
+}

@@ -1,0 +1,150 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+// View is a packet read from the store: its header and, chunk by chunk, its
+// tensors. On an OS file system the bytes alias a read-only mapping of the
+// blob file (zero copies); elsewhere each chunk is copied into the View on
+// first use. Chunks are verified against their CRC32C on first read (unless
+// Options.DisableChecksums), so no unverified byte is returned.
+//
+// A View pins its blob file: the bytes stay valid and unchanged, even if the
+// packet is deleted or the DB closed, until Release. Slices returned by
+// Layer and Chunk must not be written to and must not be used after
+// Release. A View is safe for concurrent use.
+type View struct {
+	h      *format.PacketHeader
+	file   *blobFile
+	verify bool
+	st     *counters
+
+	mu       sync.RWMutex // Release takes it exclusively
+	released bool
+	extent   []byte        // mapped: the whole extent; nil when copying
+	seen     []atomic.Bool // chunk i was returned (and verified) through this view
+
+	loadMu sync.Mutex // copying: serialises loads into bufs
+	bufs   [][]byte
+}
+
+func newView(h *format.PacketHeader, f *blobFile, verify bool, st *counters) (*View, error) {
+	extent, err := f.span(h.ExtentOffset, h.ExtentLength)
+	if err != nil {
+		return nil, fmt.Errorf("packet %s: %w", h.ID.Short(), err)
+	}
+	v := &View{h: h, file: f, verify: verify, st: st, extent: extent, seen: make([]atomic.Bool, len(h.Chunks))}
+	if extent == nil {
+		v.bufs = make([][]byte, len(h.Chunks))
+	}
+	return v, nil
+}
+
+// Header returns the packet's header, decoded for this view. Do not modify
+// it: the view reads its chunk descriptors. It stays readable after Release.
+func (v *View) Header() *format.PacketHeader { return v.h }
+
+// Layers is the number of layers; Layer accepts 0..Layers()-1.
+func (v *View) Layers() int { return int(v.h.Layers) }
+
+// Layer returns layer l's keys and values, each [kv_heads][tokens][head_dim]
+// in the header's dtype.
+func (v *View) Layer(l int) (k, val []byte, err error) {
+	if l < 0 || l >= int(v.h.Layers) {
+		return nil, nil, fmt.Errorf("%w: layer %d of a %d-layer packet", ErrInvalidArgument, l, v.h.Layers)
+	}
+	if k, err = v.Chunk(2 * l); err != nil {
+		return nil, nil, err
+	}
+	if val, err = v.Chunk(2*l + 1); err != nil {
+		return nil, nil, err
+	}
+	return k, val, nil
+}
+
+// Chunk returns chunk i's stored bytes: layer i/2, K if i is even, V if odd.
+// A chunk that fails its CRC is ErrCorruption (a *ChunkError naming file,
+// offset, packet, layer and K|V), every time it is asked for.
+func (v *View) Chunk(i int) ([]byte, error) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.released {
+		return nil, fmt.Errorf("%w: view of packet %s was released", ErrClosed, v.h.ID.Short())
+	}
+	if i < 0 || i >= len(v.h.Chunks) {
+		return nil, fmt.Errorf("%w: chunk %d of a %d-chunk packet", ErrInvalidArgument, i, len(v.h.Chunks))
+	}
+	if v.extent == nil {
+		return v.copied(i)
+	}
+	c := &v.h.Chunks[i]
+	rel := c.Offset - v.h.ExtentOffset
+	if c.Offset < v.h.ExtentOffset || rel > uint64(len(v.extent)) || c.Length > uint64(len(v.extent))-rel {
+		// Only possible if the caller modified the header.
+		return nil, fmt.Errorf("%w: chunk %d [%d, +%d) outside the view's extent", ErrInvalidArgument, i, c.Offset, c.Length)
+	}
+	b := v.extent[rel : rel+c.Length : rel+c.Length]
+	if v.seen[i].Load() {
+		return b, nil
+	}
+	if v.verify && !v.file.isVerified(c.Offset, c.CRC32C) {
+		if err := v.file.checkChunk(v.h, c, b); err != nil {
+			v.st.corruptions.Add(1)
+			return nil, err
+		}
+		v.file.markVerified(c.Offset, c.CRC32C)
+		v.st.verifiedBytes.Add(c.Length)
+	}
+	v.first(i, c.Length)
+	return b, nil
+}
+
+// copied returns chunk i, reading it on first use.
+func (v *View) copied(i int) ([]byte, error) {
+	v.loadMu.Lock()
+	defer v.loadMu.Unlock()
+	if b := v.bufs[i]; b != nil {
+		return b, nil
+	}
+	b, err := v.file.chunk(v.h, i, nil, v.verify)
+	if err != nil {
+		if errors.Is(err, ErrCorruption) {
+			v.st.corruptions.Add(1)
+		}
+		return nil, err
+	}
+	if v.verify {
+		v.st.verifiedBytes.Add(uint64(len(b)))
+	}
+	v.bufs[i] = b
+	v.first(i, uint64(len(b)))
+	return b, nil
+}
+
+// first counts a chunk's bytes the first time this view returns it.
+func (v *View) first(i int, n uint64) {
+	if !v.seen[i].Swap(true) {
+		v.st.bytesRead.Add(n)
+	}
+}
+
+// Release ends the view: its blob file may then be unmapped and, if
+// obsolete, removed. It is idempotent; afterwards Layer and Chunk return
+// ErrClosed.
+func (v *View) Release() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.released {
+		return
+	}
+	v.released = true
+	v.extent, v.bufs = nil, nil
+	v.file.release()
+	v.st.views.Add(-1)
+}
