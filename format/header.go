@@ -1,5 +1,7 @@
 package format
 
+import "fmt"
+
 // ChunkKind says whether a chunk holds keys or values. On-disk values.
 type ChunkKind uint8
 
@@ -24,7 +26,28 @@ type Codec uint8
 const (
 	CodecRaw         Codec = 0 // the tensor's bytes as they are
 	CodecShuffleZstd Codec = 1 // byte-shuffle by element size, then zstd
+	CodecInt8        Codec = 2 // 8-bit group quantization, KIVI-style (lossy)
+	CodecInt4        Codec = 3 // 4-bit group quantization, KIVI-style (lossy)
+	// 4 is reserved for a low-rank codec.
 )
+
+// Valid reports whether c is a codec this version knows. The byte layouts
+// are in docs/format.md, "Chunk codecs", and package format/codec.
+func (c Codec) Valid() bool { return c <= CodecInt4 }
+
+func (c Codec) String() string {
+	switch c {
+	case CodecRaw:
+		return "raw"
+	case CodecShuffleZstd:
+		return "shuffle-zstd"
+	case CodecInt8:
+		return "int8"
+	case CodecInt4:
+		return "int4"
+	}
+	return fmt.Sprintf("codec(%d)", uint8(c))
+}
 
 // ChunkDesc describes one (layer, K|V) chunk of a packet: a tensor of shape
 // [kv_heads][tokens][head_dim] stored at [Offset, Offset+Length) of a blob

@@ -369,3 +369,28 @@ func TestDecodeHeaderHostileBodies(t *testing.T) {
 		})
 	}
 }
+
+// TestChunkCodecLengths checks the stored-length rules of the codecs: raw
+// stores exactly RawLength, the others between 1 and MaxStoredLength.
+func TestChunkCodecLengths(t *testing.T) {
+	for _, c := range []Codec{CodecShuffleZstd, CodecInt8, CodecInt4} {
+		for _, tc := range []struct {
+			extra int64 // added to MaxStoredLength for the last chunk
+			ok    bool
+		}{{0, true}, {1, false}, {-1, true}} {
+			h := testHeader(headerShape{layers: 1, kvHeads: 2, headDim: 3, dtype: DTypeBF16, doc: 5, codec: c})
+			last := &h.Chunks[1]
+			last.Length = uint64(int64(MaxStoredLength(last.RawLength)) + tc.extra)
+			h.ExtentLength, _ = ExtentLength(last.Offset + last.Length - h.ExtentOffset)
+			if err := h.Validate(); (err == nil) != tc.ok {
+				t.Errorf("%v, length max%+d: Validate = %v, want ok %v", c, tc.extra, err, tc.ok)
+			}
+		}
+	}
+	h := testHeader(headerShape{layers: 1, kvHeads: 1, headDim: 4, dtype: DTypeF32, doc: 2, codec: CodecInt4})
+	roundTripHeader(t, h)
+	h.Chunks[0].Codec = CodecInt4 + 1 // reserved for low rank
+	if err := h.Validate(); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("codec %d: Validate = %v, want ErrInvalidArgument", CodecInt4+1, err)
+	}
+}

@@ -22,8 +22,9 @@ import (
 //   - len(Chunks) == 2*Layers, chunk i is layer i/2, K if i is even, V if odd;
 //   - every chunk has Shape [KVHeads, Tokens, HeadDim], the header's DType,
 //     RawLength == product(Shape) * DType.Size(), a known codec, Length > 0
-//     (== RawLength for CodecRaw), the header's BlobFile, a ChunkAlignment-
-//     aligned Offset, and lies inside the extent before its trailer;
+//     (== RawLength for CodecRaw, <= MaxStoredLength(RawLength) for the
+//     others), the header's BlobFile, a ChunkAlignment-aligned Offset, and
+//     lies inside the extent before its trailer;
 //   - no two chunks overlap;
 //   - ExtentLength == ExtentLength(end of the last chunk - ExtentOffset), the
 //     extent the store lays out, no longer;
@@ -111,6 +112,13 @@ func (h *PacketHeader) validateExtent() error {
 	return nil
 }
 
+// MaxStoredLength is the most bytes any codec stores for a chunk of raw
+// bytes: 5*raw + 64. The largest encoding is int8 with one-element groups and
+// f32 scales and offsets, 9 bytes per 2-byte element plus an 8-byte header
+// (format/codec's Bound gives each codec's exact limit). raw comes from a
+// validated shape (< 2^56), so the result does not overflow.
+func MaxStoredLength(raw uint64) uint64 { return 5*raw + 64 }
+
 // chunkRawLength is KVHeads*Tokens*HeadDim*DType.Size(); false on overflow.
 func (h *PacketHeader) chunkRawLength() (uint64, bool) {
 	n := uint64(h.KVHeads)
@@ -140,10 +148,10 @@ func (h *PacketHeader) validateChunk(i int, raw uint64) error {
 		return h.bad("chunk %d dtype %v, header %v", i, c.DType, h.DType)
 	case c.RawLength != raw:
 		return h.bad("chunk %d raw length %d, shape and dtype give %d", i, c.RawLength, raw)
-	case c.Codec != CodecRaw && c.Codec != CodecShuffleZstd:
+	case !c.Codec.Valid():
 		return h.bad("chunk %d: unknown codec %d", i, c.Codec)
-	case c.Length == 0 || (c.Codec == CodecRaw && c.Length != c.RawLength):
-		return h.bad("chunk %d: stored length %d for raw length %d, codec %d", i, c.Length, c.RawLength, c.Codec)
+	case c.Length == 0 || (c.Codec == CodecRaw && c.Length != c.RawLength) || c.Length > MaxStoredLength(c.RawLength):
+		return h.bad("chunk %d: stored length %d for raw length %d, codec %v", i, c.Length, c.RawLength, c.Codec)
 	case c.BlobFile != h.BlobFile:
 		return h.bad("chunk %d in blob file %d, extent in %d", i, c.BlobFile, h.BlobFile)
 	case c.Offset%ChunkAlignment != 0:

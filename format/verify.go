@@ -108,7 +108,7 @@ var (
 		enum("kind", uint8(ChunkV)),
 		enum("dtype", uint8(DTypeInt8)),
 		fieldSpec{name: "shape", typ: ftVector, size: 4},
-		enum("codec", uint8(CodecShuffleZstd)),
+		enum("codec", uint8(CodecInt4)),
 		scalar("blob_file", 4),
 		scalar("offset", 8),
 		scalar("length", 8),

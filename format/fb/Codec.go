@@ -9,16 +9,22 @@ type Codec byte
 const (
 	CodecRaw         Codec = 0
 	CodecShuffleZstd Codec = 1
+	CodecInt8        Codec = 2
+	CodecInt4        Codec = 3
 )
 
 var EnumNamesCodec = map[Codec]string{
 	CodecRaw:         "Raw",
 	CodecShuffleZstd: "ShuffleZstd",
+	CodecInt8:        "Int8",
+	CodecInt4:        "Int4",
 }
 
 var EnumValuesCodec = map[string]Codec{
 	"Raw":         CodecRaw,
 	"ShuffleZstd": CodecShuffleZstd,
+	"Int8":        CodecInt8,
+	"Int4":        CodecInt4,
 }
 
 func (v Codec) String() string {
