@@ -1,0 +1,315 @@
+// Command rag is KV Packet's retrieval-augmented generation flow on kvstore,
+// end to end, with the small reference Llama of internal/llama:
+//
+//  1. offline, each document is prefilled alone from position 0 and its KV
+//     cache stored as a packet (store.Put);
+//  2. at request time the retrieved documents' packets are concatenated
+//     with their keys re-rotated to their new positions (store.Assemble):
+//     no document token is recomputed;
+//  3. the question is prefilled over the assembled cache and the next-token
+//     distribution compared with a full recompute of the whole prompt,
+//     KL(full || packets).
+//
+// It uses stories260K (real weights) when llama.TestModelPath finds it,
+// otherwise a deterministic random-weight Llama-shaped model, and says
+// which. See README.md for what the numbers mean.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/store"
+)
+
+func main() {
+	var cfg config
+	flag.StringVar(&cfg.dir, "dir", "", "store directory (default: a temporary one, removed afterwards)")
+	flag.IntVar(&cfg.docs, "docs", 3, "documents retrieved")
+	flag.IntVar(&cfg.docTokens, "doc-tokens", 48, "tokens per document")
+	flag.IntVar(&cfg.questionTokens, "question-tokens", 8, "tokens of the question")
+	flag.Parse()
+	if _, err := run(os.Stdout, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "rag:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what main's flags set.
+type config struct {
+	dir                             string
+	docs, docTokens, questionTokens int
+}
+
+// result is what run measured, for tests.
+type result struct {
+	Model          string
+	Docs           []docResult
+	PromptTokens   int // documents + question
+	Recomputed     int // tokens computed by the packets path: the question's
+	PacketsTime    time.Duration
+	FullTime       time.Duration
+	KL             float64 // KL(full || packets), nats
+	KLNoDocs       float64 // KL(full || question alone), nats
+	NextFull       int     // argmax of the full recompute's next-token distribution
+	NextPackets    int
+	AssembledBytes int64
+}
+
+type docResult struct {
+	ID     format.PacketID
+	Tokens int
+	Bytes  int64
+}
+
+const namespace = "rag-example"
+
+func run(w io.Writer, cfg config) (*result, error) {
+	cfg.docs = max(cfg.docs, 1)
+	cfg.docTokens = max(cfg.docTokens, 2)
+	cfg.questionTokens = max(cfg.questionTokens, 1)
+	m, name, err := loadModel()
+	if err != nil {
+		return nil, err
+	}
+	res := &result{Model: name}
+	fmt.Fprintf(w, "model: %s\n", name)
+	db, cleanup, err := openStore(cfg.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	defer db.Close()
+	spec := m.Spec(format.DTypeF32, name) // a server stores its model's dtype, typically bf16
+
+	rng := rand.New(rand.NewPCG(7, 3))
+	var docs [][]int
+	for range cfg.docs {
+		docs = append(docs, sample(m, rng, cfg.docTokens))
+	}
+	question := sample(m, rng, cfg.questionTokens)
+	fmt.Fprintln(w, "\noffline: each document prefilled alone at position 0 and stored as a packet")
+	fmt.Fprintf(w, "  %-16s %7s %9s %12s\n", "packet", "tokens", "bytes", "prefill+put")
+	var items []store.AssembleItem
+	offset := int64(0)
+	for _, doc := range docs {
+		start := time.Now()
+		id, err := storeDoc(db, m, spec, doc)
+		if err != nil {
+			return nil, err
+		}
+		d := docResult{ID: id, Tokens: len(doc), Bytes: int64(len(doc) * spec.TokenBytes())}
+		res.Docs = append(res.Docs, d)
+		fmt.Fprintf(w, "  %-16s %7d %9d %12v\n", id.Short(), d.Tokens, d.Bytes, time.Since(start).Round(time.Microsecond))
+		items = append(items, store.AssembleItem{ID: id, Offset: offset})
+		offset += int64(len(doc))
+	}
+
+	packets, err := answerFromPackets(db, m, spec, items, question, res)
+	if err != nil {
+		return nil, err
+	}
+	var prompt []int
+	for _, doc := range docs {
+		prompt = append(prompt, doc...)
+	}
+	prompt = append(prompt, question...)
+	res.PromptTokens = len(prompt)
+	start := time.Now()
+	full, err := m.Forward(prompt, 0, nil, llama.ForwardOptions{LastOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	res.FullTime = time.Since(start)
+	alone, err := m.Forward(question, 0, nil, llama.ForwardOptions{LastOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	p, q := softmax(full.Logits[0]), softmax(packets)
+	res.KL, res.KLNoDocs = kl(p, q), kl(p, softmax(alone.Logits[0]))
+	res.NextFull, res.NextPackets = argmax(p), argmax(q)
+	report(w, res, len(docs), len(question))
+	return res, nil
+}
+
+// answerFromPackets assembles the documents' packets and prefills the
+// question after them, returning the next-token logits.
+func answerFromPackets(db *store.DB, m *llama.Model, spec *format.ModelSpec, items []store.AssembleItem, question []int, res *result) ([]float32, error) {
+	start := time.Now()
+	a, err := db.PrepareAssemble(namespace, spec.Fingerprint(), items)
+	if err != nil {
+		return nil, err
+	}
+	defer a.Release()
+	dst := store.NewContiguousDest(spec, a.Tokens())
+	if err := a.Run(dst, nil); err != nil {
+		return nil, err
+	}
+	cache, err := destCache(spec, dst, a.Tokens())
+	if err != nil {
+		return nil, err
+	}
+	out, err := m.Forward(question, int64(a.Tokens()), cache, llama.ForwardOptions{LastOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	res.PacketsTime = time.Since(start)
+	res.Recomputed = len(question)
+	res.AssembledBytes = int64(a.Tokens() * spec.TokenBytes())
+	return out.Logits[0], nil
+}
+
+func report(w io.Writer, r *result, docs, question int) {
+	fmt.Fprintf(w, "\nrequest: %d documents (%d tokens) + a question (%d tokens)\n", docs, r.PromptTokens-question, question)
+	fmt.Fprintf(w, "  %-26s %18s %12s %6s\n", "path", "tokens computed", "time", "next")
+	fmt.Fprintf(w, "  %-26s %18s %12v %6d\n", "packets (Assemble)", fmt.Sprintf("%d (0 of documents)", r.Recomputed),
+		r.PacketsTime.Round(time.Microsecond), r.NextPackets)
+	fmt.Fprintf(w, "  %-26s %18d %12v %6d\n", "full recompute", r.PromptTokens, r.FullTime.Round(time.Microsecond), r.NextFull)
+	fmt.Fprintf(w, "\nKL(full || packets)        = %.4f nats\n", r.KL)
+	fmt.Fprintf(w, "KL(full || question alone) = %.4f nats  (the documents ignored altogether)\n", r.KLNoDocs)
+	fmt.Fprintln(w, "KL > 0 is expected without trained adapters: see README.md.")
+}
+
+// loadModel returns stories260K if present, else a random Llama.
+func loadModel() (*llama.Model, string, error) {
+	if path, ok := llama.TestModelPath(); ok {
+		m, err := llama.Load(path)
+		if err != nil {
+			return nil, "", err
+		}
+		return m, "stories260K (real weights, " + path + ")", nil
+	}
+	m, err := llama.Random(llama.Config{Dim: 128, Hidden: 256, Layers: 4, Heads: 4, KVHeads: 2, Vocab: 256, SeqLen: 4096,
+		NormEps: 1e-5, RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 500000, Scaling: format.RoPEScalingLlama3,
+			Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192}}, 1)
+	return m, "random-weight Llama-shaped model (stories260K not found)", err
+}
+
+// openStore opens dir, or a temporary directory removed by cleanup.
+func openStore(dir string) (*store.DB, func(), error) {
+	cleanup := func() {}
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "kvstore-rag-")
+		if err != nil {
+			return nil, nil, err
+		}
+		dir, cleanup = tmp, func() { os.RemoveAll(tmp) }
+	}
+	db, err := store.Open(dir, nil)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return db, cleanup, nil
+}
+
+// storeDoc prefills doc alone at position 0 and puts its cache.
+func storeDoc(db *store.DB, m *llama.Model, spec *format.ModelSpec, doc []int) (format.PacketID, error) {
+	out, err := m.Forward(doc, 0, nil, llama.ForwardOptions{LastOnly: true})
+	if err != nil {
+		return format.PacketID{}, err
+	}
+	p := &store.Packet{Namespace: namespace, Model: spec}
+	for _, t := range doc {
+		p.TokenIDs = append(p.TokenIDs, uint32(t))
+	}
+	for _, kv := range out.Cache.Layers {
+		k, v := make([]byte, len(kv.K)*spec.DType.Size()), make([]byte, len(kv.V)*spec.DType.Size())
+		if err := format.FromF32(k, kv.K, spec.DType); err != nil {
+			return format.PacketID{}, err
+		}
+		if err := format.FromF32(v, kv.V, spec.DType); err != nil {
+			return format.PacketID{}, err
+		}
+		p.Layers = append(p.Layers, store.Layer{K: k, V: v})
+	}
+	return db.Put(p)
+}
+
+// destCache turns an assembled contiguous destination into a cache at
+// positions 0..tokens-1 (the items were placed consecutively from 0).
+func destCache(spec *format.ModelSpec, d *store.Dest, tokens int) (*llama.Cache, error) {
+	c := &llama.Cache{KVHeads: spec.KVHeads, HeadDim: spec.HeadDim, Layers: make([]llama.LayerKV, spec.Layers)}
+	for l := range c.Layers {
+		k, v := make([]float32, len(d.K[l])/spec.DType.Size()), make([]float32, len(d.V[l])/spec.DType.Size())
+		if err := format.ToF32(k, d.K[l], spec.DType); err != nil {
+			return nil, err
+		}
+		if err := format.ToF32(v, d.V[l], spec.DType); err != nil {
+			return nil, err
+		}
+		c.Layers[l] = llama.LayerKV{K: k, V: v}
+	}
+	for i := range tokens {
+		c.Positions = append(c.Positions, int64(i))
+	}
+	return c, nil
+}
+
+// sample draws n tokens from the model itself, starting from BOS (token
+// 1), so that documents look like its training text to it.
+func sample(m *llama.Model, rng *rand.Rand, n int) []int {
+	toks := []int{1}
+	out, err := m.Forward(toks, 0, nil, llama.ForwardOptions{LastOnly: true})
+	for err == nil && len(toks) < n {
+		next := draw(rng, softmax(out.Logits[0]))
+		toks = append(toks, next)
+		out, err = m.Forward([]int{next}, int64(len(toks)-1), out.Cache, llama.ForwardOptions{LastOnly: true})
+	}
+	return toks
+}
+
+func draw(rng *rand.Rand, p []float64) int {
+	u := rng.Float64()
+	for i, pi := range p {
+		if u -= pi; u <= 0 {
+			return i
+		}
+	}
+	return len(p) - 1
+}
+
+func softmax(logits []float32) []float64 {
+	mx := math.Inf(-1)
+	for _, l := range logits {
+		mx = math.Max(mx, float64(l))
+	}
+	p := make([]float64, len(logits))
+	var sum float64
+	for i, l := range logits {
+		p[i] = math.Exp(float64(l) - mx)
+		sum += p[i]
+	}
+	for i := range p {
+		p[i] /= sum
+	}
+	return p
+}
+
+// kl is KL(p || q) in nats.
+func kl(p, q []float64) float64 {
+	var s float64
+	for i := range p {
+		if p[i] > 0 {
+			s += p[i] * math.Log(p[i]/q[i])
+		}
+	}
+	return s
+}
+
+func argmax(p []float64) int {
+	best := 0
+	for i, v := range p {
+		if v > p[best] {
+			best = i
+		}
+	}
+	return best
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestRunThreeDocuments(t *testing.T) {
+	var out bytes.Buffer
+	r, err := run(&out, config{docs: 3, docTokens: 12, questionTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Docs) != 3 || r.Recomputed != 4 || r.PromptTokens != 3*12+4 {
+		t.Fatalf("%d docs, %d recomputed of %d prompt tokens", len(r.Docs), r.Recomputed, r.PromptTokens)
+	}
+	if !(r.KL >= 0) || math.IsInf(r.KL, 0) || !(r.KLNoDocs >= 0) || math.IsInf(r.KLNoDocs, 0) {
+		t.Fatalf("KL(full||packets) %v, KL(full||question alone) %v", r.KL, r.KLNoDocs)
+	}
+	if r.Docs[0].ID == r.Docs[1].ID {
+		t.Fatal("two documents got one packet id")
+	}
+	for _, s := range []string{r.Model, "4 (0 of documents)", "full recompute", "KL(full || packets)", r.Docs[2].ID.Short()} {
+		if !strings.Contains(out.String(), s) {
+			t.Fatalf("output lacks %q:\n%s", s, out.String())
+		}
+	}
+}
+
+// TestRunOneDocumentEqualsRecompute: with a single document at position 0
+// there is no missing context, so the packets path must give the full
+// recompute's distribution up to float rounding.
+func TestRunOneDocumentEqualsRecompute(t *testing.T) {
+	r, err := run(&bytes.Buffer{}, config{docs: 1, docTokens: 12, questionTokens: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.KL > 1e-6 || r.NextFull != r.NextPackets {
+		t.Fatalf("one document: KL %g, next token %d vs %d", r.KL, r.NextPackets, r.NextFull)
+	}
+	if r.KLNoDocs < 1e-3 {
+		t.Fatalf("the document should matter: KL(full||question alone) = %g", r.KLNoDocs)
+	}
+}

@@ -1,0 +1,262 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+func TestArtifactRoundTrip(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openMem(t, fs, nil)
+	a, b := testSpec(format.DTypeBF16, 2, 2, 8).Fingerprint(), testSpec(format.DTypeF32, 2, 2, 8).Fingerprint()
+	header := bytes.Repeat([]byte{1, 2, 3, 4}, 2*64) // 4 soft tokens x 64 dims of bf16
+	meta := ArtifactMeta{DType: format.DTypeBF16, Shape: []int{4, 64}, Note: "run 17"}
+	big := bytes.Repeat([]byte("router"), 1<<20) // 6 MiB: larger than the memtable
+	for _, put := range []struct {
+		model format.Fingerprint
+		name  string
+		data  []byte
+		meta  ArtifactMeta
+	}{
+		{a, "adapter/header", header, meta},
+		{a, "adapter/trailer", []byte{9}, ArtifactMeta{}},
+		{a, "router/W", big, ArtifactMeta{DType: format.DTypeF32, Shape: []int{len(big) / 4}}},
+		{b, "adapter/header", []byte("b's header"), ArtifactMeta{}},
+		{a, "empty", nil, ArtifactMeta{}},
+	} {
+		if err := db.PutArtifact(put.model, put.name, put.data, put.meta); err != nil {
+			t.Fatalf("PutArtifact %q: %v", put.name, err)
+		}
+	}
+	header[0] = 99 // the store keeps its own copy
+
+	check := func(db *DB) {
+		t.Helper()
+		got, err := db.GetArtifact(a, "adapter/header")
+		if err != nil || got[0] != 1 || len(got) != len(header) {
+			t.Fatalf("GetArtifact: %v (%d bytes)", err, len(got))
+		}
+		if got, err := db.GetArtifact(b, "adapter/header"); err != nil || string(got) != "b's header" {
+			t.Fatalf("GetArtifact of the other model: %q, %v", got, err)
+		}
+		if got, err := db.GetArtifact(a, "router/W"); err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("GetArtifact router/W: %v", err)
+		}
+		info, err := db.StatArtifact(a, "adapter/header")
+		if err != nil || info.Name != "adapter/header" || info.Model != a || info.Size != 512 ||
+			info.Meta.DType != format.DTypeBF16 || fmt.Sprint(info.Meta.Shape) != "[4 64]" || info.Meta.Note != "run 17" || info.CreatedAt.IsZero() {
+			t.Fatalf("StatArtifact: %+v, %v", info, err)
+		}
+		names, err := db.ListArtifacts(a)
+		if err != nil || fmt.Sprint(names) != "[adapter/header adapter/trailer empty router/W]" {
+			t.Fatalf("ListArtifacts(a) = %q, %v", names, err)
+		}
+		if got, err := db.GetArtifact(a, "empty"); err != nil || len(got) != 0 {
+			t.Fatalf("empty artifact: %q, %v", got, err)
+		}
+	}
+	check(db)
+	db.Close()
+	db = openMem(t, fs, nil) // durable across reopen
+	defer db.Close()
+	check(db)
+
+	if err := db.PutArtifact(a, "adapter/trailer", []byte{7, 7}, ArtifactMeta{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.GetArtifact(a, "adapter/trailer"); err != nil || !bytes.Equal(got, []byte{7, 7}) {
+		t.Fatalf("replaced artifact: %v, %v", got, err)
+	}
+	if err := db.DeleteArtifact(a, "adapter/header"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GetArtifact(a, "adapter/header"); !errors.Is(err, ErrModelMismatch) {
+		t.Fatalf("after delete, b still has the name: %v, want ErrModelMismatch", err)
+	}
+	if err := db.DeleteArtifact(b, "adapter/header"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GetArtifact(a, "adapter/header"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted everywhere: %v, want ErrNotFound", err)
+	}
+	if names, _ := db.ListArtifacts(b); len(names) != 0 {
+		t.Fatalf("b still lists %q", names)
+	}
+}
+
+func TestArtifactErrors(t *testing.T) {
+	db := openMem(t, vfs.NewMem(), nil)
+	defer db.Close()
+	a, b := format.Fingerprint{1}, format.Fingerprint{2}
+	if err := db.PutArtifact(a, "w", []byte{1, 2, 3, 4}, ArtifactMeta{}); err != nil {
+		t.Fatal(err)
+	}
+	// A name that is a prefix of another must not match it.
+	for _, n := range []string{"w2", "z2"} {
+		if err := db.PutArtifact(b, n, []byte{1}, ArtifactMeta{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		model format.Fingerprint
+		art   string
+		want  error
+	}{
+		{"absent", a, "nope", ErrNotFound},
+		{"other model", b, "w", ErrModelMismatch},
+		{"name of another model", a, "w2", ErrModelMismatch},
+		{"prefix of another model's name", a, "z", ErrNotFound},
+		{"empty name", a, "", ErrInvalidArgument},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := db.GetArtifact(c.model, c.art); !errors.Is(err, c.want) {
+				t.Fatalf("GetArtifact: %v, want %v", err, c.want)
+			}
+			if _, err := db.StatArtifact(c.model, c.art); !errors.Is(err, c.want) {
+				t.Fatalf("StatArtifact: %v, want %v", err, c.want)
+			}
+			if err := db.DeleteArtifact(c.model, c.art); !errors.Is(err, c.want) {
+				t.Fatalf("DeleteArtifact: %v, want %v", err, c.want)
+			}
+		})
+	}
+	if _, err := db.GetArtifact(b, "w"); err == nil || !strings.Contains(err.Error(), a.Short()) {
+		t.Fatalf("mismatch error should name the model that has it: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		art  string
+		data []byte
+		meta ArtifactMeta
+	}{
+		{"empty name", "", nil, ArtifactMeta{}},
+		{"long name", strings.Repeat("n", format.MaxNameLen+1), nil, ArtifactMeta{}},
+		{"too large", "big", make([]byte, MaxArtifactSize+1), ArtifactMeta{}},
+		{"shape without dtype", "x", []byte{1}, ArtifactMeta{Shape: []int{1}}},
+		{"shape too small", "x", make([]byte, 8), ArtifactMeta{DType: format.DTypeF32, Shape: []int{1}}},
+		{"negative dim", "x", nil, ArtifactMeta{DType: format.DTypeF32, Shape: []int{-1, 0}}},
+		{"huge dim", "x", nil, ArtifactMeta{DType: format.DTypeF32, Shape: []int{0, 1 << 40}}},
+		{"rank 9", "x", nil, ArtifactMeta{DType: format.DTypeF32, Shape: make([]int, 9)}},
+		{"bad dtype", "x", nil, ArtifactMeta{DType: 77}},
+		{"long note", "x", nil, ArtifactMeta{Note: strings.Repeat("n", format.MaxNameLen+1)}},
+	} {
+		t.Run("put "+c.name, func(t *testing.T) {
+			if err := db.PutArtifact(a, c.art, c.data, c.meta); !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("PutArtifact: %v, want ErrInvalidArgument", err)
+			}
+		})
+	}
+	if err := db.PutArtifact(a, "max", make([]byte, 16), ArtifactMeta{DType: format.DTypeF32, Shape: []int{2, 2}}); err != nil {
+		t.Fatalf("PutArtifact of a [2 2] f32: %v", err)
+	}
+}
+
+// TestArtifactCorruption damages stored records: a flipped bit fails the
+// frame's CRC, and a well-framed record under another key is refused.
+func TestArtifactCorruption(t *testing.T) {
+	db := openMem(t, vfs.NewMem(), nil)
+	defer db.Close()
+	a := format.Fingerprint{1}
+	if err := db.PutArtifact(a, "w", []byte("weights"), ArtifactMeta{}); err != nil {
+		t.Fatal(err)
+	}
+	var v []byte
+	if _, err := db.cat.get(artifactKey(a, "w"), func(b []byte) error { v = bytes.Clone(b); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	flipped := bytes.Clone(v)
+	flipped[len(flipped)-2] ^= 1
+	if err := db.cat.db.Set(artifactKey(a, "w"), flipped, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GetArtifact(a, "w"); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("flipped bit: %v, want ErrCorruption", err)
+	}
+	if err := db.cat.db.Set(artifactKey(a, "v"), v, nil); err != nil { // w's record under v
+		t.Fatal(err)
+	}
+	if _, err := db.GetArtifact(a, "v"); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("record under another name: %v, want ErrCorruption", err)
+	}
+}
+
+func TestArtifactDecodeRejects(t *testing.T) {
+	good := encodeArtifact(format.Fingerprint{3}, "name", []byte{1, 2, 3, 4}, &ArtifactMeta{DType: format.DTypeBF16, Shape: []int{2}, Note: "n"}, 5)
+	if info, err := decodeArtifact(good); err != nil || info.Name != "name" || info.Size != 4 || info.Meta.Note != "n" {
+		t.Fatalf("decode good: %+v, %v", info, err)
+	}
+	cases := []struct {
+		name string
+		edit func(b []byte) []byte
+	}{
+		{"short", func(b []byte) []byte { return b[:artifactFixed-1] }},
+		{"truncated data", func(b []byte) []byte { return b[:len(b)-1] }},
+		{"trailing byte", func(b []byte) []byte { return append(b, 0) }},
+		{"reserved", func(b []byte) []byte { b[54] = 1; return b }},
+		{"rank", func(b []byte) []byte { b[53] = maxArtifactRank + 1; return b }},
+		{"data len", func(b []byte) []byte { binary.LittleEndian.PutUint64(b[40:], 1<<62); return b }},
+		{"shape vs data", func(b []byte) []byte { binary.LittleEndian.PutUint64(b[artifactFixed:], 3); return b }},
+		{"dtype", func(b []byte) []byte { b[52] = 200; return b }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := decodeArtifact(c.edit(bytes.Clone(good))); !errors.Is(err, ErrCorruption) {
+				t.Fatalf("decode: %v, want ErrCorruption", err)
+			}
+		})
+	}
+}
+
+func TestArtifactReadOnly(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openMem(t, fs, nil)
+	if err := db.PutArtifact(format.Fingerprint{1}, "w", []byte{1}, ArtifactMeta{}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db = openMem(t, fs, &Options{ReadOnly: true})
+	defer db.Close()
+	if got, err := db.GetArtifact(format.Fingerprint{1}, "w"); err != nil || !bytes.Equal(got, []byte{1}) {
+		t.Fatalf("read-only get: %v, %v", got, err)
+	}
+	if err := db.PutArtifact(format.Fingerprint{1}, "x", nil, ArtifactMeta{}); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("read-only put: %v", err)
+	}
+	if err := db.DeleteArtifact(format.Fingerprint{1}, "w"); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("read-only delete: %v", err)
+	}
+}
+
+// FuzzDecodeArtifact: decoding never panics, and whatever decodes
+// re-encodes to the same bytes.
+func FuzzDecodeArtifact(f *testing.F) {
+	good := encodeArtifact(format.Fingerprint{3}, "adapter/header", []byte{1, 2, 3, 4}, &ArtifactMeta{DType: format.DTypeBF16, Shape: []int{2}, Note: "n"}, 5)
+	f.Add(good)
+	f.Add(encodeArtifact(format.Fingerprint{}, "x", nil, &ArtifactMeta{}, 0))
+	f.Add(good[:artifactFixed])
+	bad := bytes.Clone(good)
+	bad[53] = 9
+	f.Add(bad)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		info, err := decodeArtifact(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorruption) {
+				t.Fatalf("error %v does not wrap ErrCorruption", err)
+			}
+			return
+		}
+		again := encodeArtifact(info.Model, info.Name, b[len(b)-info.Size:], &info.Meta, info.CreatedAt.UnixNano())
+		if !bytes.Equal(again, b) {
+			t.Fatalf("decoded %+v re-encodes differently", info)
+		}
+	})
+}

@@ -1,0 +1,137 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/kvstore/kvstore/reconstruct"
+)
+
+// assembleScratch bounds each worker's scratch buffers (well inside L2):
+// the bytes a run of rows is read into when the blob file is not mapped,
+// and the bytes keys are gathered and rotated in before they are copied to
+// a paged destination.
+const assembleScratch = 256 << 10
+
+// assembleWorker is one worker's scratch, allocated on first need.
+type assembleWorker struct {
+	rd, sh []byte
+	crcs   []uint32 // per head, for chunks read in token runs
+	src    [][]byte // per head, a run's rows
+}
+
+func (w *assembleWorker) buf(p *[]byte, n int) []byte {
+	if cap(*p) < n {
+		*p = make([]byte, max(n, assembleScratch))
+	}
+	return (*p)[:n]
+}
+
+// fill writes layer l's K (key) or V of packet p into dst, a layer buffer
+// of geometry g; keys are rotated by the packet's offset on the way. A
+// chunk not yet verified has its CRC checked when its last row has passed,
+// so a bad chunk fails its layer before the layer is reported.
+func (a *Assembly) fill(w *assembleWorker, g *destGeom, dst []byte, p *assemblePacket, l int, key bool) error {
+	i := 2 * l
+	if !key {
+		i++
+	}
+	s, err := a.source(w, p, i, g.rowBytes)
+	if err != nil {
+		return err
+	}
+	var delta int64
+	if key {
+		delta = p.Offset
+	}
+	if g.layout == LayoutContiguous {
+		err = a.fillContiguous(g, dst, &s, p.Row, delta)
+	} else {
+		err = a.fillPaged(w, g, dst, &s, p.Row, delta)
+	}
+	if err != nil {
+		return err
+	}
+	return s.done()
+}
+
+// fillContiguous places each head's rows as one run: rotated from the
+// mapping straight into the destination, or read into the destination and
+// rotated there.
+func (a *Assembly) fillContiguous(g *destGeom, dst []byte, s *chunkSource, row int, delta int64) error {
+	for h := range g.heads {
+		off := g.offset(h, row)
+		d := dst[off : off+s.n*s.rb]
+		src, err := s.rows(h, 0, s.n, d)
+		if err != nil {
+			return err
+		}
+		if err := a.shift(d, src, s.n, delta); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fillPaged walks the chunk in runs of tokens, all heads at once, so that
+// destination writes are sequential within each block: values are copied
+// row by row in token-major order; keys are gathered token-major into
+// scratch, rotated there in one pass, and copied a block segment at a time.
+func (a *Assembly) fillPaged(w *assembleWorker, g *destGeom, dst []byte, s *chunkSource, row int, delta int64) error {
+	H, rb := g.heads, g.rowBytes
+	run := max(1, min(s.n, assembleScratch/(H*rb)))
+	if cap(w.src) < H {
+		w.src = make([][]byte, H)
+	}
+	src := w.src[:H]
+	for t0 := 0; t0 < s.n; t0 += run {
+		k := min(run, s.n-t0)
+		var rd []byte
+		if s.mapped == nil {
+			rd = w.buf(&w.rd, H*k*rb)
+		}
+		for h := range H {
+			var err error
+			if src[h], err = s.rows(h, t0, k, rd[min(h*k*rb, len(rd)):]); err != nil {
+				return err
+			}
+		}
+		if delta == 0 {
+			for t := range k {
+				for h := range H {
+					off := g.offset(h, row+t0+t)
+					copy(dst[off:off+rb], src[h][t*rb:(t+1)*rb])
+				}
+			}
+			continue
+		}
+		sh := w.buf(&w.sh, H*k*rb)
+		for t := range k {
+			for h := range H {
+				copy(sh[(t*H+h)*rb:(t*H+h+1)*rb], src[h][t*rb:(t+1)*rb])
+			}
+		}
+		if err := a.shift(sh, sh, k*H, delta); err != nil {
+			return err
+		}
+		for t := 0; t < k; {
+			seg := min(k-t, g.bs-(row+t0+t)%g.bs) // tokens left in this block
+			off := g.offset(0, row+t0+t)
+			copy(dst[off:off+seg*H*rb], sh[t*H*rb:(t+seg)*H*rb])
+			t += seg
+		}
+	}
+	return nil
+}
+
+// shift rotates rows of keys by delta from src into dst (a copy when delta
+// is 0: values, and keys that stay where they are). dst may be src.
+func (a *Assembly) shift(dst, src []byte, rows int, delta int64) error {
+	if delta == 0 {
+		copy(dst, src)
+		return nil
+	}
+	if err := reconstruct.Shift(dst, src, a.spec.DType, a.rope, 1, rows, delta); err != nil {
+		return fmt.Errorf("assemble: %w", err) // shapes were checked: a bug
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvstore/kvstore/internal/llama"
+)
+
+func TestDemoTable(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"demo", "--docs", "2", "--tokens", "6", "--question", "2"}, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	s := out.String()
+	for _, want := range []string{"random-weight Llama-shaped model", "(temporary), packets in bf16",
+		"packet", "tokens", "bytes", "put", "verify",
+		"assemble: 2 packets, 12 tokens (24576 bytes)", "tokens recomputed: 2 of 14 (the question)", "KL(full || packets)"} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("output lacks %q:\n%s", want, s)
+		}
+	}
+	rows := 0
+	for _, line := range strings.Split(s, "\n") {
+		if f := strings.Fields(line); len(f) == 5 && f[1] == "6" && f[2] == "12288" && f[4] == "ok" {
+			rows++
+		}
+	}
+	if rows != 2 {
+		t.Fatalf("want 2 packet rows of 6 tokens, 12288 bytes, verify ok:\n%s", s)
+	}
+}
+
+// demoJSON runs the demo with --json and decodes its report.
+func demoJSON(t *testing.T, args ...string) demoReport {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(append([]string{"--json", "demo"}, args...), &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r demoReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out.String())
+	}
+	return r
+}
+
+// TestDemoJSON checks the figures: every packet verified, the question
+// the only tokens computed, the assembled rows within f32 rounding of each
+// document prefilled at its offset, and a store in --dir that keeps the
+// packets for a second run.
+func TestDemoJSON(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	r := demoJSON(t, "--docs", "3", "--tokens", "5", "--question", "3", "--dtype", "f32", "--dir", dir)
+	if !r.Verified || len(r.Packets) != 3 || r.Recomputed != 3 || r.FullTokens != 18 || r.AssembleTokens != 15 || r.DType != "f32" {
+		t.Fatalf("report %+v", r)
+	}
+	if r.MaxDeltaK > 1e-5*r.MaxK || r.MaxDeltaV > 1e-5*r.MaxV || r.MaxK == 0 {
+		t.Fatalf("assembled rows differ from prefill at offset: K %g of %g, V %g of %g", r.MaxDeltaK, r.MaxK, r.MaxDeltaV, r.MaxV)
+	}
+	if !(r.KL >= 0) {
+		t.Fatalf("KL %v", r.KL)
+	}
+	again := demoJSON(t, "--docs", "3", "--tokens", "5", "--question", "3", "--dtype", "f32", "--dir", dir)
+	for i, p := range again.Packets {
+		if !p.Stored || p.ID != r.Packets[i].ID || p.Verify != "ok" {
+			t.Fatalf("second run, packet %d: %+v (first run %+v)", i, p, r.Packets[i])
+		}
+	}
+}
+
+func TestDemoStories(t *testing.T) {
+	path, ok := llama.TestModelPath()
+	if !ok {
+		t.Skipf("stories260K not found (looked at %q; set KVSTORE_TESTMODEL)", path)
+	}
+	r := demoJSON(t, "--model", path, "--docs", "2", "--tokens", "8", "--question", "2")
+	if !r.Verified || !strings.Contains(r.Model, "stories260K") || r.AssembleBytes != 16*5*4*8*2*2 {
+		t.Fatalf("report %+v", r)
+	}
+}
+
+func TestDemoUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"demo", "--docs", "0"}, exitUsage},
+		{[]string{"demo", "--dtype", "int8"}, exitUsage},
+		{[]string{"demo", "extra"}, exitUsage},
+		{[]string{"demo", "--model", filepath.Join(t.TempDir(), "missing.bin")}, exitFail},
+		{[]string{"demo", "--help"}, exitOK},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(c.args, &out, &errb); code != c.code {
+			t.Errorf("%v: exit %d, want %d (%s)", c.args, code, c.code, errb.String())
+		}
+	}
+}
+
+// TestDemoBinary builds the real binary and runs the demo through it.
+func TestDemoBinary(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go toolchain on PATH to build the binary: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "kvstore")
+	build := exec.Command(gobin, "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "--json", "demo", "--docs", "2", "--tokens", "4")
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v", bin, err)
+	}
+	var r demoReport
+	if err := json.Unmarshal(out, &r); err != nil || !r.Verified || len(r.Packets) != 2 || r.Recomputed != 4 {
+		t.Fatalf("binary's report: %v\n%s", err, out)
+	}
+}
