@@ -1,0 +1,147 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+// file builds a safetensors file from a raw JSON header and buffer.
+func file(header string, buf []byte) []byte {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	return append(append(b, header...), buf...)
+}
+
+func TestDecodeGood(t *testing.T) {
+	b := file(`{"__metadata__":{"a":"b"},"y":{"dtype":"F32","shape":[1],"data_offsets":[6,10]},`+
+		`"x":{"dtype":"BF16","shape":[3],"data_offsets":[0,6]},"z":{"dtype":"I64","shape":[0,5],"data_offsets":[10,10]}}  `,
+		[]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
+	f, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Tensors) != 3 || f.Tensors[0].Name != "x" || f.Tensors[1].Name != "y" || f.Tensors[2].Name != "z" {
+		t.Fatalf("tensors not in offset order: %+v", f.Tensors)
+	}
+	if !bytes.Equal(f.Tensor("y").Data, []byte{7, 8, 9, 10}) || f.Metadata["a"] != "b" || f.Tensor("nope") != nil {
+		t.Fatalf("decoded %+v", f)
+	}
+	again, err := Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (8+int(binary.LittleEndian.Uint64(again)))%8 != 0 {
+		t.Fatalf("buffer not 8-byte aligned")
+	}
+	g, err := Decode(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalFiles(f, g) {
+		t.Fatalf("re-encoded file differs: %+v vs %+v", f, g)
+	}
+	// Read takes the same path through a ReaderAt.
+	h, err := Read(bytes.NewReader(b), int64(len(b)))
+	if err != nil || !equalFiles(f, h) {
+		t.Fatalf("Read: %v, %+v", err, h)
+	}
+}
+
+func TestDecodeBad(t *testing.T) {
+	ten := make([]byte, 10)
+	huge := make([]byte, 8)
+	binary.LittleEndian.PutUint64(huge, MaxHeaderSize+1)
+	for _, tc := range []struct {
+		name, want string
+		b          []byte
+	}{
+		{"short", "too short", []byte{1, 2, 3}},
+		{"header over cap", "exceeds the limit", append(huge, "{}"...)},
+		{"header past end", "exceeds the", file(`{}`, nil)[:9]},
+		{"not utf8", "UTF-8", file("{\"\xff\":1}", nil)},
+		{"not object", "start with '{'", file(`[]`, nil)},
+		{"bad json", `"x"`, file(`{"x":`, nil)},
+		{"trailing", "after the JSON", file(`{} x`, nil)},
+		{"duplicate", "duplicate", file(`{"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"x":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, ten[:2])},
+		{"unknown dtype", "unknown dtype", file(`{"x":{"dtype":"F4","shape":[1],"data_offsets":[0,1]}}`, ten[:1])},
+		{"unknown field", "unknown field", file(`{"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"extra":1}}`, ten[:1])},
+		{"missing field", "required", file(`{"x":{"dtype":"U8","shape":[1]}}`, ten[:1])},
+		{"negative dim", "tensor", file(`{"x":{"dtype":"U8","shape":[-1],"data_offsets":[0,1]}}`, ten[:1])},
+		{"length mismatch", "data_offsets give", file(`{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, ten[:4])},
+		{"overflow", "overflows", file(`{"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, nil)},
+		{"gap", "contiguous", file(`{"x":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, ten[:2])},
+		{"overlap", "contiguous", file(`{"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"y":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}`, ten[:3])},
+		{"short buffer", "cover", file(`{"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}`, ten[:3])},
+		{"reversed offsets", "begin <= end", file(`{"x":{"dtype":"U8","shape":[0],"data_offsets":[2,1]}}`, nil)},
+		{"metadata not strings", "__metadata__", file(`{"__metadata__":{"a":1}}`, nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode(tc.b)
+			if !errors.Is(err, format.ErrCorruption) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Decode: %v, want corruption containing %q", err, tc.want)
+			}
+			if _, rerr := Read(bytes.NewReader(tc.b), int64(len(tc.b))); !errors.Is(rerr, format.ErrCorruption) {
+				t.Fatalf("Read: %v, want corruption", rerr)
+			}
+		})
+	}
+}
+
+// A header claiming an enormous tensor in a tiny file is refused without
+// allocating anything near its size.
+func TestDecodeHugeClaimAllocatesLittle(t *testing.T) {
+	b := file(`{"x":{"dtype":"F64","shape":[1000000,1000000],"data_offsets":[0,8000000000000]}}`, nil)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Read(bytes.NewReader(b), 1<<40) // the reader claims a huge file too
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, format.ErrCorruption) {
+		t.Fatalf("Read: %v, want corruption", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Fatalf("allocated %d bytes for a %d-byte header", got, len(b))
+	}
+}
+
+func TestEncodeRefuses(t *testing.T) {
+	for _, f := range []*File{
+		{Tensors: []Tensor{{Name: "a", DType: U8, Shape: []uint64{2}, Data: []byte{1}}}},
+		{Tensors: []Tensor{{Name: "a", DType: "F4", Shape: []uint64{1}, Data: []byte{1}}}},
+		{Tensors: []Tensor{{Name: "a", DType: U8, Data: []byte{1}}, {Name: "a", DType: U8, Data: []byte{1}}}},
+		{Tensors: []Tensor{{Name: metadataKey, DType: U8, Data: []byte{1}}}},
+		{Tensors: []Tensor{{Name: "\xff", DType: U8, Data: []byte{1}}}},
+		{Metadata: map[string]string{"k": "\xff"}},
+	} {
+		if _, err := Encode(f); !errors.Is(err, format.ErrInvalidArgument) {
+			t.Errorf("Encode(%+v): %v, want invalid argument", f, err)
+		}
+	}
+}
+
+func equalFiles(a, b *File) bool {
+	if len(a.Tensors) != len(b.Tensors) || len(a.Metadata) != len(b.Metadata) {
+		return false
+	}
+	for k, v := range a.Metadata {
+		if b.Metadata[k] != v {
+			return false
+		}
+	}
+	for i := range a.Tensors {
+		x, y := a.Tensors[i], b.Tensors[i]
+		if x.Name != y.Name || x.DType != y.DType || !bytes.Equal(x.Data, y.Data) || len(x.Shape) != len(y.Shape) {
+			return false
+		}
+		for j := range x.Shape {
+			if x.Shape[j] != y.Shape[j] {
+				return false
+			}
+		}
+	}
+	return true
+}

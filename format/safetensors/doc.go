@@ -1,0 +1,40 @@
+// Package safetensors reads and writes safetensors files, the tensor
+// container of the Python ecosystem (huggingface/safetensors), and maps KV
+// Packet caches onto them. It is bytes <-> values only: no I/O beyond an
+// io.ReaderAt, no store.
+//
+// # File layout
+//
+//	+----------------+---------------------------+------------------------------+
+//	| N: u64 LE      | header: N bytes of JSON   | byte buffer                  |
+//	|                | (UTF-8, '{' first, padded |  tensor data, concatenated,  |
+//	|                |  with spaces)             |  offsets relative to its 0   |
+//	+----------------+---------------------------+------------------------------+
+//	0                8                           8+N                      file end
+//
+// The header is one JSON object:
+//
+//	{"__metadata__": {"key": "value", ...},          optional, strings only
+//	 "name": {"dtype": "BF16", "shape": [2, 3],
+//	          "data_offsets": [begin, end]}, ...}
+//
+// Decode validates the way the upstream Rust crate does, and a bit more:
+// N at most MaxHeaderSize (100 MB, upstream's limit) and within the input;
+// valid UTF-8 JSON that starts with '{' and has nothing but spaces after
+// it; no duplicate names (upstream's serde map would keep one silently);
+// no unknown fields in a tensor entry; known dtypes only; offsets, sorted,
+// contiguous from 0 and covering the buffer exactly; each tensor's length
+// equal to the product of its shape times its dtype size. All arithmetic
+// is checked for overflow, and a file that claims a huge shape fails
+// before anything of that size is allocated or read. Errors wrap
+// format.ErrCorruption; Encode's argument errors wrap
+// format.ErrInvalidArgument.
+//
+// # KV packets
+//
+// EncodeKV and DecodeKV (kv.go) map a packet's cache onto the layout the
+// KV Packet reference code keeps: one tensor "kv" of shape
+// [2, L, 1, H, S, D] (K then V; batch 1) in the model's dtype, plus
+// "position_ids" [1, S] int64, with the model spec and the packet's
+// identity in __metadata__ (keys in kv.go).
+package safetensors
