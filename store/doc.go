@@ -27,6 +27,10 @@
 //	's' | "next-blob"                                           -> framed u32 LE: next file number
 //	'a' | name len u16 BE | name | model fp (32)                -> framed artifact ("KVAR", artifact.go)
 //	'A' | model fp (32) | name                                  -> empty (ListArtifacts index)
+//	'c' | ns len u16 BE | ns | name len u16 BE | name           -> framed SpanMeta ("KVSP", span_record.go)
+//	'C' | ns | name (as for 'c') | layer u16 BE | head u16 BE   -> framed HeadMeta ("KVSP")
+//	'p' | ns len u16 BE | ns | packet id (32)                   -> empty: pinned (capacity.go)
+//	'x' | ns len u16 BE | ns | packet id (32)                   -> framed access statistics ("KVAC", access.go)
 //
 // Values are format records (format.Seal: magic, version, length, CRC32C).
 // A blob file record (kind "KVBF") has a 40-byte little-endian body:
@@ -95,6 +99,21 @@
 // blob file: the file stays mapped (and, once compaction exists, on disk)
 // until every View using it is released, even if the packet is deleted
 // meanwhile or the DB closed.
+//
+// # Operations
+//
+// Verify (verify.go) reads every catalogued extent and checks each chunk's
+// and span block's CRC32C and each trailer. Check (check.go) checks the
+// catalog against the blob files without reading payloads and lists
+// reclaimable space (Garbage) apart from inconsistencies (Finding).
+// Compact (compact.go) rewrites mostly dead blob files into new ones and
+// repoints the catalog in one synced batch; GC (gc.go) removes what
+// crashes leave and wholly dead files. A blob file leaves the catalog
+// before it leaves the disk, and is removed only once no view maps it
+// (blobFile.markObsolete), so every step is crash-safe. Options.MaxBytes
+// evicts unpinned packets in LRU or LFU order (capacity.go) from access
+// statistics kept in memory and saved lazily (access.go). Subscribe
+// (events.go) streams packet events without ever blocking the store.
 //
 // # Concurrency
 //

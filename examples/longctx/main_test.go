@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+func checkRun(t *testing.T, r *result, out string, steps, context int, budget float64) {
+	t.Helper()
+	if len(r.Steps) != steps || r.Spans == 0 || r.Anchors == 0 || r.FactorBytes <= 0 {
+		t.Fatalf("%d steps, %d spans, %d anchors, %d factor bytes", len(r.Steps), r.Spans, r.Anchors, r.FactorBytes)
+	}
+	budgetRows := float64(int(budget * float64(context)))
+	for i, s := range r.Steps {
+		if !(s.KL >= 0) || math.IsInf(s.KL, 0) {
+			t.Fatalf("step %d: KL %v", i, s.KL)
+		}
+		// Rows on the GPU per (layer, KV head): resident plus zoomed, within
+		// the budget (whole spans, shared by a layer's heads: per group on
+		// average).
+		if r.ResidentRows <= int(budgetRows) && s.Rows > budgetRows+1e-9 {
+			t.Fatalf("step %d: %.1f rows per group, budget %v", i, s.Rows, budgetRows)
+		}
+		if s.Rows < float64(r.ResidentRows) {
+			t.Fatalf("step %d: %.1f rows, fewer than the %d resident", i, s.Rows, r.ResidentRows)
+		}
+	}
+	for _, want := range []string{r.Model, "span memory", "mean KL(full || span memory)"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRunRandom(t *testing.T) {
+	var out bytes.Buffer
+	r, err := run(&out, config{context: 128, steps: 2, budget: 0.5, random: true, minSpanRandom: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRun(t, r, out.String(), 2, 128, 0.5)
+	zoomed := 0
+	for _, s := range r.Steps {
+		zoomed += s.Zoomed
+	}
+	if zoomed == 0 {
+		t.Fatalf("half the context as budget zoomed no span:\n%s", out.String())
+	}
+}
+
+func TestRunStories(t *testing.T) {
+	var out bytes.Buffer
+	r, err := run(&out, config{context: 96, steps: 2, budget: 0.25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.Model, "stories260K") {
+		t.Skipf("stories260K not found; ran %s", r.Model)
+	}
+	checkRun(t, r, out.String(), 2, 96, 0.25)
+}

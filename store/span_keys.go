@@ -1,0 +1,74 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+// Catalog key tags of span memory (the table is in doc.go).
+const (
+	tagSpanMeta = 'c' // 'c' | ns | name            -> framed SpanMeta
+	tagSpanHead = 'C' // 'C' | ns | name | l | h    -> framed HeadMeta
+)
+
+// ContextID identifies one stored span memory: BLAKE3-256 over (namespace,
+// model fingerprint, context name). It is what the extent trailer names and
+// what gpu.SpanKey.Context carries (store/gpusource adapts a SpanReader to
+// gpu.Source; store itself does not import gpu).
+type ContextID [32]byte
+
+func (c ContextID) String() string { return hex.EncodeToString(c[:]) }
+
+// Short is the first 8 bytes in hex, for tables and logs.
+func (c ContextID) Short() string { return hex.EncodeToString(c[:8]) }
+
+// ComputeContextID derives a span memory's id. Variable-length fields are
+// length-prefixed so that no two inputs share an encoding.
+func ComputeContextID(ns string, model format.Fingerprint, name string) ContextID {
+	h := blake3.New()
+	var n [8]byte
+	put := func(b []byte) {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	h.Write([]byte("kvstore.spans.v1"))
+	put([]byte(ns))
+	h.Write(model[:])
+	put([]byte(name))
+	var id ContextID
+	copy(id[:], h.Sum(nil))
+	return id
+}
+
+// checkContextName refuses names that do not fit their u16 length prefix.
+func checkContextName(ns, name string) error {
+	if err := checkNamespace(ns); err != nil {
+		return err
+	}
+	if name == "" || len(name) > format.MaxNameLen {
+		return fmt.Errorf("%w: context name of %d bytes, want 1 to %d", ErrInvalidArgument, len(name), format.MaxNameLen)
+	}
+	return nil
+}
+
+// spanMetaKey is 'c' | ns len u16 BE | ns | name len u16 BE | name.
+func spanMetaKey(ns, name string) []byte {
+	k := nsPrefix(tagSpanMeta, ns, 2+len(name))
+	k = binary.BigEndian.AppendUint16(k, uint16(len(name)))
+	return append(k, name...)
+}
+
+// spanHeadKey is 'C' | ns | name (as in spanMetaKey) | layer u16 BE | head u16 BE.
+func spanHeadKey(ns, name string, layer, head int) []byte {
+	k := nsPrefix(tagSpanHead, ns, 6+len(name))
+	k = binary.BigEndian.AppendUint16(k, uint16(len(name)))
+	k = append(k, name...)
+	k = binary.BigEndian.AppendUint16(k, uint16(layer))
+	return binary.BigEndian.AppendUint16(k, uint16(head))
+}
