@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/prune"
 	"github.com/kvstore/kvstore/reconstruct"
 )
 
@@ -71,6 +72,9 @@ type AssembledPacket struct {
 	Tokens        int
 	HeaderTokens  int
 	TrailerTokens int
+	// Keep is the item's keep-set, or nil: Tokens is then its rows per
+	// (layer, KV head), and Assembly.Positions says which.
+	Keep *prune.Set
 }
 
 // AssembleOptions are the per-call settings of Assemble. The zero value
@@ -114,6 +118,12 @@ type assemblePacket struct {
 // negative offset, and ErrCorruption for a header that does not match the
 // model's spec. No chunk is read yet.
 func (db *DB) PrepareAssemble(ns string, model format.Fingerprint, items []AssembleItem) (*Assembly, error) {
+	return db.prepareAssemble(ns, model, items, nil)
+}
+
+// prepareAssemble is PrepareAssemble with optional keep-sets, one per item
+// (nil, or a nil entry: the item is not pruned).
+func (db *DB) prepareAssemble(ns string, model format.Fingerprint, items []AssembleItem, keep []*prune.Set) (*Assembly, error) {
 	if len(items) == 0 {
 		return nil, fmt.Errorf("%w: assemble: no packets", ErrInvalidArgument)
 	}
@@ -125,7 +135,11 @@ func (db *DB) PrepareAssemble(ns string, model format.Fingerprint, items []Assem
 		}
 	}()
 	for i, it := range items {
-		p, err := a.add(db, ns, model, it)
+		var k *prune.Set
+		if keep != nil {
+			k = keep[i]
+		}
+		p, err := a.add(db, ns, model, it, k)
 		if err != nil {
 			return nil, fmt.Errorf("assemble: item %d (packet %s): %w", i, it.ID.Short(), err)
 		}
@@ -149,7 +163,7 @@ func (db *DB) PrepareAssemble(ns string, model format.Fingerprint, items []Assem
 }
 
 // add gets item it's view and places its rows after those added before.
-func (a *Assembly) add(db *DB, ns string, model format.Fingerprint, it AssembleItem) (assemblePacket, error) {
+func (a *Assembly) add(db *DB, ns string, model format.Fingerprint, it AssembleItem, keep *prune.Set) (assemblePacket, error) {
 	if it.Offset < 0 {
 		return assemblePacket{}, fmt.Errorf("%w: negative offset %d", ErrInvalidArgument, it.Offset)
 	}
@@ -158,32 +172,30 @@ func (a *Assembly) add(db *DB, ns string, model format.Fingerprint, it AssembleI
 		return assemblePacket{}, err
 	}
 	h := v.Header()
-	n := int(h.Tokens)
+	n, err := keptRows(h, keep)
+	if err != nil {
+		v.Release()
+		return assemblePacket{}, err
+	}
 	if it.Offset > math.MaxInt64-int64(n) || a.tokens > math.MaxInt32-n {
 		v.Release()
 		return assemblePacket{}, fmt.Errorf("%w: offset %d + %d rows (after %d rows) out of range", ErrInvalidArgument, it.Offset, n, a.tokens)
 	}
 	p := assemblePacket{v: v, AssembledPacket: AssembledPacket{
 		ID: it.ID, Offset: it.Offset, Row: a.tokens, Tokens: n,
-		HeaderTokens: int(h.HeaderTokens), TrailerTokens: int(h.TrailerTokens),
+		HeaderTokens: int(h.HeaderTokens), TrailerTokens: int(h.TrailerTokens), Keep: keep,
 	}}
 	a.tokens += n
 	return p, nil
 }
 
 // checkHeader refuses a header whose layout differs from the model spec its
-// fingerprint names, or whose chunks are not raw.
+// fingerprint names.
 func (a *Assembly) checkHeader(h *format.PacketHeader) error {
 	m := &a.spec
 	if int(h.Layers) != m.Layers || int(h.KVHeads) != m.KVHeads || int(h.HeadDim) != m.HeadDim || h.DType != m.DType {
 		return fmt.Errorf("%w: assemble: packet %s is %d layers x %d kv heads x %d dims of %v, its model spec %d x %d x %d of %v",
 			ErrCorruption, h.ID.Short(), h.Layers, h.KVHeads, h.HeadDim, h.DType, m.Layers, m.KVHeads, m.HeadDim, m.DType)
-	}
-	for i := range h.Chunks {
-		if c := &h.Chunks[i]; c.Codec != format.CodecRaw {
-			return fmt.Errorf("%w: assemble: packet %s layer %d %v: codec %v: Assemble reads raw chunks only",
-				ErrInvalidArgument, h.ID.Short(), c.Layer, c.Kind, c.Codec)
-		}
 	}
 	return nil
 }

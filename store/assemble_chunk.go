@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 
+	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/reconstruct"
 )
 
@@ -17,6 +18,7 @@ type assembleWorker struct {
 	rd, sh []byte
 	crcs   []uint32 // per head, for chunks read in token runs
 	src    [][]byte // per head, a run's rows
+	dec    []byte   // one decoded compressed chunk (assemble_codec.go)
 }
 
 func (w *assembleWorker) buf(p *[]byte, n int) []byte {
@@ -35,13 +37,19 @@ func (a *Assembly) fill(w *assembleWorker, g *destGeom, dst []byte, p *assembleP
 	if !key {
 		i++
 	}
-	s, err := a.source(w, p, i, g.rowBytes)
-	if err != nil {
-		return err
-	}
 	var delta int64
 	if key {
 		delta = p.Offset
+	}
+	if p.Keep != nil {
+		return a.fillPruned(w, g, dst, p, i, delta)
+	}
+	if p.v.h.Chunks[i].Codec != format.CodecRaw {
+		return a.fillDecoded(w, g, dst, p, i, delta)
+	}
+	s, err := a.source(w, p, i, g.rowBytes)
+	if err != nil {
+		return err
 	}
 	if g.layout == LayoutContiguous {
 		err = a.fillContiguous(g, dst, &s, p.Row, delta)

@@ -11,6 +11,9 @@ func (db *DB) Close() error {
 	if !db.gate.close() {
 		return ErrClosed
 	}
+	if ferr := db.closeAccess(); ferr != nil {
+		db.log.Warn("store: saving access statistics at close", "dir", db.dir, "err", ferr)
+	}
 	err := db.w.close()
 	if cerr := db.closeCatalog(); err == nil {
 		err = cerr

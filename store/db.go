@@ -35,6 +35,7 @@ type DB struct {
 
 	models sync.Map // format.Fingerprint -> *format.ModelSpec known to be catalogued
 	st     counters
+	ops    opsState // compaction, GC, capacity, access statistics, events (ops.go)
 }
 
 // enter starts a call: ErrClosed after Close. Every successful enter is

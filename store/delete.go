@@ -46,10 +46,12 @@ func (db *DB) Delete(ns string, model format.Fingerprint, id format.PacketID) er
 	_ = b.Delete(headerKey(ns, id), nil)
 	_ = b.Delete(indexKey(ns, h.Model, id), nil)
 	_ = b.Set(blobFileKey(r.Num), encodeBlobRecord(&r), nil)
+	deleteOpsKeys(b, ns, id)
 	if err := db.commit(b); err != nil {
 		return fmt.Errorf("delete packet %s: %w", id.Short(), err)
 	}
 	db.setRecords(r)
 	db.st.deletes.Add(1)
+	db.afterDelete(h, EventPacketRemoved)
 	return nil
 }

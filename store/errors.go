@@ -34,4 +34,8 @@ var (
 	// recover from without reopening (Pebble treats WAL errors as fatal).
 	// Reads may continue; writes return it until the DB is reopened.
 	ErrFailed = errors.New("kvstore/store: store failed, reopen it")
+	// ErrNoSpace: a Put would take the store past Options.MaxBytes and
+	// evicting every unpinned packet (other than the one being put) could
+	// not make room. Nothing was written or evicted.
+	ErrNoSpace = errors.New("kvstore/store: no space within MaxBytes")
 )

@@ -12,16 +12,26 @@ import (
 // i*stride from the extent's start, stride being the chunk length rounded
 // up to format.ChunkAlignment; zero padding; the trailer in the last
 // format.TrailerSize bytes of the 4 KiB-aligned extent.
+//
+// Encoded chunks (codec.go) differ in length: lens and rels then give each
+// chunk's stored length and offset, each chunk starting at the previous
+// one's end rounded up to format.ChunkAlignment, and codecs each chunk's
+// codec; raw is the decoded length of every chunk.
 type extentLayout struct {
 	chunks   int
 	chunkLen uint64
 	stride   uint64
 	payload  uint64 // end of the last chunk: what the trailer's CRC covers
 	length   uint64 // of the whole extent
+
+	raw    uint64         // decoded bytes of each chunk
+	lens   []uint64       // stored bytes of chunk i; nil when all are chunkLen
+	rels   []uint64       // offset of chunk i; nil when i*stride
+	codecs []format.Codec // nil when all raw
 }
 
 func newLayout(chunks int, chunkLen uint64) (extentLayout, error) {
-	l := extentLayout{chunks: chunks, chunkLen: chunkLen}
+	l := extentLayout{chunks: chunks, chunkLen: chunkLen, raw: chunkLen}
 	stride, ok := format.AlignUp(chunkLen, format.ChunkAlignment)
 	if !ok {
 		return l, fmt.Errorf("%w: chunk of %d bytes overflows", ErrInvalidArgument, chunkLen)
@@ -35,7 +45,36 @@ func newLayout(chunks int, chunkLen uint64) (extentLayout, error) {
 }
 
 // rel is chunk i's offset from the extent's start.
-func (l *extentLayout) rel(i int) uint64 { return uint64(i) * l.stride }
+func (l *extentLayout) rel(i int) uint64 {
+	if l.rels != nil {
+		return l.rels[i]
+	}
+	return uint64(i) * l.stride
+}
+
+// size is chunk i's stored length.
+func (l *extentLayout) size(i int) uint64 {
+	if l.lens != nil {
+		return l.lens[i]
+	}
+	return l.chunkLen
+}
+
+// codec is chunk i's codec.
+func (l *extentLayout) codec(i int) format.Codec {
+	if l.codecs != nil {
+		return l.codecs[i]
+	}
+	return format.CodecRaw
+}
+
+// pad is the number of zero bytes after chunk i (none after the last).
+func (l *extentLayout) pad(i int) uint64 {
+	if i == l.chunks-1 {
+		return 0
+	}
+	return l.rel(i+1) - l.rel(i) - l.size(i)
+}
 
 // Tuning of writeExtent for large extents.
 const (
@@ -94,21 +133,21 @@ func computeCRCs(crcs []uint32, p *Packet, async bool) <-chan struct{} {
 // writeChunks writes p's chunks and the zero padding between them.
 func writeChunks(f vfs.File, name string, off uint64, l *extentLayout, p *Packet) error {
 	var zeros [format.ChunkAlignment]byte
-	pad := l.stride - l.chunkLen
 	writeback, pending := true, uint64(0)
 	for i := range l.chunks {
 		at := off + l.rel(i)
 		if err := writeAt(f, name, p.chunkSource(i), at); err != nil {
 			return err
 		}
-		if pad > 0 && i < l.chunks-1 {
-			if err := writeAt(f, name, zeros[:pad], at+l.chunkLen); err != nil {
+		if pad := l.pad(i); pad > 0 {
+			if err := writeAt(f, name, zeros[:pad], at+l.size(i)); err != nil {
 				return err
 			}
 		}
-		if pending += l.stride; writeback && pending >= writebackEvery {
+		stride := l.size(i) + l.pad(i)
+		if pending += stride; writeback && pending >= writebackEvery {
 			pending = 0
-			full, err := f.SyncTo(int64(at + l.stride))
+			full, err := f.SyncTo(int64(at + stride))
 			if err != nil {
 				return fmt.Errorf("store: start writeback of blob file %s: %w", name, err)
 			}
@@ -123,13 +162,11 @@ func writeChunks(f vfs.File, name string, off uint64, l *extentLayout, p *Packet
 // between them, derived from the chunks' CRCs.
 func payloadCRC(l *extentLayout, crcs []uint32) uint32 {
 	var zeros [format.ChunkAlignment]byte
-	pad := l.stride - l.chunkLen
-	padCRC := format.CRC(zeros[:pad])
 	var crc uint32
 	for i, c := range crcs {
-		crc = crcCombine(crc, c, l.chunkLen)
-		if pad > 0 && i < len(crcs)-1 {
-			crc = crcCombine(crc, padCRC, pad)
+		crc = crcCombine(crc, c, l.size(i))
+		if pad := l.pad(i); pad > 0 {
+			crc = crcCombine(crc, format.CRC(zeros[:pad]), pad)
 		}
 	}
 	return crc

@@ -29,6 +29,7 @@ func (db *DB) Get(ns string, model format.Fingerprint, id format.PacketID) (*Vie
 	}
 	db.st.hits.Add(1)
 	db.st.views.Add(1)
+	db.touch(ns, id)
 	return v, nil
 }
 

@@ -42,6 +42,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		}
 		return nil, err
 	}
+	db.logOpen()
 	return db, nil
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -17,6 +18,10 @@ const (
 	// MinBlobFileSize is the smallest seal size: the blob header and one
 	// 4 KiB block. Smaller values are refused by Validate.
 	MinBlobFileSize = format.BlobHeaderSize + format.Alignment
+	// DefaultCompactLiveRatio: files less than half live are rewritten.
+	DefaultCompactLiveRatio = 0.5
+	// DefaultAccessFlushInterval is how often access statistics are saved.
+	DefaultAccessFlushInterval = time.Minute
 )
 
 // Options configure Open. The zero value is usable: EnsureDefaults fills in
@@ -50,6 +55,20 @@ type Options struct {
 	// CatalogMemTableSize is Pebble's memtable size in bytes. Default
 	// DefaultCatalogMemTableSize.
 	CatalogMemTableSize uint64
+	// CompactLiveRatio is the live fraction below which Compact rewrites a
+	// blob file (live bytes / extent bytes), and what Stats counts as
+	// compaction debt. In (0, 1]; default DefaultCompactLiveRatio.
+	CompactLiveRatio float64
+	// MaxBytes caps the live extent bytes of the store (0: no cap). A Put
+	// that would exceed it first evicts unpinned packets (see Eviction);
+	// if that cannot make room it fails with ErrNoSpace.
+	MaxBytes int64
+	// Eviction picks the packets MaxBytes evicts. Default EvictLRU.
+	Eviction EvictionPolicy
+	// AccessFlushInterval is how often access statistics (eviction's
+	// ordering hints) are written to the catalog, unsynced, besides Close.
+	// Default DefaultAccessFlushInterval; negative: only at Close.
+	AccessFlushInterval time.Duration
 }
 
 // EnsureDefaults fills in the zero fields of o and returns o. A nil o gets
@@ -73,6 +92,12 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.CatalogMemTableSize == 0 {
 		o.CatalogMemTableSize = DefaultCatalogMemTableSize
 	}
+	if o.CompactLiveRatio == 0 {
+		o.CompactLiveRatio = DefaultCompactLiveRatio
+	}
+	if o.AccessFlushInterval == 0 {
+		o.AccessFlushInterval = DefaultAccessFlushInterval
+	}
 	return o
 }
 
@@ -86,6 +111,12 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: options: CatalogCacheSize %d is negative", ErrInvalidArgument, o.CatalogCacheSize)
 	case o.CatalogMemTableSize != 0 && o.CatalogMemTableSize < 1<<20:
 		return fmt.Errorf("%w: options: CatalogMemTableSize %d is below 1 MiB", ErrInvalidArgument, o.CatalogMemTableSize)
+	case !(o.CompactLiveRatio >= 0 && o.CompactLiveRatio <= 1):
+		return fmt.Errorf("%w: options: CompactLiveRatio %v is not in (0, 1]", ErrInvalidArgument, o.CompactLiveRatio)
+	case o.MaxBytes < 0:
+		return fmt.Errorf("%w: options: MaxBytes %d is negative", ErrInvalidArgument, o.MaxBytes)
+	case o.Eviction != EvictLRU && o.Eviction != EvictLFU:
+		return fmt.Errorf("%w: options: unknown Eviction %d", ErrInvalidArgument, o.Eviction)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/format/codec"
 )
 
 // Packet is one document's KV cache as a caller hands it to Put.
@@ -27,6 +28,15 @@ type Packet struct {
 	// base by -BasePosition first, into its own copy (see checkBasePosition).
 	BasePosition int
 	Layers       []Layer
+	// Codec is how Put stores each chunk (see store/codec.go): raw (the
+	// zero value), shuffle-zstd (lossless), int8 or int4 (lossy group
+	// quantization of keys as stored: post-RoPE at local positions). A
+	// chunk that the codec would not make smaller is stored raw; the
+	// header records each chunk's codec.
+	Codec format.Codec
+	// CodecOptions are the codec's settings (group size, scale dtype, zstd
+	// level); the zero value means codec's defaults.
+	CodecOptions codec.Options
 }
 
 // Layer is one layer's keys and values.
@@ -67,6 +77,9 @@ func (p *Packet) check() (uint64, error) {
 		return 0, bad("%d layers, model has %d", len(p.Layers), p.Model.Layers)
 	}
 	if err := checkBasePosition(p.BasePosition); err != nil {
+		return 0, err
+	}
+	if err := p.checkCodec(); err != nil {
 		return 0, err
 	}
 	// Bounded by the spec's limits: < 2^10 * 2^32 * 2^12 * 2^2.

@@ -44,6 +44,9 @@ func (db *DB) Put(p *Packet) (format.PacketID, error) {
 		}
 		return id, err
 	}
+	if err := db.makeRoom(2*len(p.Layers), chunkLen); err != nil {
+		return id, fmt.Errorf("put packet %s: %w", id.Short(), err)
+	}
 	q, err := p.normalized()
 	if err != nil {
 		return id, err
@@ -56,7 +59,7 @@ func (db *DB) Put(p *Packet) (format.PacketID, error) {
 
 // put writes, syncs and catalogues a packet known to be new.
 func (db *DB) put(p *Packet, fp format.Fingerprint, id format.PacketID, chunkLen uint64) error {
-	lay, err := newLayout(2*len(p.Layers), chunkLen)
+	p, lay, err := encodeChunks(p, chunkLen)
 	if err != nil {
 		return err
 	}
@@ -98,6 +101,7 @@ func (db *DB) append(a *activeFile, lay *extentLayout, p *Packet, fp format.Fing
 	spec := *p.Model
 	db.models.LoadOrStore(fp, &spec)
 	db.st.puts.Add(1)
+	db.afterPut(h)
 	return nil
 }
 
@@ -120,8 +124,8 @@ func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32
 			kind = format.ChunkV
 		}
 		h.Chunks[i] = format.ChunkDesc{
-			Layer: uint32(i / 2), Kind: kind, DType: m.DType, Shape: shape, Codec: format.CodecRaw,
-			BlobFile: file, Offset: off + lay.rel(i), Length: lay.chunkLen, RawLength: lay.chunkLen, CRC32C: crcs[i],
+			Layer: uint32(i / 2), Kind: kind, DType: m.DType, Shape: shape, Codec: lay.codec(i),
+			BlobFile: file, Offset: off + lay.rel(i), Length: lay.size(i), RawLength: lay.raw, CRC32C: crcs[i],
 		}
 	}
 	return h

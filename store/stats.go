@@ -28,25 +28,31 @@ type Stats struct {
 	BlobSyncTime    time.Duration // total time in them
 	CatalogSyncs    uint64        // synced catalog commits
 	CatalogSyncTime time.Duration
+
+	OpsStats // compaction, GC, eviction, events, sync latency (stats_ops.go)
 }
 
 // counters are the DB's activity counters, updated without locks.
 type counters struct {
-	puts, putsDeduped, deletes     atomic.Uint64
-	gets, hits, misses             atomic.Uint64
-	bytesWritten, bytesRead        atomic.Uint64
-	verifiedBytes, corruptions     atomic.Uint64
-	views                          atomic.Int64
-	blobSyncs, blobSyncNanos       atomic.Uint64
-	catalogSyncs, catalogSyncNanos atomic.Uint64
+	puts, putsDeduped, deletes atomic.Uint64
+	gets, hits, misses         atomic.Uint64
+	bytesWritten, bytesRead    atomic.Uint64
+	verifiedBytes, corruptions atomic.Uint64
+	views                      atomic.Int64
+	blobSyncs                  syncCounter
+	blobSyncNanos              atomic.Uint64
+	catalogSyncs               syncCounter
+	catalogSyncNanos           atomic.Uint64
+	opsCounters                // stats_ops.go
 }
 
 // timed runs fn and adds its duration and one call to the counters.
-func timed(n, nanos *atomic.Uint64, fn func() error) error {
+func timed(n *syncCounter, nanos *atomic.Uint64, fn func() error) error {
 	start := time.Now()
 	err := fn()
-	nanos.Add(uint64(time.Since(start)))
-	n.Add(1)
+	d := time.Since(start)
+	nanos.Add(uint64(d))
+	n.observe(d)
 	return err
 }
 
@@ -63,6 +69,7 @@ func (db *DB) Stats() Stats {
 		BlobSyncs: c.blobSyncs.Load(), BlobSyncTime: time.Duration(c.blobSyncNanos.Load()),
 		CatalogSyncs: c.catalogSyncs.Load(), CatalogSyncTime: time.Duration(c.catalogSyncNanos.Load()),
 	}
+	db.opsStats(&s)
 	s.BlobFiles = db.BlobFiles()
 	for _, f := range s.BlobFiles {
 		s.Packets += uint64(f.LiveExtents)

@@ -32,6 +32,8 @@ type View struct {
 
 	loadMu sync.Mutex // copying: serialises loads into bufs
 	bufs   [][]byte
+
+	dec viewDecoded // decoded compressed chunks (codec.go)
 }
 
 func newView(h *format.PacketHeader, f *blobFile, verify bool, st *counters) (*View, error) {
@@ -54,21 +56,23 @@ func (v *View) Header() *format.PacketHeader { return v.h }
 func (v *View) Layers() int { return int(v.h.Layers) }
 
 // Layer returns layer l's keys and values, each [kv_heads][tokens][head_dim]
-// in the header's dtype.
+// in the header's dtype. A compressed chunk is verified, then decoded once
+// into a buffer the view owns (not zero-copy; see store/codec.go).
 func (v *View) Layer(l int) (k, val []byte, err error) {
 	if l < 0 || l >= int(v.h.Layers) {
 		return nil, nil, fmt.Errorf("%w: layer %d of a %d-layer packet", ErrInvalidArgument, l, v.h.Layers)
 	}
-	if k, err = v.Chunk(2 * l); err != nil {
+	if k, err = v.decoded(2 * l); err != nil {
 		return nil, nil, err
 	}
-	if val, err = v.Chunk(2*l + 1); err != nil {
+	if val, err = v.decoded(2*l + 1); err != nil {
 		return nil, nil, err
 	}
 	return k, val, nil
 }
 
-// Chunk returns chunk i's stored bytes: layer i/2, K if i is even, V if odd.
+// Chunk returns chunk i's stored bytes: layer i/2, K if i is even, V if odd;
+// encoded under the chunk's codec (Header().Chunks[i].Codec) when not raw.
 // A chunk that fails its CRC is ErrCorruption (a *ChunkError naming file,
 // offset, packet, layer and K|V), every time it is asked for.
 func (v *View) Chunk(i int) ([]byte, error) {
@@ -145,6 +149,9 @@ func (v *View) Release() {
 	}
 	v.released = true
 	v.extent, v.bufs = nil, nil
+	v.dec.mu.Lock()
+	v.dec.bufs = nil
+	v.dec.mu.Unlock()
 	v.file.release()
 	v.st.views.Add(-1)
 }

@@ -1,0 +1,83 @@
+// Command sekvquality measures SeKV span memory's quality (internal/quality)
+// and prints the tables of docs/quality.md:
+//
+//	go run ./internal/quality/cmd/sekvquality
+//
+// It runs stories260K (when llama.TestModelPath finds it) and the random
+// head-dim-128 model; -model picks one, -context and -continuation resize.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/internal/quality"
+	"github.com/kvstore/kvstore/segment"
+)
+
+func main() {
+	model := flag.String("model", "all", "stories, random or all")
+	stCtx := flag.Int("context", 448, "context tokens of stories260K (its seq_len is 512)")
+	rndCtx := flag.Int("random-context", 1024, "context tokens of the random model")
+	cont := flag.Int("continuation", 64, "held-out continuation tokens")
+	budgets := flag.String("budgets", "0.05,0.10,0.25", "GPU budgets, fractions of the context KV")
+	seed := flag.Uint64("seed", 1, "sampling seed")
+	flag.Parse()
+	if err := run(*model, *stCtx, *rndCtx, *cont, *budgets, *seed); err != nil {
+		fmt.Fprintln(os.Stderr, "sekvquality:", err)
+		os.Exit(1)
+	}
+}
+
+func run(which string, stCtx, rndCtx, cont int, budgetList string, seed uint64) error {
+	var budgets []float64
+	for _, f := range strings.Split(budgetList, ",") {
+		b, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil {
+			return err
+		}
+		budgets = append(budgets, b)
+	}
+	ranks := []int{1, 2, 4, 8, 16, 32}
+	var cfgs []quality.Config
+	if which == "all" || which == "stories" {
+		p, ok := llama.TestModelPath()
+		if ok {
+			m, err := llama.Load(p)
+			if err != nil {
+				return err
+			}
+			cfgs = append(cfgs, quality.Config{Name: "stories260K (real weights)", Model: m, Context: stCtx, Continuation: cont,
+				BOS: 1, Budgets: budgets, Ranks: ranks, Seed: seed})
+		} else if which == "stories" {
+			return fmt.Errorf("stories260K not found at %q (set KVSTORE_TESTMODEL)", p)
+		}
+	}
+	if which == "all" || which == "random" {
+		m, err := llama.Random(quality.RandomHD128, 7)
+		if err != nil {
+			return err
+		}
+		// Spans of at least 64 tokens: rank-32 factors of 128-dim rows
+		// only save room on spans longer than about 40 tokens.
+		cfgs = append(cfgs, quality.Config{Name: "random weights, head dim 128", Model: m, Context: rndCtx, Continuation: cont,
+			Budgets: budgets, Ranks: ranks, Seed: seed, Segment: segment.Options{MinSpan: 64}})
+	}
+	for _, c := range cfgs {
+		start := time.Now()
+		rep, err := quality.Run(c)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.Name, err)
+		}
+		if err := rep.Markdown(os.Stdout); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "%s: %v\n", c.Name, time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}

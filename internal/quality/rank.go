@@ -1,0 +1,69 @@
+package quality
+
+import (
+	"math"
+
+	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/reconstruct"
+	"github.com/kvstore/kvstore/segment"
+)
+
+// RankRow is the relative Frobenius reconstruction error at one rank,
+// pooled over every factored span of every (layer, KV head).
+type RankRow struct {
+	Rank               int
+	KPre, KPost, Value float64
+}
+
+// rankErrors measures the error of rank-r SVD factors of the spans of a
+// prefilled cache, for each rank (ranks above the head dim dropped).
+func rankErrors(c *llama.Cache, spans []segment.Span, ranks []int) ([]RankRow, error) {
+	hd, n := c.HeadDim, c.Len()
+	var out []RankRow
+	for _, r := range ranks {
+		if r > hd {
+			continue
+		}
+		var acc [3][2]float64 // K pre, K post, V: squared error, squared norm
+		for _, kv := range c.Layers {
+			for h := range c.KVHeads {
+				for _, sp := range spans {
+					if !sp.Factored || r > sp.Len() {
+						continue
+					}
+					rows := func(x []float32) []float32 { return x[(h*n+sp.Start)*hd : (h*n+sp.End)*hd] }
+					for i, x := range [][]float32{rows(kv.KPre), rows(kv.K), rows(kv.V)} {
+						e, norm, err := svdError(x, sp.Len(), hd, r)
+						if err != nil {
+							return nil, err
+						}
+						acc[i][0] += e
+						acc[i][1] += norm
+					}
+				}
+			}
+		}
+		rel := func(a [2]float64) float64 { return math.Sqrt(a[0] / a[1]) }
+		out = append(out, RankRow{Rank: r, KPre: rel(acc[0]), KPost: rel(acc[1]), Value: rel(acc[2])})
+	}
+	return out, nil
+}
+
+// svdError returns ||A - A_r||_F^2 and ||A||_F^2 for rank-r factors of a.
+func svdError(a []float32, rows, cols, r int) (float64, float64, error) {
+	f, err := reconstruct.SVD(a, rows, cols, reconstruct.SVDOptions{Rank: r, MaxRank: r})
+	if err != nil {
+		return 0, 0, err
+	}
+	got := make([]float32, len(a))
+	if err := reconstruct.ReconstructInto(got, f, nil, nil, nil); err != nil {
+		return 0, 0, err
+	}
+	var e, norm float64
+	for i, v := range a {
+		d := float64(got[i] - v)
+		e += d * d
+		norm += float64(v) * float64(v)
+	}
+	return e, norm, nil
+}

@@ -1,0 +1,83 @@
+package quality
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/kvstore/kvstore/internal/llama"
+)
+
+// sample draws n tokens after bos from the model at temperature 1 (bos
+// included as the first), deterministically for a seed.
+func sample(m *llama.Model, bos, n int, seed uint64) ([]int, error) {
+	rng := rand.New(rand.NewPCG(seed, 0x5e4b56))
+	toks := []int{bos}
+	res, err := m.Forward(toks, 0, nil, llama.ForwardOptions{LastOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	for len(toks) < n {
+		next := draw(res.Logits[0], rng)
+		toks = append(toks, next)
+		if len(toks) == n {
+			break
+		}
+		if res, err = m.Forward([]int{next}, int64(len(toks)-1), res.Cache, llama.ForwardOptions{LastOnly: true}); err != nil {
+			return nil, fmt.Errorf("quality: sampling token %d: %w", len(toks), err)
+		}
+	}
+	return toks, nil
+}
+
+// draw samples an index from softmax(logits).
+func draw(logits []float32, rng *rand.Rand) int {
+	lp := logSoftmax(logits)
+	u := rng.Float64()
+	var acc float64
+	for i, v := range lp {
+		acc += math.Exp(v)
+		if u < acc {
+			return i
+		}
+	}
+	return len(lp) - 1
+}
+
+// logSoftmax is log softmax(x) in float64.
+func logSoftmax(x []float32) []float64 {
+	mx := math.Inf(-1)
+	for _, v := range x {
+		mx = math.Max(mx, float64(v))
+	}
+	var sum float64
+	for _, v := range x {
+		sum += math.Exp(float64(v) - mx)
+	}
+	lse := mx + math.Log(sum)
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v) - lse
+	}
+	return out
+}
+
+// kl is KL(p || q) of two next-token distributions given as logits.
+func kl(p, q []float32) float64 {
+	lp, lq := logSoftmax(p), logSoftmax(q)
+	var d float64
+	for i := range lp {
+		d += math.Exp(lp[i]) * (lp[i] - lq[i])
+	}
+	return math.Max(d, 0)
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}

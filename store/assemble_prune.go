@@ -1,0 +1,126 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/prune"
+)
+
+// Pruned assembly.
+//
+// An AssembleItem with a keep-set places, for every (layer, KV head), only
+// the rows the set lists, in position order, at the item's rows
+// [Row, Row+k) of that head: k rows per (layer, KV head), the same k for
+// every head (prune's policies keep a fixed budget per head), so both
+// destination layouts hold a pruned packet as they hold any other, with
+// k rows. Which position each row has differs per (layer, KV head) (the
+// subsets are ragged): Assembly.Positions returns that index map, the
+// absolute position of every destination row of one (layer, KV head). A
+// kept key is rotated from its stored local position t to Offset+t, the
+// same rotation every key of the packet gets, so no other row moves and
+// nothing is recomputed; a server attends over the k rows as they are (no
+// mask is needed) and uses the index map wherever it needs positions.
+
+// keptRows is the number of rows a packet of header h places under keep
+// (all of them when keep is nil); ErrInvalidArgument when keep does not fit
+// the packet or keeps different numbers of rows per (layer, KV head).
+func keptRows(h *format.PacketHeader, keep *prune.Set) (int, error) {
+	if keep == nil {
+		return int(h.Tokens), nil
+	}
+	if err := keep.Validate(); err != nil {
+		return 0, fmt.Errorf("assemble: %w", err) // wraps ErrInvalidArgument
+	}
+	if keep.Layers != int(h.Layers) || keep.KVHeads != int(h.KVHeads) || keep.Tokens != int(h.Tokens) {
+		return 0, fmt.Errorf("%w: keep-set for %d layers x %d heads x %d tokens, packet is %d x %d x %d",
+			ErrInvalidArgument, keep.Layers, keep.KVHeads, keep.Tokens, h.Layers, h.KVHeads, h.Tokens)
+	}
+	n, ok := keep.Rows()
+	if !ok {
+		return 0, fmt.Errorf("%w: keep-set keeps different numbers of rows per (layer, head)", ErrInvalidArgument)
+	}
+	return n, nil
+}
+
+// fillPruned places the kept rows of chunk i of packet p: the chunk is
+// verified whole (View.Chunk) and, when compressed, decoded into the
+// worker's scratch; each kept row is then copied to its destination row
+// and keys rotated there by delta.
+func (a *Assembly) fillPruned(w *assembleWorker, g *destGeom, dst []byte, p *assemblePacket, i int, delta int64) error {
+	b, err := p.v.Chunk(i)
+	if err != nil {
+		return fmt.Errorf("assemble: %w", err)
+	}
+	if c := &p.v.h.Chunks[i]; c.Codec != format.CodecRaw {
+		raw := int(c.RawLength)
+		if cap(w.dec) < raw {
+			w.dec = make([]byte, raw)
+		}
+		if err := decodeChunk(p.v.h, i, b, w.dec[:raw]); err != nil {
+			return fmt.Errorf("assemble: %w", err)
+		}
+		b = w.dec[:raw]
+	}
+	n, rb := int(p.v.h.Tokens), g.rowBytes
+	for h := range g.heads {
+		keep := p.Keep.Kept(i/2, h)
+		if g.layout == LayoutContiguous {
+			off := g.offset(h, p.Row)
+			d := dst[off : off+len(keep)*rb]
+			for j, t := range keep {
+				copy(d[j*rb:(j+1)*rb], b[(h*n+int(t))*rb:])
+			}
+			if err := a.shift(d, d, len(keep), delta); err != nil {
+				return err
+			}
+			continue
+		}
+		for j, t := range keep {
+			off := g.offset(h, p.Row+j)
+			d := dst[off : off+rb]
+			copy(d, b[(h*n+int(t))*rb:])
+			if err := a.shift(d, d, 1, delta); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Positions is the index map of (layer, KV head): the absolute position of
+// each of the destination's Tokens() rows of that head, in row order.
+// Without keep-sets it is each item's Offset, Offset+1, ...; a pruned
+// item's rows have Offset + their kept local positions.
+func (a *Assembly) Positions(layer, head int) ([]int64, error) {
+	if layer < 0 || layer >= a.spec.Layers || head < 0 || head >= a.spec.KVHeads {
+		return nil, fmt.Errorf("%w: positions of layer %d head %d of a %d x %d model", ErrInvalidArgument, layer, head, a.spec.Layers, a.spec.KVHeads)
+	}
+	out := make([]int64, 0, a.tokens)
+	for _, p := range a.packets {
+		if p.Keep == nil {
+			for j := range p.Tokens {
+				out = append(out, p.Offset+int64(j))
+			}
+			continue
+		}
+		for _, t := range p.Keep.Kept(layer, head) {
+			out = append(out, p.Offset+int64(t))
+		}
+	}
+	return out, nil
+}
+
+// PrepareAssemblePruned is PrepareAssemble with a keep-set per item (see
+// package prune): keep[i] nil places item i whole, otherwise only the rows
+// it keeps, k per (layer, KV head) (the same k for every head). The
+// assembly then has fewer rows, Packets reports each item's Tokens = k and
+// its keep-set, and Positions gives each (layer, KV head)'s index map. A
+// keep-set that does not fit its packet, or keeps different numbers of
+// rows per head, is ErrInvalidArgument.
+func (db *DB) PrepareAssemblePruned(ns string, model format.Fingerprint, items []AssembleItem, keep []*prune.Set) (*Assembly, error) {
+	if len(keep) != len(items) {
+		return nil, fmt.Errorf("%w: assemble: %d keep-sets for %d items", ErrInvalidArgument, len(keep), len(items))
+	}
+	return db.prepareAssemble(ns, model, items, keep)
+}

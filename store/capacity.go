@@ -1,0 +1,279 @@
+package store
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+// Capacity: with Options.MaxBytes set, a Put that would take the live
+// extent bytes of the store (packets and span memories) past it first
+// evicts packets, in Options.Eviction order, skipping pinned ones and the
+// packet being put, all in one synced batch; if even evicting every
+// candidate could not make room, the Put fails with ErrNoSpace and
+// nothing is evicted. Span memories count towards the cap but are never
+// evicted. Pins are durable:
+//
+//	'p' | ns len u16 BE | ns | packet id (32) -> empty
+//
+// written and deleted with pebble.Sync, and deleted with the packet.
+
+// EvictionPolicy picks which packets Options.MaxBytes evicts.
+type EvictionPolicy int
+
+const (
+	// EvictLRU evicts the least recently used packet first.
+	EvictLRU EvictionPolicy = iota
+	// EvictLFU evicts the least frequently used packet first (ties: least
+	// recently used).
+	EvictLFU
+)
+
+const tagPin = 'p'
+
+// pinKey is 'p' | ns | id.
+func pinKey(ns string, id format.PacketID) []byte {
+	return append(nsPrefix(tagPin, ns, len(id)), id[:]...)
+}
+
+// Pin keeps packet id of namespace ns, stored for model, from eviction
+// until Unpin (or Delete). It is durable when it returns. ErrNotFound if
+// the packet is absent, ErrModelMismatch if stored for another model.
+func (db *DB) Pin(ns string, model format.Fingerprint, id format.PacketID) error {
+	return db.setPin(ns, model, id, true)
+}
+
+// Unpin lets packet id be evicted again. Unpinning a packet that is not
+// pinned is not an error.
+func (db *DB) Unpin(ns string, model format.Fingerprint, id format.PacketID) error {
+	return db.setPin(ns, model, id, false)
+}
+
+// Pinned reports whether packet id of namespace ns is pinned.
+func (db *DB) Pinned(ns string, id format.PacketID) (bool, error) {
+	if err := db.enter(); err != nil {
+		return false, err
+	}
+	defer db.leave()
+	if err := checkNamespace(ns); err != nil {
+		return false, err
+	}
+	return db.cat.has(pinKey(ns, id))
+}
+
+func (db *DB) setPin(ns string, model format.Fingerprint, id format.PacketID, pin bool) error {
+	if err := db.enter(); err != nil {
+		return err
+	}
+	defer db.leave()
+	if db.opts.ReadOnly {
+		return fmt.Errorf("%w: pin", ErrReadOnly)
+	}
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
+	if db.failed != nil {
+		return db.failed
+	}
+	h, err := db.header(ns, id)
+	if err != nil {
+		return err
+	}
+	if h.Model != model {
+		return fmt.Errorf("%w: pin packet %s in namespace %q: stored for model %s, not %s",
+			ErrModelMismatch, id.Short(), ns, h.Model.Short(), model.Short())
+	}
+	b := db.cat.db.NewBatch()
+	defer b.Close()
+	if pin {
+		_ = b.Set(pinKey(ns, id), nil, nil)
+	} else {
+		_ = b.Delete(pinKey(ns, id), nil)
+	}
+	if err := db.commit(b); err != nil {
+		return fmt.Errorf("pin packet %s: %w", id.Short(), err)
+	}
+	if e := db.ops.access.entry(packetKey{ns, id}, false); e != nil {
+		e.pinned = pin
+	}
+	return nil
+}
+
+// pinnedCount is the number of pinned packets (a scan of the pins).
+func (db *DB) pinnedCount() int {
+	if db.enter() != nil {
+		return 0
+	}
+	defer db.leave()
+	n := 0
+	_ = iterate(db.cat.db, []byte{tagPin}, func(_, _ []byte) error { n++; return nil })
+	return n
+}
+
+// loadTable makes the access table hold every packet with its size, pin
+// and saved statistics (writer lock held). It runs once, on first need.
+func (db *DB) loadTable() error {
+	t := &db.ops.access
+	if t.loaded.Load() {
+		return nil
+	}
+	err := iterate(db.cat.db, []byte{tagHeader}, func(_, v []byte) error {
+		h, err := format.DecodeHeader(v)
+		if err != nil {
+			return fmt.Errorf("store: capacity: %w", err)
+		}
+		e := t.entry(packetKey{h.Namespace, h.ID}, true)
+		e.size, e.model = h.ExtentLength, h.Model
+		if e.last.Load() == 0 {
+			e.last.Store(h.CreatedUnixNs)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := db.loadSaved(tagPin, func(e *accessEntry, _ []byte) error { e.pinned = true; return nil }); err != nil {
+		return err
+	}
+	err = db.loadSaved(tagAccess, func(e *accessEntry, v []byte) error {
+		last, uses, err := decodeAccess(v)
+		if err != nil {
+			return nil // only a hint: start afresh
+		}
+		if last > e.last.Load() {
+			e.last.Store(last)
+		}
+		e.uses.Add(uses)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	t.loaded.Store(true)
+	return nil
+}
+
+// loadSaved calls fn for every key of tag ('x' or 'p') whose packet has
+// an entry.
+func (db *DB) loadSaved(tag byte, fn func(*accessEntry, []byte) error) error {
+	return iterate(db.cat.db, []byte{tag}, func(k, v []byte) error {
+		ns, rest, ok := splitLenPrefixed(k[1:])
+		if !ok || len(rest) != len(format.PacketID{}) {
+			return nil
+		}
+		if e := db.ops.access.entry(packetKey{ns, format.PacketID(rest)}, false); e != nil && e.size > 0 {
+			return fn(e, v)
+		}
+		return nil
+	})
+}
+
+// closeAccess saves the statistics at Close (the gate is closed).
+func (db *DB) closeAccess() error { return db.flushAccess() }
+
+// victim is an eviction candidate.
+type victim struct {
+	key  packetKey
+	size uint64
+	last int64
+	uses uint64
+}
+
+// makeRoom evicts packets so that an extent of chunks chunks of chunkLen
+// bytes fits under MaxBytes (writer lock held).
+func (db *DB) makeRoom(chunks int, chunkLen uint64) error {
+	max := uint64(db.opts.MaxBytes)
+	if max == 0 {
+		return nil
+	}
+	lay, err := newLayout(chunks, chunkLen)
+	if err != nil {
+		return err
+	}
+	var live uint64
+	for _, r := range db.BlobFiles() {
+		live += r.LiveBytes
+	}
+	if live+lay.length <= max {
+		return nil
+	}
+	if err := db.loadTable(); err != nil {
+		return err
+	}
+	vs := db.candidates()
+	var freed uint64
+	n := 0
+	for ; n < len(vs) && live-freed+lay.length > max; n++ {
+		freed += vs[n].size
+	}
+	if live-freed+lay.length > max {
+		return fmt.Errorf("%w: %d live bytes + %d needed exceed %d, and only %d bytes are evictable",
+			ErrNoSpace, live, lay.length, max, freed)
+	}
+	return db.evict(vs[:n])
+}
+
+// candidates lists the unpinned packets in eviction order.
+func (db *DB) candidates() []victim {
+	var vs []victim
+	db.ops.access.each(func(k packetKey, e *accessEntry) {
+		if e.size > 0 && !e.pinned {
+			vs = append(vs, victim{k, e.size, e.last.Load(), e.uses.Load()})
+		}
+	})
+	lfu := db.opts.Eviction == EvictLFU
+	slices.SortFunc(vs, func(a, b victim) int {
+		if lfu && a.uses != b.uses {
+			return cmpU64(a.uses, b.uses)
+		}
+		if a.last != b.last {
+			return cmpU64(uint64(a.last), uint64(b.last))
+		}
+		return slices.Compare(a.key.id[:], b.key.id[:])
+	})
+	return vs
+}
+
+// evict deletes vs in one synced batch.
+func (db *DB) evict(vs []victim) error {
+	b := db.cat.db.NewBatch()
+	defer b.Close()
+	recs := map[uint32]BlobFileInfo{}
+	var hs []*format.PacketHeader
+	for _, v := range vs {
+		h, err := db.header(v.key.ns, v.key.id)
+		if err != nil {
+			return fmt.Errorf("evict packet %s: %w", v.key.id.Short(), err)
+		}
+		r, ok := recs[h.BlobFile]
+		if !ok {
+			if r, ok = db.record(h.BlobFile); !ok {
+				return fmt.Errorf("%w: evict packet %s: blob file %06d is not catalogued", ErrCorruption, h.ID.Short(), h.BlobFile)
+			}
+		}
+		killExtent(&r, h.ExtentLength)
+		recs[r.Num] = r
+		_ = b.Delete(headerKey(h.Namespace, h.ID), nil)
+		_ = b.Delete(indexKey(h.Namespace, h.Model, h.ID), nil)
+		deleteOpsKeys(b, h.Namespace, h.ID)
+		hs = append(hs, h)
+	}
+	for _, r := range recs {
+		_ = b.Set(blobFileKey(r.Num), encodeBlobRecord(&r), nil)
+	}
+	if err := db.commit(b); err != nil {
+		return fmt.Errorf("evict: %w", err)
+	}
+	for _, r := range recs {
+		db.setRecords(r)
+	}
+	var bytes uint64
+	for _, h := range hs {
+		bytes += h.ExtentLength
+		db.afterDelete(h, EventEvicted)
+	}
+	db.st.evictions.Add(uint64(len(hs)))
+	db.st.evictedBytes.Add(bytes)
+	db.log.Info("store: evicted packets for MaxBytes", "dir", db.dir, "packets", len(hs), "bytes", bytes)
+	return nil
+}

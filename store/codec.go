@@ -1,0 +1,168 @@
+package store
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/format/codec"
+)
+
+// Chunk codecs in the store.
+//
+// Put encodes every chunk of a packet whose Codec is not raw, one chunk per
+// goroutine (codec.EncodeParallel), and keeps a chunk raw when its encoding
+// is not smaller. The extent then holds chunks of different lengths, each
+// starting at the previous one's end rounded up to format.ChunkAlignment;
+// each ChunkDesc records its Codec, its stored Length and its RawLength,
+// and its CRC32C covers the stored (encoded) bytes, so verification never
+// decodes.
+//
+// Reads: View.Chunk returns the stored bytes; View.Layer decodes a
+// compressed chunk (after its CRC is verified) into a buffer the view owns
+// and keeps until Release, so compressed chunks are not zero-copy. Assemble
+// decodes each compressed chunk on the worker placing it, into that
+// worker's scratch of one chunk's decoded size (one (layer, K|V) of one
+// packet, never the packet), then rotates and places its rows as for a
+// mapped raw chunk; a contiguous assembly of one packet decodes straight
+// into the destination and rotates there, with no scratch at all.
+//
+// Int8 and int4 are lossy: keys are quantized as stored, post-RoPE at local
+// positions 0..n-1, per channel in groups of CodecOptions.GroupSize tokens;
+// values per token. Assemble's rotation to the target positions is applied
+// to the decoded keys.
+
+// encodeChunks returns the packet to write (p itself when it is stored raw,
+// else a copy whose layers hold the encoded chunks) and its extent layout.
+func encodeChunks(p *Packet, chunkLen uint64) (*Packet, extentLayout, error) {
+	chunks := 2 * len(p.Layers)
+	if p.Codec == format.CodecRaw {
+		lay, err := newLayout(chunks, chunkLen)
+		return p, lay, err
+	}
+	jobs, err := encodeJobs(p)
+	if err != nil {
+		return nil, extentLayout{}, err
+	}
+	if err := codec.EncodeParallel(jobs, p.CodecOptions, 0); err != nil {
+		return nil, extentLayout{}, fmt.Errorf("%w: packet: %v", ErrInvalidArgument, err)
+	}
+	q := *p
+	q.Layers = make([]Layer, len(p.Layers))
+	codecs := make([]format.Codec, chunks)
+	for i := range jobs {
+		b, c := jobs[i].Dst, jobs[i].Codec
+		if uint64(len(b)) >= chunkLen {
+			b, c = jobs[i].Src, format.CodecRaw // not smaller: keep it raw
+		}
+		codecs[i] = c
+		if i%2 == 0 {
+			q.Layers[i/2].K = b
+		} else {
+			q.Layers[i/2].V = b
+		}
+	}
+	lay, err := newEncodedLayout(&q, chunkLen, codecs)
+	return &q, lay, err
+}
+
+// checkCodec accepts p's codec and options: a known codec, valid options,
+// and a float dtype for any codec but raw.
+func (p *Packet) checkCodec() error {
+	switch {
+	case p.Codec == format.CodecRaw:
+		return nil
+	case !p.Codec.Valid():
+		return fmt.Errorf("%w: packet: unknown codec %v", ErrInvalidArgument, p.Codec)
+	case !p.Model.DType.Float():
+		return fmt.Errorf("%w: packet: codec %v needs a float dtype, model stores %v", ErrInvalidArgument, p.Codec, p.Model.DType)
+	}
+	o := p.CodecOptions
+	if err := o.EnsureDefaults().Validate(); err != nil {
+		return fmt.Errorf("packet: %w", err)
+	}
+	return nil
+}
+
+// encodeJobs describes p's chunks (codec checked) for the encoder.
+func encodeJobs(p *Packet) ([]codec.Job, error) {
+	if err := p.checkCodec(); err != nil {
+		return nil, err
+	}
+	jobs := make([]codec.Job, 2*len(p.Layers))
+	for i := range jobs {
+		kind := format.ChunkK
+		if i%2 == 1 {
+			kind = format.ChunkV
+		}
+		d := codec.Desc{Kind: kind, DType: p.Model.DType, Heads: p.Model.KVHeads, Tokens: p.Tokens(), HeadDim: p.Model.HeadDim}
+		jobs[i] = codec.Job{Codec: p.Codec, Desc: d, Src: p.chunkSource(i)}
+	}
+	return jobs, nil
+}
+
+// newEncodedLayout places q's chunks, whatever their lengths.
+func newEncodedLayout(q *Packet, raw uint64, codecs []format.Codec) (extentLayout, error) {
+	n := len(codecs)
+	l := extentLayout{chunks: n, raw: raw, codecs: codecs, lens: make([]uint64, n), rels: make([]uint64, n)}
+	var at uint64
+	for i := range n {
+		l.rels[i], l.lens[i] = at, uint64(len(q.chunkSource(i)))
+		end := at + l.lens[i]
+		l.payload = end
+		var ok bool
+		if at, ok = format.AlignUp(end, format.ChunkAlignment); !ok {
+			return l, fmt.Errorf("%w: extent of %d bytes overflows", ErrInvalidArgument, end)
+		}
+	}
+	var ok bool
+	if l.length, ok = format.ExtentLength(l.payload); !ok {
+		return l, fmt.Errorf("%w: extent of %d bytes overflows", ErrInvalidArgument, l.payload)
+	}
+	return l, nil
+}
+
+// decodeChunk decodes the stored bytes b of chunk i of header h into dst,
+// exactly its RawLength bytes. Bytes that passed their CRC but do not
+// decode are ErrCorruption.
+func decodeChunk(h *format.PacketHeader, i int, b, dst []byte) error {
+	c := &h.Chunks[i]
+	d, err := codec.DescOf(c)
+	if err != nil {
+		return fmt.Errorf("%w: packet %s chunk %d: %v", ErrCorruption, h.ID.Short(), i, err)
+	}
+	if err := codec.Decode(dst, b, c.Codec, d); err != nil {
+		return fmt.Errorf("%w: packet %s layer %d %v: %v", ErrCorruption, h.ID.Short(), c.Layer, c.Kind, err)
+	}
+	return nil
+}
+
+// viewDecoded holds a View's decoded copies of its compressed chunks.
+type viewDecoded struct {
+	mu   sync.Mutex
+	bufs [][]byte
+}
+
+// decoded returns chunk i as a tensor: the stored bytes themselves for a
+// raw chunk, else its decoding, made once and kept by the view.
+func (v *View) decoded(i int) ([]byte, error) {
+	b, err := v.Chunk(i)
+	if err != nil || v.h.Chunks[i].Codec == format.CodecRaw {
+		return b, err
+	}
+	v.dec.mu.Lock()
+	defer v.dec.mu.Unlock()
+	if v.dec.bufs == nil {
+		v.dec.bufs = make([][]byte, len(v.h.Chunks))
+	}
+	if d := v.dec.bufs[i]; d != nil {
+		return d, nil
+	}
+	d := make([]byte, v.h.Chunks[i].RawLength)
+	if err := decodeChunk(v.h, i, b, d); err != nil {
+		v.st.corruptions.Add(1)
+		return nil, err
+	}
+	v.dec.bufs[i] = d
+	return d, nil
+}

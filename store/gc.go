@@ -1,0 +1,176 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+)
+
+// GCReport says what GC reclaimed.
+type GCReport struct {
+	// FilesRemoved are blob files removed: unreferenced ones, and fully
+	// dead ones whose records went (those are removed once no view maps
+	// them).
+	FilesRemoved []uint32
+	// RecordsRemoved are blob file records deleted from the catalog.
+	RecordsRemoved []uint32
+	BytesReclaimed uint64
+	// Compaction is the rewrite of files with garbage tails (nil if none).
+	Compaction *CompactReport
+}
+
+// GC reclaims what Check lists as garbage and what is wholly dead:
+//
+//   - blob files in blobs/ with no catalog record (left by a write or a
+//     compaction that crashed before its batch, or retired by one that
+//     crashed before removing them): removed;
+//   - records of blob files that are gone and held no live extent:
+//     deleted;
+//   - files other than the active one with no live extent: their records
+//     deleted in one synced batch, then the files removed once no view
+//     maps them;
+//   - files other than the active one with bytes past their catalogued
+//     size (a crashed append): rewritten by a compaction of those files.
+//
+// The active file's tail is left: the next write overwrites it. GC holds
+// the writer lock; readers keep working. It is crash-safe (records go
+// before files) and idempotent.
+func (db *DB) GC(ctx context.Context) (*GCReport, error) {
+	if err := db.enter(); err != nil {
+		return nil, err
+	}
+	defer db.leave()
+	if db.opts.ReadOnly {
+		return nil, fmt.Errorf("%w: gc", ErrReadOnly)
+	}
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
+	if db.failed != nil {
+		return nil, db.failed
+	}
+	rep := &GCReport{}
+	disk, err := db.blobFilesOnDisk()
+	if err != nil {
+		return nil, err
+	}
+	if err := db.removeUnreferenced(rep, disk); err != nil {
+		return nil, err
+	}
+	tails, err := db.dropDeadRecords(rep, disk)
+	if err != nil {
+		return nil, err
+	}
+	if len(tails) > 0 {
+		if rep.Compaction, err = db.compactLocked(ctx, &CompactOptions{Files: tails}); err != nil {
+			return rep, err
+		}
+		rep.BytesReclaimed += rep.Compaction.BytesReclaimed
+	}
+	db.st.gcRuns.Add(1)
+	db.st.reclaimedBytes.Add(rep.BytesReclaimed - compactReclaimed(rep.Compaction))
+	if len(rep.FilesRemoved)+len(rep.RecordsRemoved) > 0 || rep.Compaction != nil {
+		db.log.Info("store: gc", "dir", db.dir, "files_removed", rep.FilesRemoved, "records_removed", rep.RecordsRemoved,
+			"reclaimed_bytes", rep.BytesReclaimed)
+	}
+	return rep, nil
+}
+
+func compactReclaimed(r *CompactReport) uint64 {
+	if r == nil {
+		return 0
+	}
+	return r.BytesReclaimed // already counted by the compaction
+}
+
+// blobFilesOnDisk returns the size of every NNNNNN.blob in blobs/. A file
+// that vanishes between the listing and its Stat is left out: a retired
+// file is removed by the release of its last view, which holds no lock
+// that Check or GC hold.
+func (db *DB) blobFilesOnDisk() (map[uint32]uint64, error) {
+	names, err := db.fs.List(db.w.dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: list %s: %w", db.w.dir, err)
+	}
+	disk := map[uint32]uint64{}
+	for _, n := range names {
+		num, ok := parseBlobFileName(n)
+		if !ok {
+			continue
+		}
+		st, err := db.fs.Stat(db.fs.PathJoin(db.w.dir, n))
+		if errors.Is(err, iofs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: stat %s: %w", db.fs.PathJoin(db.w.dir, n), err)
+		}
+		disk[num] = uint64(st.Size())
+	}
+	return disk, nil
+}
+
+// removeUnreferenced removes blob files that have no record and that no
+// view maps.
+func (db *DB) removeUnreferenced(rep *GCReport, disk map[uint32]uint64) error {
+	for _, num := range sortedKeys(disk) {
+		if _, ok := db.record(num); ok || db.isRetiring(num) {
+			continue
+		}
+		err := db.fs.Remove(blobPath(db, num))
+		if err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			return fmt.Errorf("store: remove unreferenced blob file %s: %w", blobPath(db, num), err)
+		}
+		rep.FilesRemoved = append(rep.FilesRemoved, num)
+		rep.BytesReclaimed += disk[num]
+		delete(disk, num)
+	}
+	return nil
+}
+
+// dropDeadRecords deletes, in one synced batch, the records of files with
+// no live extent (gone from disk, or not active), then retires those
+// files. It returns the other non-active files with a garbage tail.
+func (db *DB) dropDeadRecords(rep *GCReport, disk map[uint32]uint64) (tails []uint32, err error) {
+	active := uint32(0)
+	if db.w.cur != nil {
+		active = db.w.cur.num
+	}
+	b := db.cat.db.NewBatch()
+	defer b.Close()
+	var dead []BlobFileInfo
+	for _, r := range db.BlobFiles() {
+		size, onDisk := disk[r.Num]
+		switch {
+		case r.Num == active && onDisk:
+		case r.LiveExtents == 0 && (!onDisk || r.Num != active):
+			_ = b.Delete(blobFileKey(r.Num), nil)
+			dead = append(dead, r)
+		case onDisk && size > r.Size:
+			tails = append(tails, r.Num)
+		}
+	}
+	if len(dead) == 0 {
+		return tails, nil
+	}
+	if err := db.commit(b); err != nil {
+		return nil, fmt.Errorf("gc: %w", err)
+	}
+	for _, r := range dead {
+		rep.RecordsRemoved = append(rep.RecordsRemoved, r.Num)
+		if size, onDisk := disk[r.Num]; onDisk {
+			rep.FilesRemoved = append(rep.FilesRemoved, r.Num)
+			rep.BytesReclaimed += size
+		}
+		if r.Num == active {
+			_ = db.w.close()
+			db.w.cur = nil // its file is gone: the next write starts a new one
+		}
+		if _, onDisk := disk[r.Num]; onDisk {
+			db.retire(r.Num)
+		} else {
+			db.dropFile(r.Num)
+		}
+	}
+	return tails, nil
+}
