@@ -78,7 +78,7 @@ func runDemo(e *env, args []string) error {
 	case f.docs < 1 || f.docs > 64 || f.tokens < 1 || f.tokens > 4096 || f.question < 1 || f.question > 4096:
 		return fmt.Errorf("%w: --docs must be in [1, 64], --tokens and --question in [1, 4096]", errUsage)
 	}
-	rep, err := demo(f, dt)
+	rep, err := demo(f, dt, e.stderr)
 	if err != nil {
 		return err
 	}
@@ -140,13 +140,13 @@ type demoDoc struct {
 	id     format.PacketID
 }
 
-func demo(f demoFlags, dt format.DType) (*demoReport, error) {
+func demo(f demoFlags, dt format.DType, stderr io.Writer) (*demoReport, error) {
 	m, name, weights, err := demoLoad(f.model)
 	if err != nil {
 		return nil, err
 	}
 	spec := m.Spec(dt, weights)
-	db, where, cleanup, err := demoOpen(f.dir)
+	db, where, cleanup, err := demoOpen(f.dir, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func demoLoad(path string) (*llama.Model, string, string, error) {
 }
 
 // demoOpen opens dir, or a temporary store removed by cleanup.
-func demoOpen(dir string) (*store.DB, string, func(), error) {
+func demoOpen(dir string, stderr io.Writer) (*store.DB, string, func(), error) {
 	cleanup, where := func() {}, dir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "kvstore-demo-")
@@ -214,7 +214,7 @@ func demoOpen(dir string) (*store.DB, string, func(), error) {
 		}
 		dir, where, cleanup = tmp, tmp+" (temporary)", func() { os.RemoveAll(tmp) }
 	}
-	db, err := store.Open(dir, nil)
+	db, err := store.Open(dir, &store.Options{Logger: warnLogger(stderr)})
 	if err != nil {
 		cleanup()
 		return nil, "", nil, err

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/format/safetensors"
+	"github.com/kvstore/kvstore/store"
+)
+
+func init() {
+	register(&command{name: "export", summary: "write a packet to a safetensors file", run: runExport})
+}
+
+const exportSummary = `Writes one packet as a safetensors file in the KV Packet reference
+layout: tensor "kv" [2, L, 1, H, S, D] (K then V, in the model's dtype) and
+"position_ids" [1, S] int64 (0..S-1: keys are stored at local positions),
+with the model spec, fingerprint, namespace, adapter id, adapter token
+counts, token ids, base position and packet id in __metadata__ (keys
+"kvstore.*", see docs/cli.md). Every chunk is CRC-checked as it is read.
+The file is written to a temporary name and renamed when complete.`
+
+type exportOutput struct {
+	ID    string `json:"id"`
+	File  string `json:"file"`
+	Bytes int64  `json:"bytes"`
+}
+
+func runExport(e *env, args []string) error {
+	fs := newFlags(e, "export", "[flags] <packet-id> <file.safetensors>", exportSummary)
+	storeFlags(fs, e)
+	ns := fs.String("ns", "", "look the id up in this namespace only")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return fmt.Errorf("%w: want a packet id and a file name, got %d arguments", errUsage, fs.NArg())
+	}
+	if err := checkIDs(fs.Arg(0)); err != nil {
+		return err
+	}
+	db, err := openStore(e, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	h, err := findPacket(db, fs.Arg(0), *ns)
+	if err != nil {
+		return err
+	}
+	p := newProgress(e, "export")
+	defer p.done()
+	f, err := exportFile(db, h, p)
+	if err != nil {
+		return err
+	}
+	p.stage("writing " + fs.Arg(1))
+	n, err := writeFileAtomic(fs.Arg(1), f)
+	if err != nil {
+		return err
+	}
+	p.done()
+	out := exportOutput{ID: h.ID.String(), File: fs.Arg(1), Bytes: n}
+	return output(e, out, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "exported %s to %s (%d bytes)\n", out.ID, out.File, out.Bytes)
+		return err
+	})
+}
+
+// exportFile reads packet h (every chunk verified) into a safetensors File.
+func exportFile(db *store.DB, h *format.PacketHeader, p *progress) (*safetensors.File, error) {
+	m, err := db.Model(h.Model)
+	if err != nil {
+		return nil, err
+	}
+	v, err := db.Get(h.Namespace, h.Model, h.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Release()
+	kv := &safetensors.KV{Model: *m, Namespace: h.Namespace, AdapterID: h.AdapterID,
+		HeaderTokens: int(h.HeaderTokens), TrailerTokens: int(h.TrailerTokens), TokenIDs: h.TokenIDs,
+		BasePosition: h.BasePosition}
+	for l := range v.Layers() {
+		if c := h.Chunks[2*l]; c.Codec != format.CodecRaw || h.Chunks[2*l+1].Codec != format.CodecRaw {
+			return nil, fmt.Errorf("packet %s layer %d: codec %v: only raw chunks can be exported", h.ID.Short(), l, c.Codec)
+		}
+		k, val, err := v.Layer(l)
+		if err != nil {
+			return nil, err
+		}
+		kv.K, kv.V = append(kv.K, k), append(kv.V, val)
+		p.update(int64(l+1), int64(v.Layers()), false)
+	}
+	// EncodeKV copies K and V, so the view may be released afterwards.
+	return safetensors.EncodeKV(kv)
+}
+
+// writeFileAtomic writes f to a temporary file beside name, syncs it and
+// renames it into place.
+func writeFileAtomic(name string, f *safetensors.File) (int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename, there is nothing to remove
+	n, err := f.WriteTo(tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), name)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("write %s: %w", name, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/format/safetensors"
+	"github.com/kvstore/kvstore/store"
+)
+
+func init() {
+	register(&command{name: "import", summary: "store a packet read from a safetensors file", run: runImport})
+}
+
+const importSummary = `Reads a safetensors file and stores it as a packet. Accepted: tensor
+"kv" [2, L, 1, H, S, D] (K then V), or per-layer "k.{l}" and "v.{l}" of
+shape [1, H, S, D] or [H, S, D]; optional "position_ids" [1, S] int64,
+consecutive (the keys' positions: keys not at 0 are rotated to 0 as Put
+does); dtype equal to the model spec's; no other tensor. __metadata__ must
+hold "kvstore.model" (the model spec, JSON) and "kvstore.token_ids" (a
+JSON array); the other "kvstore.*" keys are optional and checked when
+present (docs/cli.md). The file is validated the way safetensors does
+(header cap, offsets sorted and contiguous, lengths equal to shape times
+dtype size, checked arithmetic) before its buffer is read. Creates the
+store if --dir holds none.`
+
+type importOutput struct {
+	ID        string `json:"id"`
+	Stored    bool   `json:"already_stored"`
+	Tokens    int    `json:"tokens"`
+	Namespace string `json:"namespace"`
+}
+
+func runImport(e *env, args []string) error {
+	fs := newFlags(e, "import", "[flags] <file.safetensors>", importSummary)
+	storeFlags(fs, e)
+	ns := fs.String("ns", "", "store under this namespace instead of the file's (the id changes with it)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: want one file name, got %d arguments", errUsage, fs.NArg())
+	}
+	if e.dir == "" {
+		return fmt.Errorf("%w: --dir is required", errUsage)
+	}
+	p := newProgress(e, "import")
+	defer p.done()
+	p.stage("reading " + fs.Arg(0))
+	pk, err := readPacket(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if *ns != "" {
+		pk.Namespace = *ns
+	}
+	db, err := openStore(e, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	p.stage("writing the packet")
+	id, had := importID(db, pk)
+	if _, err := db.Put(pk); err != nil {
+		return err
+	}
+	p.done()
+	out := importOutput{ID: id, Stored: had, Tokens: pk.Tokens(), Namespace: pk.Namespace}
+	return output(e, out, func(w io.Writer) error {
+		what := "imported"
+		if had {
+			what = "already stored"
+		}
+		_, err := fmt.Fprintf(w, "%s %s (%d tokens, namespace %q)\n", what, out.ID, out.Tokens, out.Namespace)
+		return err
+	})
+}
+
+// importID returns the packet's id and whether the store has it already.
+func importID(db *store.DB, p *store.Packet) (string, bool) {
+	fp := p.Model.Fingerprint()
+	id := format.ComputePacketID(p.Namespace, fp, p.AdapterID, p.TokenIDs)
+	had, _ := db.Has(p.Namespace, fp, id)
+	return id.String(), had
+}
+
+// readPacket reads and validates a safetensors file into a store.Packet.
+func readPacket(name string) (*store.Packet, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	file, err := safetensors.Read(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	kv, err := safetensors.DecodeKV(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	p := &store.Packet{Namespace: kv.Namespace, Model: &kv.Model, AdapterID: kv.AdapterID,
+		HeaderTokens: kv.HeaderTokens, TrailerTokens: kv.TrailerTokens, TokenIDs: kv.TokenIDs,
+		BasePosition: int(kv.KeyPosition)}
+	for l := range kv.K {
+		p.Layers = append(p.Layers, store.Layer{K: kv.K[l], V: kv.V[l]})
+	}
+	return p, nil
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestInspect(t *testing.T) {
+	dir, ids := testStore(t)
+	h := header(t, dir, ids[1])
+	var out inspectOutput
+	r := kv(t, "--dir", dir, "--json", "inspect", ids[1].String()[:10]).want(t, exitOK)
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.ID != ids[1].String() || out.Namespace != "a" || out.Tokens != h.Tokens || len(out.Chunks) != 4 ||
+		out.Spec == nil || out.Spec.HeadDim != 4 || out.ExtentOffset != h.ExtentOffset || !strings.HasSuffix(out.File, ".blob") {
+		t.Fatalf("inspect: %+v", out)
+	}
+	for i, c := range out.Chunks {
+		d := h.Chunks[i]
+		if c.Offset != d.Offset || c.Length != d.Length || c.CRC32C != fmt.Sprintf("%08x", d.CRC32C) || c.Codec != "raw" {
+			t.Fatalf("chunk %d: %+v, header %+v", i, c, d)
+		}
+	}
+	text := kv(t, "--dir", dir, "inspect", ids[1].String()).want(t, exitOK).stdout
+	for _, want := range []string{ids[1].String(), "CRC32C", "rotate-half", fmt.Sprintf("%08x", h.Chunks[3].CRC32C)} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("inspect text lacks %q:\n%s", want, text)
+		}
+	}
+	kv(t, "--dir", dir, "inspect", "--ns", "b", ids[1].String()[:10]).want(t, exitFail) // not in b
+	kv(t, "--dir", dir, "inspect", "0000000000").want(t, exitFail)
+}
+
+// A prefix that matches two packets is ambiguous: usage error.
+func TestInspectAmbiguous(t *testing.T) {
+	dir, ids := testStore(t)
+	a, b := ids[0].String(), ids[1].String()
+	n := 0
+	for n < len(a) && a[n] == b[n] {
+		n++
+	}
+	if n >= 4 {
+		r := kv(t, "--dir", dir, "inspect", a[:n]).want(t, exitUsage)
+		if !strings.Contains(r.stderr, "ambiguous") {
+			t.Fatal(r.stderr)
+		}
+		return
+	}
+	// The ids share fewer than 4 digits; a 4-digit prefix is then unique.
+	kv(t, "--dir", dir, "inspect", a[:4]).want(t, exitOK)
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store"
+)
+
+// storeFlags adds --dir and --json to a verb's flags, so they may come
+// after the verb too; they default to the global ones.
+func storeFlags(fs *flag.FlagSet, e *env) {
+	fs.StringVar(&e.dir, "dir", e.dir, "store directory (required)")
+	fs.BoolVar(&e.json, "json", e.json, "print machine-readable JSON")
+}
+
+// openStore opens the store in --dir; read-only unless write. A missing
+// --dir is a usage error; a directory that holds no store is a failure.
+func openStore(e *env, write bool) (*store.DB, error) {
+	if e.dir == "" {
+		return nil, fmt.Errorf("%w: --dir is required", errUsage)
+	}
+	return store.Open(e.dir, &store.Options{ReadOnly: !write, Logger: warnLogger(e.stderr)})
+}
+
+// warnLogger logs the store's warnings and errors to w; its routine Info
+// messages (open, compaction summaries) would clutter a command's output.
+func warnLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// errStop ends a Headers walk early.
+var errStop = errors.New("stop")
+
+// checkIDs refuses packet id arguments that are not 4 to 64 hex digits.
+func checkIDs(args ...string) error {
+	for _, arg := range args {
+		if len(arg) < 4 || len(arg) > 64 {
+			return fmt.Errorf("%w: packet id %q: want 4 to 64 hex digits", errUsage, arg)
+		}
+		if _, err := hex.DecodeString(arg[:len(arg)&^1] + strings.Repeat("0", len(arg)&1) + arg[len(arg)&^1:]); err != nil {
+			return fmt.Errorf("%w: packet id %q is not hex", errUsage, arg)
+		}
+	}
+	return nil
+}
+
+// findPacket returns the header of the one packet whose id starts with
+// the hex prefix arg (in namespace ns, when ns is not empty); arg passed
+// checkIDs. A prefix that matches several packets is a usage error.
+func findPacket(db *store.DB, arg, ns string) (*format.PacketHeader, error) {
+	prefix := strings.ToLower(arg)
+	var found []*format.PacketHeader
+	err := db.Headers(func(h *format.PacketHeader) error {
+		if (ns == "" || h.Namespace == ns) && strings.HasPrefix(h.ID.String(), prefix) {
+			found = append(found, h)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case len(found) == 0:
+		return nil, fmt.Errorf("%w: no packet %s", store.ErrNotFound, arg)
+	case len(found) > 1:
+		return nil, fmt.Errorf("%w: packet id %s is ambiguous: %d packets match (give more digits or --ns)", errUsage, arg, len(found))
+	}
+	return found[0], nil
+}
+
+// noArgs refuses positional arguments.
+func noArgs(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	return nil
+}
