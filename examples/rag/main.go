@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"time"
@@ -132,9 +131,9 @@ func run(w io.Writer, cfg config) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, q := softmax(full.Logits[0]), softmax(packets)
-	res.KL, res.KLNoDocs = kl(p, q), kl(p, softmax(alone.Logits[0]))
-	res.NextFull, res.NextPackets = argmax(p), argmax(q)
+	p, q := llama.Probs(full.Logits[0]), llama.Probs(packets)
+	res.KL, res.KLNoDocs = llama.KL(p, q), llama.KL(p, llama.Probs(alone.Logits[0]))
+	res.NextFull, res.NextPackets = llama.Argmax(p), llama.Argmax(q)
 	report(w, res, len(docs), len(question))
 	return res, nil
 }
@@ -259,7 +258,7 @@ func sample(m *llama.Model, rng *rand.Rand, n int) []int {
 	toks := []int{1}
 	out, err := m.Forward(toks, 0, nil, llama.ForwardOptions{LastOnly: true})
 	for err == nil && len(toks) < n {
-		next := draw(rng, softmax(out.Logits[0]))
+		next := draw(rng, llama.Probs(out.Logits[0]))
 		toks = append(toks, next)
 		out, err = m.Forward([]int{next}, int64(len(toks)-1), out.Cache, llama.ForwardOptions{LastOnly: true})
 	}
@@ -274,42 +273,4 @@ func draw(rng *rand.Rand, p []float64) int {
 		}
 	}
 	return len(p) - 1
-}
-
-func softmax(logits []float32) []float64 {
-	mx := math.Inf(-1)
-	for _, l := range logits {
-		mx = math.Max(mx, float64(l))
-	}
-	p := make([]float64, len(logits))
-	var sum float64
-	for i, l := range logits {
-		p[i] = math.Exp(float64(l) - mx)
-		sum += p[i]
-	}
-	for i := range p {
-		p[i] /= sum
-	}
-	return p
-}
-
-// kl is KL(p || q) in nats.
-func kl(p, q []float64) float64 {
-	var s float64
-	for i := range p {
-		if p[i] > 0 {
-			s += p[i] * math.Log(p[i]/q[i])
-		}
-	}
-	return s
-}
-
-func argmax(p []float64) int {
-	best := 0
-	for i, v := range p {
-		if v > p[best] {
-			best = i
-		}
-	}
-	return best
 }

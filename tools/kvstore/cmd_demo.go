@@ -180,8 +180,8 @@ func demo(f demoFlags, dt format.DType, stderr io.Writer) (*demoReport, error) {
 		return nil, err
 	}
 	rep.FullRecomputeNs, rep.FullTokens = time.Since(start).Nanoseconds(), len(prompt)
-	p, q := demoSoftmax(full.Logits[0]), demoSoftmax(packetsLogits)
-	rep.KL, rep.NextFull, rep.NextPackets = demoKL(p, q), demoArgmax(p), demoArgmax(q)
+	p, q := llama.Probs(full.Logits[0]), llama.Probs(packetsLogits)
+	rep.KL, rep.NextFull, rep.NextPackets = llama.KL(p, q), llama.Argmax(p), llama.Argmax(q)
 	return rep, nil
 }
 
@@ -401,42 +401,4 @@ func (r *demoReport) writeTable(w io.Writer) {
 		time.Duration(r.PacketsPathNs).Round(time.Microsecond), time.Duration(r.FullRecomputeNs).Round(time.Microsecond))
 	fmt.Fprintf(w, "next token: packets %d, full %d; KL(full || packets) = %.4f nats (> 0 without trained adapters)\n",
 		r.NextPackets, r.NextFull, r.KL)
-}
-
-func demoSoftmax(logits []float32) []float64 {
-	mx := math.Inf(-1)
-	for _, l := range logits {
-		mx = math.Max(mx, float64(l))
-	}
-	p := make([]float64, len(logits))
-	var sum float64
-	for i, l := range logits {
-		p[i] = math.Exp(float64(l) - mx)
-		sum += p[i]
-	}
-	for i := range p {
-		p[i] /= sum
-	}
-	return p
-}
-
-// demoKL is KL(p || q) in nats.
-func demoKL(p, q []float64) float64 {
-	var s float64
-	for i := range p {
-		if p[i] > 0 {
-			s += p[i] * math.Log(p[i]/q[i])
-		}
-	}
-	return s
-}
-
-func demoArgmax(p []float64) int {
-	best := 0
-	for i, v := range p {
-		if v > p[best] {
-			best = i
-		}
-	}
-	return best
 }

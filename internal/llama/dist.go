@@ -1,0 +1,46 @@
+package llama
+
+import "math"
+
+// Probs turns one row of logits into a probability distribution, in
+// float64 so that KL between two close distributions is not lost to
+// rounding.
+func Probs(logits []float32) []float64 {
+	mx := math.Inf(-1)
+	for _, l := range logits {
+		mx = math.Max(mx, float64(l))
+	}
+	p := make([]float64, len(logits))
+	var sum float64
+	for i, l := range logits {
+		p[i] = math.Exp(float64(l) - mx)
+		sum += p[i]
+	}
+	for i := range p {
+		p[i] /= sum
+	}
+	return p
+}
+
+// KL is the Kullback-Leibler divergence KL(p || q) in nats. Terms where p
+// is 0 contribute nothing; a q of 0 where p is not gives +Inf.
+func KL(p, q []float64) float64 {
+	var s float64
+	for i := range p {
+		if p[i] > 0 {
+			s += p[i] * math.Log(p[i]/q[i])
+		}
+	}
+	return s
+}
+
+// Argmax is the index of the largest probability (the first, on ties).
+func Argmax(p []float64) int {
+	best := 0
+	for i, v := range p {
+		if v > p[best] {
+			best = i
+		}
+	}
+	return best
+}
