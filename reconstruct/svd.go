@@ -91,12 +91,14 @@ func (o *SVDOptions) Validate() error {
 // It is the randomized range finder of Halko, Martinsson and Tropp (2011,
 // algorithms 4.4 and 5.1): a Gaussian sketch Y = A Omega of k = target+p
 // columns, q power iterations Y = A (A^T Y), every step re-orthonormalised
-// by Householder QR in float64, then the SVD of the small B = Q^T A
-// (k x cols) from the eigen-decomposition of B B^T in float64. The products
-// with A are float32 (see randomized for why that is enough); a component
-// below 2^-16 sigma_1 of B is treated as zero (see gram). When k would reach
-// min(rows, cols) the sketch saves nothing and A itself goes to LAPACK's
-// dgesvd in float64: the result is then the exact SVD.
+// (CholeskyQR with a float64 Gram matrix, Householder QR in float64 when
+// the sketch is nearly rank-deficient; see orthonormalizeRows32), then the
+// SVD of the small B = Q^T A (k x cols) from the eigen-decomposition of
+// B B^T in float64. The products with A are float32 (see randomized for
+// why that is enough); a component below 2^-16 sigma_1 of B is treated as
+// zero (see gram). When k would reach min(rows, cols) the sketch saves
+// nothing and A itself goes to LAPACK's dgesvd in float64: the result is
+// then the exact SVD.
 //
 // Components are in decreasing sigma, each with the largest-magnitude
 // element of its Vt row positive (the first on ties), so that a given input
@@ -205,8 +207,11 @@ func (w *svdWork) exact(a []float32, rows, cols int) (*denseSVD, bool) {
 // is matmulF32 over long rows. The products are float32 (the AVX2 kernel
 // where there is one): rounding there perturbs the range found by about
 // 1e-7 and B = Q^T A by about sqrt(rows)*2^-24 of ||A||, far below the
-// truncation error and below f16/bf16 storage; the orthonormalisations and
-// the small SVD, where accuracy is lost if anywhere, are float64.
+// truncation error and below f16/bf16 storage; the Gram matrices and
+// Cholesky factors of the orthonormalisations and the small SVD, where
+// accuracy is lost if anywhere, are float64. The intermediate bases of the
+// power iterations get one CholeskyQR pass (orthonormal to about 2^-12,
+// which is all the next product needs); the final Q gets two.
 func (w *svdWork) randomized(a []float32, rows, cols, k, q int, seed uint64) (*denseSVD, bool) {
 	at := svdGrow32(&w.at, rows*cols)
 	for i := 0; i < rows; i++ {
@@ -217,12 +222,12 @@ func (w *svdWork) randomized(a []float32, rows, cols, k, q int, seed uint64) (*d
 	yt := svdGrow32(&w.yt, k*rows)
 	zt := svdGrow32(&w.zt, k*cols)
 	matmulF32(yt, rows, svdSketch(svdGrow32(&w.omega, k*cols), seed), cols, at, rows, k, rows, cols) // (A Omega)^T
-	w.qr.orthonormalizeRows32(yt, k, rows)
+	w.qr.orthonormalizeRows32(yt, k, rows, q > 0)
 	for it := 0; it < q; it++ {
 		matmulF32(zt, cols, yt, rows, a, cols, k, cols, rows) // (A^T Q)^T
-		w.qr.orthonormalizeRows32(zt, k, cols)
+		w.qr.orthonormalizeRows32(zt, k, cols, true)
 		matmulF32(yt, rows, zt, cols, at, rows, k, rows, cols) // (A Z)^T
-		w.qr.orthonormalizeRows32(yt, k, rows)
+		w.qr.orthonormalizeRows32(yt, k, rows, it+1 < q)
 	}
 	// B = Q^T A (k x cols) = Ub diag(s) Vt, so A ~ Q B = (Q Ub) diag(s) Vt.
 	matmulF32(zt, cols, yt, rows, a, cols, k, cols, rows)
@@ -288,7 +293,17 @@ func (w *svdWork) gram(b, ub, vt blas64.General, s []float64) bool {
 	for i := range s {
 		s[i] = math.Sqrt(max(ev[k-1-i], 0))
 	}
-	blas64.Gemm(blas.Trans, blas.NoTrans, 1, ub, b, 0, vt)
+	// vt = ub^T b row by row: row i is the sum over p of ub[p][i] b[p],
+	// long contiguous axpys (gonum's Gemm spends more on these small
+	// shapes in its blocking than in the arithmetic).
+	for i := 0; i < k; i++ {
+		row := vt.Data[i*vt.Stride : i*vt.Stride+vt.Cols]
+		clear(row)
+		for p := 0; p < k; p++ {
+			blas64.Axpy(ub.Data[p*k+i], blas64.Vector{N: len(row), Inc: 1, Data: b.Data[p*b.Stride : p*b.Stride+len(row)]},
+				blas64.Vector{N: len(row), Inc: 1, Data: row})
+		}
+	}
 	for i := range s {
 		if s[i] <= s[0]*0x1p-16 {
 			s[i] = 0
