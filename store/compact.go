@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
@@ -18,8 +19,10 @@ import (
 //	   next-blob sequence), verifying every chunk and the trailer on the
 //	   way and rewriting the trailer's offset
 //	-> fdatasync the outputs, sync blobs/
-//	-> ONE synced batch: every moved header repointed, the sources'
-//	   records deleted, the outputs' records (sealed) and the sequence
+//	-> ONE synced batch: every moved header repointed (for a span memory,
+//	   its root record and every head record re-encoded for the new
+//	   place), the sources' records deleted, the outputs' records (sealed)
+//	   and the sequence
 //	-> sources retired: removed once no view maps them.
 //
 // A crash before the batch leaves output files with no record (garbage:
@@ -28,6 +31,12 @@ import (
 // (the same garbage). Either way every header points at synced bytes that
 // verify, so Check finds nothing and every packet reads back. Compaction
 // is idempotent: run again, it only finds what is still below the ratio.
+//
+// A span memory's blocks sit at offsets relative to its extent, so its
+// copy is byte-for-byte (the trailer's offset excepted) and only the
+// records' (blob file, extent offset) change. A SpanReader opened before
+// keeps its pinned source file and, reading a head record first after the
+// move, decodes it against the moved root record (span_reader.go).
 
 // CompactOptions tune Compact. The zero value uses the store's options.
 type CompactOptions struct {
@@ -67,11 +76,12 @@ type SkippedFile struct {
 // working throughout (a Get that races the repointing retries); writers
 // wait, since Compact holds the writer lock.
 //
-// Files holding a live span memory extent are skipped (SkippedFile says
-// so): span readers bind their head records to the extent's place. A file
-// with a chunk or trailer that fails verification is skipped too, and
-// reported, never copied. Compact is crash-safe at every step and
-// idempotent.
+// Span memory extents move like packets' (every resident and factor block
+// verified on the way); their root and head records are re-encoded for the
+// new place in the same batch, and SpanReaders opened before keep reading.
+// A file with a chunk, block or trailer that fails verification, or a span
+// memory head record that is missing or bad, is skipped and reported,
+// never copied. Compact is crash-safe at every step and idempotent.
 func (db *DB) Compact(ctx context.Context, o CompactOptions) (*CompactReport, error) {
 	if err := db.enter(); err != nil {
 		return nil, err
@@ -124,8 +134,24 @@ type compaction struct {
 	refs    map[uint32][]*extentRef // per source, by offset
 	total   int64
 	outs    []*compactOut
-	moved   []*format.PacketHeader // repointed headers
-	done    []uint32               // sources fully copied
+	moved   []movedExtent // repointed records
+	done    []uint32      // sources fully copied
+}
+
+// movedExtent is one copied extent and its repointed records: a packet's
+// header or a span memory's root and head records.
+type movedExtent struct {
+	file   uint32 // output file
+	length uint64
+	header *format.PacketHeader
+	span   *movedSpan
+}
+
+// movedSpan is a span memory's records for its new place.
+type movedSpan struct {
+	ns, name string
+	meta     *SpanMeta
+	heads    []*HeadMeta
 }
 
 // compactOut is one output file.
@@ -161,10 +187,10 @@ func (c *compaction) pick() {
 	}
 }
 
-// gather finds the extents of the sources, and drops sources that hold a
-// span memory or whose record does not match what references them. A
-// catalog record that does not decode stops the compaction: the files it
-// may reference cannot be retired safely.
+// gather finds the extents of the sources, and drops sources whose record
+// does not match what references them. A catalog record that does not
+// decode stops the compaction: the files it may reference cannot be
+// retired safely.
 func (c *compaction) gather() error {
 	var bad []badRecord
 	err := walkRefs(c.db.cat.db, func(r *extentRef) error {
@@ -183,14 +209,10 @@ func (c *compaction) gather() error {
 		rs := c.refs[num]
 		slices.SortFunc(rs, func(a, b *extentRef) int { return cmpU64(a.Offset, b.Offset) })
 		var live uint64
-		span := false
 		for _, r := range rs {
 			live += r.Length
-			span = span || r.Span != nil
 		}
 		switch {
-		case span:
-			c.skip(num, "holds a live span memory extent")
 		case live != rec.LiveBytes || len(rs) != int(rec.LiveExtents):
 			c.skip(num, fmt.Sprintf("record says %d live bytes in %d extents, the catalog references %d in %d: run check",
 				rec.LiveBytes, rec.LiveExtents, live, len(rs)))
@@ -240,7 +262,7 @@ func (c *compaction) copyFile(ctx context.Context, num uint32) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		h, bad, err := c.copyExtent(f, r)
+		m, bad, err := c.copyExtent(f, r)
 		if err != nil {
 			return err
 		}
@@ -250,7 +272,7 @@ func (c *compaction) copyFile(ctx context.Context, num uint32) error {
 			c.skip(num, fmt.Sprintf("extent of %s at %d: %s", r.what(), r.Offset, bad))
 			return nil
 		}
-		c.moved = append(c.moved, h)
+		c.moved = append(c.moved, m)
 		copied += r.Length
 		c.rep.BytesCopied += r.Length
 		if c.o.Progress != nil {
@@ -263,12 +285,12 @@ func (c *compaction) copyFile(ctx context.Context, num uint32) error {
 }
 
 // discard turns the copies of a skipped source into dead bytes.
-func (c *compaction) discard(hs []*format.PacketHeader, n uint64) {
-	for _, h := range hs {
+func (c *compaction) discard(ms []movedExtent, n uint64) {
+	for _, m := range ms {
 		for _, out := range c.outs {
-			if out.rec.Num == h.BlobFile {
-				out.rec.LiveBytes -= h.ExtentLength
-				out.rec.DeadBytes += h.ExtentLength
+			if out.rec.Num == m.file {
+				out.rec.LiveBytes -= m.length
+				out.rec.DeadBytes += m.length
 				out.rec.LiveExtents--
 			}
 		}
@@ -277,46 +299,104 @@ func (c *compaction) discard(hs []*format.PacketHeader, n uint64) {
 }
 
 // copyExtent verifies r's extent in f and appends it to an output. It
-// returns the repointed header, or why the extent failed verification.
-func (c *compaction) copyExtent(f *blobFile, r *extentRef) (*format.PacketHeader, string, error) {
+// returns the repointed records, or why the extent failed verification.
+func (c *compaction) copyExtent(f *blobFile, r *extentRef) (movedExtent, string, error) {
+	var heads []*HeadMeta
+	var rs []region
+	if r.Span != nil {
+		var bad string
+		var err error
+		if heads, bad, err = c.spanHeads(r); err != nil || bad != "" {
+			return movedExtent{}, bad, err
+		}
+		rs = spanRegions(r.Span, heads)
+	} else {
+		rs = packetRegions(r.Header)
+	}
 	v := verifier{}
 	b, err := v.read(f, r)
 	if errors.Is(err, ErrCorruption) {
-		return nil, err.Error(), nil
+		return movedExtent{}, err.Error(), nil
 	}
 	if err != nil {
-		return nil, "", err
+		return movedExtent{}, "", err
 	}
-	rs := packetRegions(r.Header)
-	got, crc, end := crcRegions(b, rs)
-	for i := range rs {
-		if got[i] != rs[i].crc {
-			return nil, fmt.Sprintf("%s fails its crc32c", rs[i].what), nil
-		}
-	}
-	if msg := trailerProblem(b, r, crc, end); msg != "" {
-		return nil, msg, nil
+	if bad := checkRegions(b, r, rs); bad != "" {
+		return movedExtent{}, bad, nil
 	}
 	out, err := c.output(r.Length)
 	if err != nil {
-		return nil, "", err
+		return movedExtent{}, "", err
 	}
 	off := out.rec.Size
 	t, _ := format.DecodeTrailer(b[len(b)-format.TrailerSize:])
 	t.Offset = off
 	body := b[:len(b)-format.TrailerSize]
 	if err := writeAt(out.f, out.path, body, off); err != nil {
-		return nil, "", err
+		return movedExtent{}, "", err
 	}
 	if err := writeAt(out.f, out.path, t.Encode(), off+uint64(len(body))); err != nil {
-		return nil, "", err
+		return movedExtent{}, "", err
 	}
 	c.db.st.bytesWritten.Add(r.Length)
 	out.rec.Size += r.Length
 	out.rec.LiveBytes += r.Length
 	out.rec.Extents++
 	out.rec.LiveExtents++
-	return repoint(r.Header, out.rec.Num, off), "", nil
+	m := movedExtent{file: out.rec.Num, length: r.Length}
+	if r.Span != nil {
+		meta := *r.Span
+		meta.BlobFile, meta.ExtentOffset = out.rec.Num, off
+		m.span = &movedSpan{ns: r.Namespace, name: r.Context, meta: &meta, heads: heads}
+	} else {
+		m.header = repoint(r.Header, out.rec.Num, off)
+	}
+	return m, "", nil
+}
+
+// checkRegions verifies every region of extent b and its trailer; it
+// returns what failed, "" when nothing did.
+func checkRegions(b []byte, r *extentRef, rs []region) string {
+	got, crc, end := crcRegions(b, rs)
+	for i := range rs {
+		if got[i] != rs[i].crc {
+			return fmt.Sprintf("%s fails its crc32c", rs[i].what)
+		}
+	}
+	return trailerProblem(b, r, crc, end)
+}
+
+// spanHeads reads span memory r's head records (the writer lock keeps
+// them as they are), or says which is missing or bad.
+func (c *compaction) spanHeads(r *extentRef) ([]*HeadMeta, string, error) {
+	m := r.Span
+	heads := make([]*HeadMeta, 0, m.Layers*m.KVHeads)
+	for l := range m.Layers {
+		for h := range m.KVHeads {
+			var hm *HeadMeta
+			found, err := c.db.cat.get(spanHeadKey(r.Namespace, r.Context, l, h), func(v []byte) (err error) {
+				hm, err = DecodeHeadMeta(v, m)
+				return err
+			})
+			switch {
+			case err != nil && !errors.Is(err, ErrCorruption):
+				return nil, "", err
+			case err != nil || !found || hm.Layer != l || hm.Head != h:
+				return nil, fmt.Sprintf("layer %d head %d record missing or bad (%v): run check", l, h, err), nil
+			}
+			heads = append(heads, hm)
+		}
+	}
+	return heads, "", nil
+}
+
+// spanRegions lists every block of a span memory: resident, then factors.
+func spanRegions(m *SpanMeta, heads []*HeadMeta) []region {
+	rs := spanResidentRegions(m)
+	for _, h := range heads {
+		rs = append(rs, headRegions(h)...)
+	}
+	return rs
 }
 
 // repoint returns a copy of h with its extent at off of file num.
@@ -363,13 +443,11 @@ func (c *compaction) abort() {
 func (c *compaction) commit() error {
 	b := c.db.cat.db.NewBatch()
 	defer b.Close()
-	for _, h := range c.moved {
-		v, err := format.EncodeHeader(h) // validates the repointed header
-		if err != nil {
+	for _, m := range c.moved {
+		if err := m.repoint(b); err != nil {
 			c.abort()
-			return fmt.Errorf("store: compact: packet %s: %w", h.ID.Short(), err)
+			return fmt.Errorf("store: compact: %w", err)
 		}
-		_ = b.Set(headerKey(h.Namespace, h.ID), v, nil)
 	}
 	for _, num := range c.done {
 		_ = b.Delete(blobFileKey(num), nil)
@@ -413,7 +491,35 @@ func (c *compaction) finish() {
 	c.db.st.compactedBytes.Add(c.rep.BytesCopied)
 	c.db.st.reclaimedBytes.Add(c.rep.BytesReclaimed)
 	c.db.logCompaction(c.rep)
-	for _, h := range c.moved {
-		c.db.publish(Event{Kind: EventCompacted, Namespace: h.Namespace, Model: h.Model, ID: h.ID})
+	for _, m := range c.moved {
+		if h := m.header; h != nil {
+			c.db.publish(Event{Kind: EventCompacted, Namespace: h.Namespace, Model: h.Model, ID: h.ID})
+		}
 	}
+}
+
+// repoint adds m's records for its new place to b; encoding validates
+// them.
+func (m *movedExtent) repoint(b *pebble.Batch) error {
+	if h := m.header; h != nil {
+		v, err := format.EncodeHeader(h)
+		if err != nil {
+			return fmt.Errorf("packet %s: %w", h.ID.Short(), err)
+		}
+		return b.Set(headerKey(h.Namespace, h.ID), v, nil)
+	}
+	s := m.span
+	v, err := s.meta.Encode()
+	if err != nil {
+		return fmt.Errorf("span memory %q: %w", s.name, err)
+	}
+	_ = b.Set(spanMetaKey(s.ns, s.name), v, nil)
+	for _, h := range s.heads {
+		hv, err := h.Encode(s.meta)
+		if err != nil {
+			return fmt.Errorf("span memory %q layer %d head %d: %w", s.name, h.Layer, h.Head, err)
+		}
+		_ = b.Set(spanHeadKey(s.ns, s.name, h.Layer, h.Head), hv, nil)
+	}
+	return nil
 }

@@ -235,40 +235,6 @@ func TestCompactCrashAtEverySync(t *testing.T) {
 	}
 }
 
-func TestCompactSkipsSpanMemoryFiles(t *testing.T) {
-	fs := vfs.NewMem()
-	db := openMem(t, fs, &Options{BlobFileSize: MinBlobFileSize}) // one extent per file
-	defer db.Close()
-	_, in := spanFixture(t, 48, 0, format.DTypeF32)
-	m := buildSpans(t, db, in, SpanOptions{})
-	for _, name := range []string{"a", "a"} { // the first extent dies
-		if _, err := db.PutSpanMemory("ns", name, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := db.Put(randPacket(testSpec(format.DTypeBF16, 2, 2, 8), "ns", 10, 1)); err != nil {
-		t.Fatal(err) // seals the live span memory's file
-	}
-	meta, err := db.spanMeta("ns", "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := mustCompact(t, db, CompactOptions{LiveRatio: 1})
-	if len(rep.Rewritten) != 1 || rep.Rewritten[0] == meta.BlobFile || rep.Extents != 0 {
-		t.Fatalf("the dead span extent's file is not simply retired: %+v", rep)
-	}
-	rep = mustCompact(t, db, CompactOptions{Files: []uint32{meta.BlobFile}})
-	if len(rep.Skipped) != 1 || rep.Skipped[0].Num != meta.BlobFile || len(rep.Rewritten) != 0 {
-		t.Fatalf("report: %+v", rep)
-	}
-	wantClean(t, db, "span memory compaction")
-	r, err := db.OpenSpanMemory("ns", m.Model.Fingerprint(), "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Release()
-}
-
 func TestCompactSkipsCorruptExtent(t *testing.T) {
 	fs := vfs.NewMem()
 	db := openMem(t, fs, opsOptions(fs))

@@ -114,13 +114,25 @@ func (db *DB) setRecords(rs ...BlobFileInfo) {
 // BlobFiles returns the catalogued blob files in file number order, with the
 // number of views holding each. It works on a closed DB too (empty then).
 func (db *DB) BlobFiles() []BlobFileInfo {
+	out, _ := db.blobFiles()
+	return out
+}
+
+// blobFiles is BlobFiles and, read under the same lock, the number of
+// span memories (whose extents the records count as live extents too);
+// both empty on a closed DB.
+func (db *DB) blobFiles() ([]BlobFileInfo, uint64) {
 	db.filesMu.RLock()
 	out := make([]BlobFileInfo, 0, len(db.recs))
 	for num, r := range db.recs {
 		r.Views = db.files[num].views()
 		out = append(out, r)
 	}
+	spans := max(db.st.spanMemories.Load(), 0)
+	if len(out) == 0 {
+		spans = 0 // closed (or never written)
+	}
 	db.filesMu.RUnlock()
 	slices.SortFunc(out, func(a, b BlobFileInfo) int { return int(int64(a.Num) - int64(b.Num)) })
-	return out
+	return out, uint64(spans)
 }

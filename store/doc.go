@@ -107,7 +107,9 @@
 // catalog against the blob files without reading payloads and lists
 // reclaimable space (Garbage) apart from inconsistencies (Finding).
 // Compact (compact.go) rewrites mostly dead blob files into new ones and
-// repoints the catalog in one synced batch; GC (gc.go) removes what
+// repoints the catalog in one synced batch (packet headers, and span
+// memories' root and head records, whose block offsets are relative to
+// their extent and so survive the move); GC (gc.go) removes what
 // crashes leave and wholly dead files. A blob file leaves the catalog
 // before it leaves the disk, and is removed only once no view maps it
 // (blobFile.markObsolete), so every step is crash-safe. Options.MaxBytes

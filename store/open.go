@@ -129,5 +129,5 @@ func (db *DB) load() error {
 			db.w.cur = &activeFile{num: last.Num, path: db.fs.PathJoin(db.w.dir, blobFileName(last.Num)), end: last.Size}
 		}
 	}
-	return nil
+	return db.loadSpanCount()
 }

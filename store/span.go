@@ -159,7 +159,11 @@ func (db *DB) appendSpans(a *activeFile, ns, name string, m *SpanMemory, id Cont
 		return err
 	}
 	db.w.committed(ext.length)
-	db.setRecords(recs...)
+	added := int64(1)
+	if old != nil {
+		added = 0 // replaced
+	}
+	db.setSpanRecords(added, recs...)
 	spec := m.Model
 	db.models.LoadOrStore(meta.Model, &spec)
 	return nil
@@ -308,7 +312,7 @@ func (db *DB) DeleteSpanMemory(ns string, model format.Fingerprint, name string)
 	if err := db.commit(b); err != nil {
 		return fmt.Errorf("delete span memory %q: %w", name, err)
 	}
-	db.setRecords(r)
+	db.setSpanRecords(-1, r)
 	return nil
 }
 

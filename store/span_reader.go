@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/kvstore/kvstore/format"
@@ -17,13 +18,13 @@ import (
 // else of the memory is touched.
 //
 // Like a View it pins its blob file: the bytes stay valid, even if the
-// memory is deleted or replaced, until Release. Head records come from the
-// catalog on first use, so the first Head, Summaries or Factors call of
-// each head needs the DB open, and is ErrNotFound if the memory was
-// deleted or replaced since the reader was opened (heads already read stay
-// readable). Returned byte slices may alias a read-only mapping: do not
-// write to them or use them after Release. A SpanReader is safe for
-// concurrent use.
+// memory is deleted, replaced or moved by compaction, until Release. Head
+// records come from the catalog on first use, so the first Head, Summaries
+// or Factors call of each head needs the DB open, and is ErrNotFound if the
+// memory was deleted or replaced since the reader was opened (heads
+// already read stay readable); a memory only moved by compaction reads
+// on. Returned byte slices may alias a read-only mapping: do not write to
+// them or use them after Release. A SpanReader is safe for concurrent use.
 type SpanReader struct {
 	db     *DB
 	ns     string
@@ -105,6 +106,9 @@ func (r *SpanReader) RoPE() *reconstruct.RoPE { return r.rope }
 
 // Head returns the record of (layer, KV head): its factor blocks and
 // summaries, read from the catalog on first use and kept. Do not modify it.
+// A memory that compaction moved since the reader was opened reads on
+// (its blocks keep their offsets in the extent, which the reader pins at
+// its old place); one deleted or replaced since is ErrNotFound.
 func (r *SpanReader) Head(layer, head int) (*HeadMeta, error) {
 	if err := r.checkHead(layer, head); err != nil {
 		return nil, err
@@ -119,15 +123,34 @@ func (r *SpanReader) Head(layer, head int) (*HeadMeta, error) {
 		return nil, err
 	}
 	defer r.db.leave()
+	meta := r.meta
+	for range maxGetAttempts {
+		h, err := r.readHead(meta, layer, head)
+		if !errors.Is(err, errOtherWrite) {
+			if err != nil {
+				return nil, err
+			}
+			r.heads[g] = h
+			return h, nil
+		}
+		if meta, err = r.movedMeta(); err != nil {
+			return nil, fmt.Errorf("span memory %q layer %d head %d: %w", r.name, layer, head, err)
+		}
+	}
+	return nil, fmt.Errorf("%w: span memory %q layer %d head %d: its records kept moving", ErrNotFound, r.name, layer, head)
+}
+
+// readHead reads the record of (layer, head) and decodes it against m:
+// errOtherWrite when it belongs to another write or place of the memory.
+func (r *SpanReader) readHead(m *SpanMeta, layer, head int) (*HeadMeta, error) {
 	var h *HeadMeta
 	found, err := r.db.cat.get(spanHeadKey(r.ns, r.name, layer, head), func(v []byte) (err error) {
-		h, err = DecodeHeadMeta(v, r.meta)
+		h, err = DecodeHeadMeta(v, m)
 		return err
 	})
 	switch {
 	case errors.Is(err, errOtherWrite):
-		return nil, fmt.Errorf("%w: span memory %q layer %d head %d: the memory was replaced since the reader was opened",
-			ErrNotFound, r.name, layer, head)
+		return nil, err
 	case err != nil:
 		return nil, fmt.Errorf("store: span memory %q layer %d head %d: %w", r.name, layer, head, err)
 	case !found:
@@ -137,8 +160,24 @@ func (r *SpanReader) Head(layer, head int) (*HeadMeta, error) {
 		return nil, fmt.Errorf("%w: span memory %q: record of layer %d head %d under the key of layer %d head %d",
 			ErrCorruption, r.name, h.Layer, h.Head, layer, head)
 	}
-	r.heads[g] = h
 	return h, nil
+}
+
+// movedMeta returns the memory's root record now, if it is the write the
+// reader was opened on at another place (moved by compaction): same
+// context, creation time, extent length and resident blocks. A memory
+// replaced or deleted since is ErrNotFound.
+func (r *SpanReader) movedMeta() (*SpanMeta, error) {
+	m, err := r.db.spanMeta(r.ns, r.name)
+	if err != nil {
+		return nil, err
+	}
+	o := r.meta
+	if m.Context != o.Context || m.CreatedUnixNs != o.CreatedUnixNs || m.ExtentLength != o.ExtentLength ||
+		len(m.Spans) != len(o.Spans) || !slices.Equal(m.Blocks, o.Blocks) {
+		return nil, fmt.Errorf("%w: the memory was replaced since the reader was opened", ErrNotFound)
+	}
+	return m, nil
 }
 
 // Summaries returns the span summaries of (layer, KV head): per span the

@@ -7,10 +7,11 @@ import (
 
 // Stats is a snapshot of a DB's contents and activity since Open.
 type Stats struct {
-	Packets   uint64 // live packets
-	LiveBytes uint64 // bytes of their extents
-	DeadBytes uint64 // bytes of deleted packets' extents, not yet reclaimed
-	BlobFiles []BlobFileInfo
+	Packets      uint64 // live packets
+	SpanMemories uint64 // stored span memories (contexts)
+	LiveBytes    uint64 // bytes of their extents, packets' and span memories'
+	DeadBytes    uint64 // bytes of deleted or replaced extents, not yet reclaimed
+	BlobFiles    []BlobFileInfo
 
 	Puts         uint64 // packets written
 	PutsDeduped  uint64 // Puts of a packet already stored: nothing written
@@ -39,6 +40,7 @@ type counters struct {
 	bytesWritten, bytesRead    atomic.Uint64
 	verifiedBytes, corruptions atomic.Uint64
 	views                      atomic.Int64
+	spanMemories               atomic.Int64 // catalogued; changed under filesMu (span_list.go)
 	blobSyncs                  syncCounter
 	blobSyncNanos              atomic.Uint64
 	catalogSyncs               syncCounter
@@ -70,11 +72,14 @@ func (db *DB) Stats() Stats {
 		CatalogSyncs: c.catalogSyncs.Load(), CatalogSyncTime: time.Duration(c.catalogSyncNanos.Load()),
 	}
 	db.opsStats(&s)
-	s.BlobFiles = db.BlobFiles()
+	s.BlobFiles, s.SpanMemories = db.blobFiles()
+	var extents uint64
 	for _, f := range s.BlobFiles {
-		s.Packets += uint64(f.LiveExtents)
+		extents += uint64(f.LiveExtents)
 		s.LiveBytes += f.LiveBytes
 		s.DeadBytes += f.DeadBytes
 	}
+	// Every live extent is a packet's or a span memory's.
+	s.Packets = extents - min(s.SpanMemories, extents)
 	return s
 }

@@ -7,22 +7,32 @@ import (
 	"time"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store"
 )
 
 func init() {
-	register(&command{name: "inspect", summary: "show a packet's header, chunks, extent and model", run: runInspect})
+	register(&command{name: "inspect", summary: "show a packet's or a span memory context's records, extent and model", run: runInspect})
 }
 
-const inspectSummary = `Prints everything the catalog keeps about one packet: identity
-(namespace, id, model fingerprint, adapter, token counts, base position),
-shape and dtype, where its extent is (blob file, offset, length), and each
-chunk's layer, K|V, shape, dtype, codec, offset, stored and raw sizes and
-CRC32C; then the model spec. A unique hex prefix of the id (at least 4
-digits) is accepted. Only packets can be inspected: span memory contexts
-cannot be listed by the store yet.`
+const inspectSummary = `Prints everything the catalog keeps about one packet or one span memory
+context, found by a unique hex prefix (at least 4 digits) of its id among
+packets and contexts together (a prefix matching both is ambiguous).
 
-// inspectOutput is inspect's JSON.
+For a packet: identity (namespace, id, model fingerprint, adapter, token
+counts, base position), shape and dtype, where its extent is (blob file,
+offset, length), and each chunk's layer, K|V, shape, dtype, codec, offset,
+stored and raw sizes and CRC32C; then the model spec.
+
+For a context (kvstore ls --contexts lists them): identity (namespace,
+name, context id, model fingerprint), tokens and base position, the
+segmentation (spans, factored spans, anchors, resident rows, surprisal
+threshold), the factor dtype and, per layer and KV head, the SVD ranks of
+its K and V factors (min, mean, max over factored spans) and their bytes;
+where its extent is and its bytes; then the model spec.`
+
+// inspectOutput is inspect's JSON for a packet.
 type inspectOutput struct {
+	Kind          string      `json:"kind"` // "packet"
 	ID            string      `json:"id"`
 	Namespace     string      `json:"namespace"`
 	Model         string      `json:"model"`
@@ -70,14 +80,14 @@ type specOutput struct {
 }
 
 func runInspect(e *env, args []string) error {
-	fs := newFlags(e, "inspect", "[flags] <packet-id>", inspectSummary)
+	fs := newFlags(e, "inspect", "[flags] <packet-id|context-id>", inspectSummary)
 	storeFlags(fs, e)
 	ns := fs.String("ns", "", "look the id up in this namespace only")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: want one packet id, got %d arguments", errUsage, fs.NArg())
+		return fmt.Errorf("%w: want one packet or context id, got %d arguments", errUsage, fs.NArg())
 	}
 	if err := checkIDs(fs.Arg(0)); err != nil {
 		return err
@@ -87,28 +97,41 @@ func runInspect(e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	h, err := findPacket(db, fs.Arg(0), *ns)
+	h, c, err := findTarget(db, fs.Arg(0), *ns)
 	if err != nil {
 		return err
 	}
+	if c != nil {
+		return inspectContext(e, db, c)
+	}
 	out := inspectOf(h)
-	out.File = filepath.Join(e.dir, "blobs", fmt.Sprintf("%06d.blob", h.BlobFile))
-	for _, f := range db.BlobFiles() {
-		if f.Num == h.BlobFile {
-			out.File = f.Path
-		}
-	}
-	if m, err := db.Model(h.Model); err != nil {
-		out.SpecError = err.Error()
-	} else {
-		out.Spec = &specOutput{Architecture: m.Architecture, Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
-			DType: m.DType.String(), WeightsID: m.WeightsID, RoPE: m.RoPE}
-	}
+	out.File = blobPath(e, db, h.BlobFile)
+	out.Spec, out.SpecError = specOf(db, h.Model)
 	return output(e, out, out.text)
 }
 
+// blobPath is the path of blob file num.
+func blobPath(e *env, db *store.DB, num uint32) string {
+	for _, f := range db.BlobFiles() {
+		if f.Num == num {
+			return f.Path
+		}
+	}
+	return filepath.Join(e.dir, "blobs", fmt.Sprintf("%06d.blob", num))
+}
+
+// specOf is the model spec of fp, or why it could not be read.
+func specOf(db *store.DB, fp format.Fingerprint) (*specOutput, string) {
+	m, err := db.Model(fp)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return &specOutput{Architecture: m.Architecture, Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
+		DType: m.DType.String(), WeightsID: m.WeightsID, RoPE: m.RoPE}, ""
+}
+
 func inspectOf(h *format.PacketHeader) *inspectOutput {
-	out := &inspectOutput{ID: h.ID.String(), Namespace: h.Namespace, Model: h.Model.String(), AdapterID: h.AdapterID,
+	out := &inspectOutput{Kind: "packet", ID: h.ID.String(), Namespace: h.Namespace, Model: h.Model.String(), AdapterID: h.AdapterID,
 		Version: h.Version, Tokens: h.Tokens, HeaderTokens: h.HeaderTokens, TrailerTokens: h.TrailerTokens,
 		TokenIDs: h.TokenIDs, BasePosition: h.BasePosition, Layers: h.Layers, KVHeads: h.KVHeads, HeadDim: h.HeadDim,
 		DType: h.DType.String(), ExtentOffset: h.ExtentOffset, ExtentLength: h.ExtentLength,
@@ -138,11 +161,16 @@ func (o *inspectOutput) text(w io.Writer) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if o.Spec == nil {
-		fmt.Fprintf(w, "\nmodel spec: %s\n", o.SpecError)
+	return o.Spec.text(w, o.SpecError)
+}
+
+// text prints the spec, or why there is none.
+func (s *specOutput) text(w io.Writer, specErr string) error {
+	if s == nil {
+		fmt.Fprintf(w, "\nmodel spec: %s\n", specErr)
 		return nil
 	}
-	s, r := o.Spec, o.Spec.RoPE
+	r := s.RoPE
 	fmt.Fprintf(w, "\nmodel spec %s: %d layers, %d kv heads, head dim %d, %s, weights %q\n",
 		s.Architecture, s.Layers, s.KVHeads, s.HeadDim, s.DType, s.WeightsID)
 	fmt.Fprintf(w, "rope       %v, rotary dims %d, theta %g, scaling %v (factor %g, low %g, high %g, original max %d, beta fast %g, slow %g, attention %g)\n",

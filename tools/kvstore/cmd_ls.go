@@ -4,17 +4,23 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store"
 )
 
 func init() {
-	register(&command{name: "ls", summary: "list packets per namespace and model", run: runLs})
+	register(&command{name: "ls", summary: "list packets (or span memory contexts) per namespace and model", run: runLs})
 }
 
 const lsSummary = `Lists the packets in the store in catalog order (namespace, then id):
 short id, namespace, tokens, extent bytes, dtype, layers and short model
-fingerprint. --ns and --model filter; --limit stops after so many rows.`
+fingerprint. With --contexts it lists the span memory contexts instead, in
+catalog order (namespace, then name): short context id, namespace, name,
+tokens, spans, factored spans, anchors, extent bytes, short model
+fingerprint and creation time. --ns and --model filter; --limit stops after
+so many rows.`
 
 // lsRow is one packet in ls's output.
 type lsRow struct {
@@ -38,7 +44,8 @@ func runLs(e *env, args []string) error {
 	storeFlags(fs, e)
 	ns := fs.String("ns", "", "only this namespace")
 	model := fs.String("model", "", "only this model (fingerprint hex prefix)")
-	limit := fs.Int("limit", 0, "print at most this many packets (0: all)")
+	limit := fs.Int("limit", 0, "print at most this many rows (0: all)")
+	contexts := fs.Bool("contexts", false, "list span memory contexts instead of packets")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -53,6 +60,9 @@ func runLs(e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
+	if *contexts {
+		return lsContexts(e, db, *ns, *model, *limit)
+	}
 	var out lsOutput
 	err = db.Headers(func(h *format.PacketHeader) error {
 		if (*ns != "" && h.Namespace != *ns) || !strings.HasPrefix(h.Model.String(), strings.ToLower(*model)) {
@@ -79,6 +89,63 @@ func (o *lsOutput) table(w io.Writer) error {
 	t := newTable(w, "ID", "NAMESPACE", "TOKENS", "BYTES", "DTYPE", "LAYERS", "MODEL", "ADAPTER")
 	for _, p := range o.Packets {
 		t.row(p.ID[:16], p.Namespace, p.Tokens, p.Bytes, p.DType, p.Layers, p.Model[:16], p.AdapterID)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if o.More {
+		fmt.Fprintln(w, "(more: raise --limit)")
+	}
+	return nil
+}
+
+// lsContext is one span memory context in ls --contexts' output.
+type lsContext struct {
+	ID        string    `json:"id"`
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	Model     string    `json:"model"`
+	Tokens    int       `json:"tokens"`
+	Spans     int       `json:"spans"`
+	Factored  int       `json:"factored_spans"`
+	Anchors   int       `json:"anchors"`
+	Bytes     uint64    `json:"bytes"`
+	Created   time.Time `json:"created"`
+}
+
+type lsContextsOutput struct {
+	Contexts []lsContext `json:"contexts"`
+	More     bool        `json:"more"` // --limit cut the list short
+}
+
+// lsContexts lists the span memories of namespace ns (all when "") whose
+// model starts with the hex prefix model, at most limit (0: all).
+func lsContexts(e *env, db *store.DB, ns, model string, limit int) error {
+	out := lsContextsOutput{Contexts: []lsContext{}}
+	err := db.SpanMemories(func(i store.SpanMemoryInfo) error {
+		if (ns != "" && i.Namespace != ns) || !strings.HasPrefix(i.Model.String(), strings.ToLower(model)) {
+			return nil
+		}
+		if limit > 0 && len(out.Contexts) == limit {
+			out.More = true
+			return errStop
+		}
+		out.Contexts = append(out.Contexts, lsContext{ID: i.Context.String(), Namespace: i.Namespace, Name: i.Name,
+			Model: i.Model.String(), Tokens: i.Tokens, Spans: i.Spans, Factored: i.Factored, Anchors: i.Anchors,
+			Bytes: i.ExtentLength, Created: i.Created})
+		return nil
+	})
+	if err != nil && err != errStop {
+		return err
+	}
+	return output(e, out, out.table)
+}
+
+func (o *lsContextsOutput) table(w io.Writer) error {
+	t := newTable(w, "ID", "NAMESPACE", "NAME", "TOKENS", "SPANS", "FACTORED", "ANCHORS", "BYTES", "MODEL", "CREATED")
+	for _, c := range o.Contexts {
+		t.row(c.ID[:16], c.Namespace, c.Name, c.Tokens, c.Spans, c.Factored, c.Anchors, c.Bytes, c.Model[:16],
+			c.Created.Format(time.RFC3339))
 	}
 	if err := t.flush(); err != nil {
 		return err

@@ -13,16 +13,17 @@ func init() {
 	register(&command{name: "stat", summary: "store totals, per namespace and model, and per blob file", run: runStat})
 }
 
-const statSummary = `Prints the store's totals (packets, live and dead bytes, blob files),
-then packets, tokens and bytes per namespace and model, then each blob
-file's size, live and dead bytes, live ratio and extents.`
+const statSummary = `Prints the store's totals (packets, span memories, live and dead bytes,
+blob files), then packets, tokens and bytes per namespace and model, then
+each blob file's size, live and dead bytes, live ratio and extents.`
 
 type statOutput struct {
-	Packets   uint64        `json:"packets"`
-	LiveBytes uint64        `json:"live_bytes"`
-	DeadBytes uint64        `json:"dead_bytes"`
-	Groups    []statGroup   `json:"groups"`
-	Files     []statFileOut `json:"blob_files"`
+	Packets      uint64        `json:"packets"`
+	SpanMemories uint64        `json:"span_memories"`
+	LiveBytes    uint64        `json:"live_bytes"` // packets' and span memories' extents
+	DeadBytes    uint64        `json:"dead_bytes"`
+	Groups       []statGroup   `json:"groups"`
+	Files        []statFileOut `json:"blob_files"`
 }
 
 type statGroup struct {
@@ -68,7 +69,7 @@ func runStat(e *env, args []string) error {
 
 func statOf(db *store.DB) (*statOutput, error) {
 	s := db.Stats()
-	out := &statOutput{Packets: s.Packets, LiveBytes: s.LiveBytes, DeadBytes: s.DeadBytes,
+	out := &statOutput{Packets: s.Packets, SpanMemories: s.SpanMemories, LiveBytes: s.LiveBytes, DeadBytes: s.DeadBytes,
 		Groups: []statGroup{}, Files: []statFileOut{}}
 	groups := map[[2]string]*statGroup{}
 	err := db.Headers(func(h *format.PacketHeader) error {
@@ -105,8 +106,8 @@ func statOf(db *store.DB) (*statOutput, error) {
 }
 
 func (o *statOutput) text(w io.Writer) error {
-	fmt.Fprintf(w, "packets %d, live %d bytes (%s), dead %d bytes (%s), %d blob files\n\n",
-		o.Packets, o.LiveBytes, humanBytes(o.LiveBytes), o.DeadBytes, humanBytes(o.DeadBytes), len(o.Files))
+	fmt.Fprintf(w, "packets %d, span memories %d, live %d bytes (%s), dead %d bytes (%s), %d blob files\n\n",
+		o.Packets, o.SpanMemories, o.LiveBytes, humanBytes(o.LiveBytes), o.DeadBytes, humanBytes(o.DeadBytes), len(o.Files))
 	t := newTable(w, "NAMESPACE", "MODEL", "PACKETS", "TOKENS", "BYTES")
 	for _, g := range o.Groups {
 		t.row(fmt.Sprintf("%q", g.Namespace), g.Model[:16], g.Packets, g.Tokens, g.Bytes)

@@ -38,14 +38,15 @@ func warnLogger(w io.Writer) *slog.Logger {
 // errStop ends a Headers walk early.
 var errStop = errors.New("stop")
 
-// checkIDs refuses packet id arguments that are not 4 to 64 hex digits.
+// checkIDs refuses id arguments (packet or context) that are not 4 to 64
+// hex digits.
 func checkIDs(args ...string) error {
 	for _, arg := range args {
 		if len(arg) < 4 || len(arg) > 64 {
-			return fmt.Errorf("%w: packet id %q: want 4 to 64 hex digits", errUsage, arg)
+			return fmt.Errorf("%w: id %q: want 4 to 64 hex digits", errUsage, arg)
 		}
 		if _, err := hex.DecodeString(arg[:len(arg)&^1] + strings.Repeat("0", len(arg)&1) + arg[len(arg)&^1:]); err != nil {
-			return fmt.Errorf("%w: packet id %q is not hex", errUsage, arg)
+			return fmt.Errorf("%w: id %q is not hex", errUsage, arg)
 		}
 	}
 	return nil
@@ -55,14 +56,7 @@ func checkIDs(args ...string) error {
 // the hex prefix arg (in namespace ns, when ns is not empty); arg passed
 // checkIDs. A prefix that matches several packets is a usage error.
 func findPacket(db *store.DB, arg, ns string) (*format.PacketHeader, error) {
-	prefix := strings.ToLower(arg)
-	var found []*format.PacketHeader
-	err := db.Headers(func(h *format.PacketHeader) error {
-		if (ns == "" || h.Namespace == ns) && strings.HasPrefix(h.ID.String(), prefix) {
-			found = append(found, h)
-		}
-		return nil
-	})
+	found, err := matchPackets(db, arg, ns)
 	switch {
 	case err != nil:
 		return nil, err
@@ -80,4 +74,18 @@ func noArgs(fs *flag.FlagSet) error {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	return nil
+}
+
+// matchPackets returns the headers of every packet whose id starts with
+// the hex prefix arg (in namespace ns, when ns is not empty).
+func matchPackets(db *store.DB, arg, ns string) ([]*format.PacketHeader, error) {
+	prefix := strings.ToLower(arg)
+	var found []*format.PacketHeader
+	err := db.Headers(func(h *format.PacketHeader) error {
+		if (ns == "" || h.Namespace == ns) && strings.HasPrefix(h.ID.String(), prefix) {
+			found = append(found, h)
+		}
+		return nil
+	})
+	return found, err
 }
