@@ -144,8 +144,8 @@ func run(w io.Writer, cfg config) (*result, error) {
 			return nil, err
 		}
 		s := d.last
-		s.KL = kl(fr.Logits[0], got)
-		s.NextFull, s.NextSpanMem = argmax(fr.Logits[0]), argmax(got)
+		s.KL = llama.LogitsKL(fr.Logits[0], got)
+		s.NextFull, s.NextSpanMem = llama.LogitsArgmax(fr.Logits[0]), llama.LogitsArgmax(got)
 		s.SameArgmax = s.NextFull == s.NextSpanMem
 		res.Steps = append(res.Steps, s)
 		res.MeanKL += s.KL / float64(len(cont))
@@ -235,7 +235,7 @@ func sampleText(m *llama.Model, bos, n int) []int {
 	toks := []int{bos}
 	res, err := m.Forward(toks, 0, nil, llama.ForwardOptions{LastOnly: true})
 	for err == nil && len(toks) < n {
-		lp := logSoftmax(res.Logits[0])
+		lp := llama.LogProbs(res.Logits[0])
 		next, u := len(lp)-1, rng.Float64()
 		for i, acc := 0, 0.0; i < len(lp); i++ {
 			if acc += math.Exp(lp[i]); u < acc {
@@ -247,40 +247,4 @@ func sampleText(m *llama.Model, bos, n int) []int {
 		res, err = m.Forward([]int{next}, int64(len(toks)-1), res.Cache, llama.ForwardOptions{LastOnly: true})
 	}
 	return toks[:n]
-}
-
-func logSoftmax(x []float32) []float64 {
-	mx := math.Inf(-1)
-	for _, v := range x {
-		mx = math.Max(mx, float64(v))
-	}
-	var sum float64
-	for _, v := range x {
-		sum += math.Exp(float64(v) - mx)
-	}
-	out := make([]float64, len(x))
-	for i, v := range x {
-		out[i] = float64(v) - mx - math.Log(sum)
-	}
-	return out
-}
-
-// kl is KL(p || q) of the distributions of two logit vectors.
-func kl(p, q []float32) float64 {
-	lp, lq := logSoftmax(p), logSoftmax(q)
-	var d float64
-	for i := range lp {
-		d += math.Exp(lp[i]) * (lp[i] - lq[i])
-	}
-	return math.Max(d, 0)
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }

@@ -44,3 +44,44 @@ func Argmax(p []float64) int {
 	}
 	return best
 }
+
+// LogProbs is log softmax(logits) in float64.
+func LogProbs(logits []float32) []float64 {
+	mx := math.Inf(-1)
+	for _, v := range logits {
+		mx = math.Max(mx, float64(v))
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - mx)
+	}
+	lse := mx + math.Log(sum)
+	out := make([]float64, len(logits))
+	for i, v := range logits {
+		out[i] = float64(v) - lse
+	}
+	return out
+}
+
+// LogitsKL is KL(p || q) of the distributions of two logit rows, computed
+// through log-probabilities (so a tiny q does not overflow) and clamped at
+// 0 against rounding.
+func LogitsKL(p, q []float32) float64 {
+	lp, lq := LogProbs(p), LogProbs(q)
+	var d float64
+	for i := range lp {
+		d += math.Exp(lp[i]) * (lp[i] - lq[i])
+	}
+	return math.Max(d, 0)
+}
+
+// LogitsArgmax is the index of the largest logit (the first, on ties).
+func LogitsArgmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}

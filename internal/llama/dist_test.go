@@ -29,3 +29,21 @@ func TestProbsKLArgmax(t *testing.T) {
 		t.Fatalf("Argmax = %d, want the first of the tied maxima, 1", got)
 	}
 }
+
+func TestLogitsKL(t *testing.T) {
+	p, q := []float32{0, float32(math.Log(3))}, []float32{0, 0}
+	want := KL(Probs(p), Probs(q))
+	if got := LogitsKL(p, q); math.Abs(got-want) > 1e-12 || got <= 0 {
+		t.Fatalf("LogitsKL = %v, want %v", got, want)
+	}
+	if got := LogitsKL(p, p); got != 0 {
+		t.Fatalf("LogitsKL(p, p) = %v, want 0", got)
+	}
+	lp := LogProbs([]float32{1000, 1000})
+	if math.Abs(lp[0]-math.Log(0.5)) > 1e-12 {
+		t.Fatalf("LogProbs of huge equal logits = %v, want ln 0.5 each", lp)
+	}
+	if got := LogitsArgmax([]float32{1, 3, 3, 2}); got != 1 {
+		t.Fatalf("LogitsArgmax = %d, want 1", got)
+	}
+}

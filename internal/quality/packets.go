@@ -254,7 +254,7 @@ func (ps *packetStore) measure(id format.PacketID, c format.Codec, o codec.Optio
 	sc := score(full, logits)
 	row.KL, row.Top1 = sc.KL, sc.Top1
 	for i := range full {
-		row.MaxKL = math.Max(row.MaxKL, kl(full[i], logits[i]))
+		row.MaxKL = math.Max(row.MaxKL, llama.LogitsKL(full[i], logits[i]))
 	}
 	return row, nil
 }

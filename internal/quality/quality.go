@@ -194,8 +194,8 @@ func runBudget(m *llama.Model, c *llama.Cache, h []float32, s *spanStore, cfg *C
 func score(full, got [][]float32) Row {
 	var r Row
 	for i := range full {
-		r.KL += kl(full[i], got[i])
-		if argmax(full[i]) == argmax(got[i]) {
+		r.KL += llama.LogitsKL(full[i], got[i])
+		if llama.LogitsArgmax(full[i]) == llama.LogitsArgmax(got[i]) {
 			r.Top1++
 		}
 	}

@@ -32,7 +32,7 @@ func sample(m *llama.Model, bos, n int, seed uint64) ([]int, error) {
 
 // draw samples an index from softmax(logits).
 func draw(logits []float32, rng *rand.Rand) int {
-	lp := logSoftmax(logits)
+	lp := llama.LogProbs(logits)
 	u := rng.Float64()
 	var acc float64
 	for i, v := range lp {
@@ -42,42 +42,4 @@ func draw(logits []float32, rng *rand.Rand) int {
 		}
 	}
 	return len(lp) - 1
-}
-
-// logSoftmax is log softmax(x) in float64.
-func logSoftmax(x []float32) []float64 {
-	mx := math.Inf(-1)
-	for _, v := range x {
-		mx = math.Max(mx, float64(v))
-	}
-	var sum float64
-	for _, v := range x {
-		sum += math.Exp(float64(v) - mx)
-	}
-	lse := mx + math.Log(sum)
-	out := make([]float64, len(x))
-	for i, v := range x {
-		out[i] = float64(v) - lse
-	}
-	return out
-}
-
-// kl is KL(p || q) of two next-token distributions given as logits.
-func kl(p, q []float32) float64 {
-	lp, lq := logSoftmax(p), logSoftmax(q)
-	var d float64
-	for i := range lp {
-		d += math.Exp(lp[i]) * (lp[i] - lq[i])
-	}
-	return math.Max(d, 0)
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
