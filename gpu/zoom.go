@@ -26,7 +26,11 @@ type Target struct {
 // the order given (each Acquire waits only for its own span's load), runs
 // each batch, and releases the spans after it on the stream. It returns
 // once everything is enqueued; synchronize the stream before reading out.
-// The prefetcher's budget must hold at least one batch (BatchJobs spans).
+// The prefetcher's budget must hold one batch (BatchJobs spans, pinned while
+// they run) plus the spans its readers may be loading at the same time
+// (PrefetchOptions.Readers; a span being loaded cannot be evicted), each
+// counted at the largest span's size: with less, Zoom can fail with
+// ErrBudget ("holds only spans in use") depending on timing.
 func (r *Reconstructor) Zoom(ctx context.Context, pf *Prefetcher, out Output, targets []Target) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
