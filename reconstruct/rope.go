@@ -74,43 +74,50 @@ func (r *RoPE) AttentionScale() float32 { return r.scale }
 // Rotate rotates one head vector x in place by the angles of position pos:
 // a pure rotation, without AttentionScale. It panics if len(x) != HeadDim(),
 // a programming error like an index out of range.
-func (r *RoPE) Rotate(x []float32, pos int64) { r.rotate(x, pos, 1) }
+func (r *RoPE) Rotate(x []float32, pos int64) { r.rotate(x, pos, false) }
 
 // Apply is what a model does to a query or key at position pos: Rotate, with
 // cos and sin multiplied by AttentionScale first as HF does (so the rotated
 // dimensions come out scaled; the pass-through ones do not). It panics if
 // len(x) != HeadDim().
-func (r *RoPE) Apply(x []float32, pos int64) { r.rotate(x, pos, r.scale) }
+func (r *RoPE) Apply(x []float32, pos int64) { r.rotate(x, pos, true) }
 
-func (r *RoPE) rotate(x []float32, pos int64, scale float32) {
+func (r *RoPE) rotate(x []float32, pos int64, apply bool) {
 	if len(x) != r.headDim {
 		panic(fmt.Sprintf("reconstruct: rope: vector of %d dims, head dim is %d", len(x), r.headDim))
 	}
 	var buf [2 * 128]float32 // cos and sin on the stack for heads up to 256 dims
-	var c, s []float32
-	if h := r.rot / 2; h <= 128 {
-		c, s = buf[:h], buf[128:128+h]
-	} else {
-		c, s = make([]float32, h), make([]float32, h)
-	}
-	r.angles(c, s, pos)
-	if scale != 1 {
-		for j := range c {
-			c[j] *= scale
-			s[j] *= scale
-		}
-	}
-	shiftRowsF32(x, x, 1, r.headDim, r.rot, r.cfg.Style, c, s)
+	h := r.rot / 2
+	cs := r.AppendCosSin(buf[:0], pos, apply)
+	shiftRowsF32(x, x, 1, r.headDim, r.rot, r.cfg.Style, cs[:h:h], cs[h:])
 }
 
-// angles fills c and s (Rotary()/2 each) with the cos and sin of pos times
-// each inverse frequency, computed in float64 and rounded once.
-func (r *RoPE) angles(c, s []float32, pos int64) {
+// AppendCosSin appends to dst the rotation table of position pos and
+// returns the extended slice: Rotary()/2 cosines, then Rotary()/2 sines, of
+// pos*InvFreq()[j], each computed in float64 and rounded to float32 once.
+// With apply, both are then multiplied in float32 by AttentionScale() (when
+// it is not 1), as Apply does; without, the table is the pure rotation of
+// Rotate and Shift. Every rotation in this package reads its angles from
+// this one definition, so a kernel rotating pairs with the table (products
+// rounded to float32 before the sum, as RoPE documents) reproduces their
+// bits.
+func (r *RoPE) AppendCosSin(dst []float32, pos int64, apply bool) []float32 {
+	h := len(r.invFreq)
+	start := len(dst)
+	dst = append(dst, make([]float32, 2*h)...)
+	c, s := dst[start:start+h], dst[start+h:start+2*h]
 	p := float64(pos)
 	for j, f := range r.invFreq {
 		sn, cs := math.Sincos(p * f)
 		c[j], s[j] = float32(cs), float32(sn)
 	}
+	if apply && r.scale != 1 {
+		for j := range c {
+			c[j] *= r.scale
+			s[j] *= r.scale
+		}
+	}
+	return dst
 }
 
 // ropeBaseInvFreq is theta^(-2j/rot) for each pair j (HF's default rope).

@@ -30,6 +30,53 @@ import (
 // negative or overflowing counts, lengths that are not heads*tokens*head_dim
 // elements, or partially overlapping slices.
 func Shift(dst, src []byte, dt format.DType, r *RoPE, heads, tokens int, delta int64) error {
+	return shiftBytes(dst, src, dt, r, heads, tokens, delta, nil)
+}
+
+// Shifter is Shift by one fixed delta with its rotation table (and the
+// table's SIMD lane layouts) built once, for callers that shift many
+// buffers by the same delta, as store's Assemble does for every layer of a
+// packet. Its results are bit for bit those of Shift and ShiftF32 with the
+// same RoPE and delta. It is immutable and safe for concurrent use.
+type Shifter struct {
+	r     *RoPE
+	delta int64
+	c, s  []float32 // AppendCosSin(delta, pure rotation), per pair
+	lanes shiftLanes
+}
+
+// NewShifter builds the rotation table of a shift by delta positions under
+// r. Errors wrap format.ErrInvalidArgument (a nil RoPE).
+func NewShifter(r *RoPE, delta int64) (*Shifter, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: reconstruct: new shifter: nil RoPE", format.ErrInvalidArgument)
+	}
+	sh := &Shifter{r: r, delta: delta}
+	if delta != 0 {
+		sh.c, sh.s = r.shiftTable(delta)
+		sh.lanes = newShiftLanes(r, sh.c, sh.s)
+	}
+	return sh, nil
+}
+
+// Delta is the number of positions sh shifts by.
+func (sh *Shifter) Delta() int64 { return sh.delta }
+
+// Shift is Shift(dst, src, dt, r, heads, tokens, delta) with sh's RoPE and
+// delta, without rebuilding the table; same contract and errors.
+func (sh *Shifter) Shift(dst, src []byte, dt format.DType, heads, tokens int) error {
+	return shiftBytes(dst, src, dt, sh.r, heads, tokens, sh.delta, sh)
+}
+
+// ShiftF32 is ShiftF32 with sh's RoPE and delta, without rebuilding the
+// table; same contract and errors.
+func (sh *Shifter) ShiftF32(dst, src []float32, heads, tokens int) error {
+	return shiftF32(dst, src, sh.r, heads, tokens, sh.delta, sh)
+}
+
+// shiftBytes is Shift with the table of sh, or one built for this call
+// when sh is nil.
+func shiftBytes(dst, src []byte, dt format.DType, r *RoPE, heads, tokens int, delta int64, sh *Shifter) error {
 	if !dt.Float() {
 		return fmt.Errorf("%w: reconstruct: shift: dtype %v is not f32, f16 or bf16", format.ErrInvalidArgument, dt)
 	}
@@ -51,10 +98,18 @@ func Shift(dst, src []byte, dt format.DType, r *RoPE, heads, tokens int, delta i
 		copy(dst, src)
 		return nil
 	}
-	c, s := r.shiftTable(delta)
 	rows := heads * tokens
-	if shiftRowsFast(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), dt, rows, r, c, s) {
-		return nil
+	var c, s []float32
+	if sh != nil {
+		c, s = sh.c, sh.s
+		if sh.lanes.rows(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), dt, rows, r) {
+			return nil
+		}
+	} else {
+		c, s = r.shiftTable(delta)
+		if shiftRowsFast(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), dt, rows, r, c, s) {
+			return nil
+		}
 	}
 	switch dt {
 	case format.DTypeF32:
@@ -69,6 +124,12 @@ func Shift(dst, src []byte, dt format.DType, r *RoPE, heads, tokens int, delta i
 
 // ShiftF32 is Shift on float32 slices of heads*tokens*HeadDim() elements.
 func ShiftF32(dst, src []float32, r *RoPE, heads, tokens int, delta int64) error {
+	return shiftF32(dst, src, r, heads, tokens, delta, nil)
+}
+
+// shiftF32 is ShiftF32 with the table of sh, or one built for this call
+// when sh is nil.
+func shiftF32(dst, src []float32, r *RoPE, heads, tokens int, delta int64, sh *Shifter) error {
 	n, err := shiftCheck(r, heads, tokens)
 	if err != nil {
 		return err
@@ -87,9 +148,16 @@ func ShiftF32(dst, src []float32, r *RoPE, heads, tokens int, delta int64) error
 		copy(dst, src)
 		return nil
 	}
-	c, s := r.shiftTable(delta)
 	rows := heads * tokens
-	if !shiftRowsFast(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), format.DTypeF32, rows, r, c, s) {
+	d, x := unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0])
+	if sh != nil {
+		if !sh.lanes.rows(d, x, format.DTypeF32, rows, r) {
+			shiftRowsF32(dst, src, rows, r.headDim, r.rot, r.cfg.Style, sh.c, sh.s)
+		}
+		return nil
+	}
+	c, s := r.shiftTable(delta)
+	if !shiftRowsFast(d, x, format.DTypeF32, rows, r, c, s) {
 		shiftRowsF32(dst, src, rows, r.headDim, r.rot, r.cfg.Style, c, s)
 	}
 	return nil
@@ -118,13 +186,12 @@ func shiftCheckOverlap(dst, src unsafe.Pointer, n int) error {
 	return nil
 }
 
-// shiftTable is the cos and sin of delta times each inverse frequency.
+// shiftTable is the pure rotation table of delta (AppendCosSin), split
+// into its cosines and sines.
 func (r *RoPE) shiftTable(delta int64) (c, s []float32) {
 	h := r.rot / 2
-	cs := make([]float32, 2*h)
-	c, s = cs[:h:h], cs[h:]
-	r.angles(c, s, delta)
-	return c, s
+	cs := r.AppendCosSin(make([]float32, 0, 2*h), delta, false)
+	return cs[:h:h], cs[h:]
 }
 
 // shiftPairStep says where the pairs of a row are: pair j is elements

@@ -40,8 +40,52 @@ type shiftKernel func(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
 // shiftRowsFast runs the SIMD kernel for rows of r.HeadDim() elements of dt
 // and reports whether it did; when it did not, nothing was written. rows >= 1.
 func shiftRowsFast(dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE, c, s []float32) bool {
-	if !shiftAVX2 {
+	k := shiftKernelFor(r, dt)
+	if k == nil {
 		return false
+	}
+	c, s = shiftLaneTable(r, dt, c, s)
+	shiftRun(k, dst, src, dt, rows, r, c, s)
+	return true
+}
+
+// shiftLanes is a Shifter's table laid out for the kernels once: c and s
+// for the f32 and f16 kernels, cb and sb for the bf16 ones (nil where no
+// kernel fits).
+type shiftLanes struct {
+	c, s, cb, sb []float32
+}
+
+func newShiftLanes(r *RoPE, c, s []float32) shiftLanes {
+	var l shiftLanes
+	if shiftKernelFor(r, format.DTypeF32) != nil {
+		l.c, l.s = shiftLaneTable(r, format.DTypeF32, c, s)
+	}
+	if shiftKernelFor(r, format.DTypeBF16) != nil {
+		l.cb, l.sb = shiftLaneTable(r, format.DTypeBF16, c, s)
+	}
+	return l
+}
+
+// rows is shiftRowsFast with the tables of l.
+func (l *shiftLanes) rows(dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE) bool {
+	k := shiftKernelFor(r, dt)
+	c, s := l.c, l.s
+	if dt == format.DTypeBF16 {
+		c, s = l.cb, l.sb
+	}
+	if k == nil || c == nil {
+		return false
+	}
+	shiftRun(k, dst, src, dt, rows, r, c, s)
+	return true
+}
+
+// shiftKernelFor is the SIMD kernel for rows of r's heads of dt, nil when
+// none runs here or fits the rotated dims.
+func shiftKernelFor(r *RoPE, dt format.DType) shiftKernel {
+	if !shiftAVX2 {
+		return nil
 	}
 	half := r.cfg.Style == format.RoPERotateHalf
 	bf16 := dt == format.DTypeBF16
@@ -49,38 +93,47 @@ func shiftRowsFast(dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE, 
 	if bf16 {
 		block = 16
 	}
-	var k shiftKernel
 	switch {
 	case half && (r.rot/2)%block != 0, !half && r.rot%block != 0:
-		return false
+		return nil
 	case bf16 && half:
-		k = shiftHalfBF16AVX2
+		return shiftHalfBF16AVX2
 	case bf16:
-		k = shiftPairsBF16AVX2
+		return shiftPairsBF16AVX2
 	case dt == format.DTypeF16 && half:
-		k = shiftHalfF16AVX2
+		return shiftHalfF16AVX2
 	case dt == format.DTypeF16:
-		k = shiftPairsF16AVX2
+		return shiftPairsF16AVX2
 	case dt == format.DTypeF32 && half:
-		k = shiftHalfF32AVX2
+		return shiftHalfF32AVX2
 	case dt == format.DTypeF32:
-		k = shiftPairsF32AVX2
-	default:
-		return false
+		return shiftPairsF32AVX2
 	}
-	n := r.rot / 2
-	if !half {
+	return nil
+}
+
+// shiftLaneTable lays per-pair c and s out as dt's kernel reads them.
+func shiftLaneTable(r *RoPE, dt format.DType, c, s []float32) (lc, ls []float32) {
+	if r.cfg.Style != format.RoPERotateHalf {
 		c, s = shiftExpand(c, s)
-		n = r.rot
 	}
-	if bf16 {
+	if dt == format.DTypeBF16 {
 		c, s = shiftPermute16(c), shiftPermute16(s)
+	}
+	return c, s
+}
+
+// shiftRun runs kernel k with lane tables c and s and copies the
+// pass-through dims out of place.
+func shiftRun(k shiftKernel, dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE, c, s []float32) {
+	n := r.rot / 2
+	if r.cfg.Style != format.RoPERotateHalf {
+		n = r.rot
 	}
 	k(dst, src, rows, r.headDim, n, &c[0], &s[0])
 	if dst != src && r.rot < r.headDim {
 		shiftCopyTails(dst, src, dt.Size(), rows, r.headDim, r.rot)
 	}
-	return true
 }
 
 // shiftExpand lays per-pair cos and sin out per element for interleaved

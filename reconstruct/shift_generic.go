@@ -15,3 +15,13 @@ const shiftAVX2 = false
 func shiftRowsFast(dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE, c, s []float32) bool {
 	return false
 }
+
+// shiftLanes holds no kernel tables here.
+type shiftLanes struct{}
+
+func newShiftLanes(r *RoPE, c, s []float32) shiftLanes { return shiftLanes{} }
+
+// rows has no SIMD kernel here; the portable code runs.
+func (l *shiftLanes) rows(dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE) bool {
+	return false
+}

@@ -1,6 +1,7 @@
 package reconstruct
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -361,4 +362,54 @@ func ExampleShift() {
 	_ = ShiftF32(k, k, r, 1, 1, 1)
 	fmt.Printf("%.4f\n", k) // now rotated for position 1
 	// Output: [0.5403 0.0000 0.8415 0.0000]
+}
+
+// TestShifterMatchesShift checks that a Shifter, its table built once and
+// reused, gives the bits of Shift and ShiftF32 for every case and dtype,
+// in place and out of place.
+func TestShifterMatchesShift(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	const heads, tokens = 2, 5
+	for _, sc := range shiftCases {
+		r := mustRoPE(t, sc.cfg, sc.headDim)
+		n := heads * tokens * sc.headDim
+		for _, delta := range []int64{0, 3, -77} {
+			sh, err := NewShifter(r, delta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, dt := range shiftDTypes {
+				src := shiftEncode(t, ropeRandVec(rng, n), dt)
+				want, got := make([]byte, len(src)), make([]byte, len(src))
+				if err := Shift(want, src, dt, r, heads, tokens, delta); err != nil {
+					t.Fatal(err)
+				}
+				if err := sh.Shift(got, src, dt, heads, tokens); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%s %v delta %d: Shifter differs from Shift out of place", sc.name, dt, delta)
+				}
+				if err := sh.Shift(src, src, dt, heads, tokens); err != nil || !bytes.Equal(src, want) {
+					t.Fatalf("%s %v delta %d: Shifter in place differs from Shift (err %v)", sc.name, dt, delta, err)
+				}
+			}
+			x := ropeRandVec(rng, n)
+			want, got := make([]float32, n), make([]float32, n)
+			if err := ShiftF32(want, x, r, heads, tokens, delta); err != nil {
+				t.Fatal(err)
+			}
+			if err := sh.ShiftF32(got, x, heads, tokens); err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s delta %d element %d: Shifter.ShiftF32 %v, ShiftF32 %v", sc.name, delta, i, got[i], want[i])
+				}
+			}
+		}
+	}
+	if _, err := NewShifter(nil, 1); !errors.Is(err, format.ErrInvalidArgument) {
+		t.Fatalf("NewShifter(nil): %v, want ErrInvalidArgument", err)
+	}
 }

@@ -109,7 +109,8 @@ type Assembly struct {
 
 type assemblePacket struct {
 	AssembledPacket
-	v *View
+	v     *View
+	shift *reconstruct.Shifter // rotates keys by Offset; nil when Offset is 0
 }
 
 // PrepareAssemble looks up every item's packet in namespace ns for model
@@ -157,6 +158,13 @@ func (db *DB) prepareAssemble(ns string, model format.Fingerprint, items []Assem
 	}
 	if a.rope, err = reconstruct.NewRoPE(spec.RoPE, spec.HeadDim); err != nil {
 		return nil, fmt.Errorf("assemble: model %s: %w", model.Short(), err)
+	}
+	for i := range a.packets {
+		if p := &a.packets[i]; p.Offset != 0 {
+			if p.shift, err = reconstruct.NewShifter(a.rope, p.Offset); err != nil {
+				return nil, fmt.Errorf("assemble: %w", err)
+			}
+		}
 	}
 	ok = true
 	return a, nil

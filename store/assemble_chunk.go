@@ -37,24 +37,24 @@ func (a *Assembly) fill(w *assembleWorker, g *destGeom, dst []byte, p *assembleP
 	if !key {
 		i++
 	}
-	var delta int64
+	var sh *reconstruct.Shifter // nil: values, and keys that stay put
 	if key {
-		delta = p.Offset
+		sh = p.shift
 	}
 	if p.Keep != nil {
-		return a.fillPruned(w, g, dst, p, i, delta)
+		return a.fillPruned(w, g, dst, p, i, sh)
 	}
 	if p.v.h.Chunks[i].Codec != format.CodecRaw {
-		return a.fillDecoded(w, g, dst, p, i, delta)
+		return a.fillDecoded(w, g, dst, p, i, sh)
 	}
 	s, err := a.source(w, p, i, g.rowBytes)
 	if err != nil {
 		return err
 	}
 	if g.layout == LayoutContiguous {
-		err = a.fillContiguous(g, dst, &s, p.Row, delta)
+		err = a.fillContiguous(g, dst, &s, p.Row, sh)
 	} else {
-		err = a.fillPaged(w, g, dst, &s, p.Row, delta)
+		err = a.fillPaged(w, g, dst, &s, p.Row, sh)
 	}
 	if err != nil {
 		return err
@@ -65,7 +65,7 @@ func (a *Assembly) fill(w *assembleWorker, g *destGeom, dst []byte, p *assembleP
 // fillContiguous places each head's rows as one run: rotated from the
 // mapping straight into the destination, or read into the destination and
 // rotated there.
-func (a *Assembly) fillContiguous(g *destGeom, dst []byte, s *chunkSource, row int, delta int64) error {
+func (a *Assembly) fillContiguous(g *destGeom, dst []byte, s *chunkSource, row int, sh *reconstruct.Shifter) error {
 	for h := range g.heads {
 		off := g.offset(h, row)
 		d := dst[off : off+s.n*s.rb]
@@ -73,7 +73,7 @@ func (a *Assembly) fillContiguous(g *destGeom, dst []byte, s *chunkSource, row i
 		if err != nil {
 			return err
 		}
-		if err := a.shift(d, src, s.n, delta); err != nil {
+		if err := a.shift(d, src, s.n, sh); err != nil {
 			return err
 		}
 	}
@@ -84,7 +84,7 @@ func (a *Assembly) fillContiguous(g *destGeom, dst []byte, s *chunkSource, row i
 // destination writes are sequential within each block: values are copied
 // row by row in token-major order; keys are gathered token-major into
 // scratch, rotated there in one pass, and copied a block segment at a time.
-func (a *Assembly) fillPaged(w *assembleWorker, g *destGeom, dst []byte, s *chunkSource, row int, delta int64) error {
+func (a *Assembly) fillPaged(w *assembleWorker, g *destGeom, dst []byte, s *chunkSource, row int, sh *reconstruct.Shifter) error {
 	H, rb := g.heads, g.rowBytes
 	run := max(1, min(s.n, assembleScratch/(H*rb)))
 	if cap(w.src) < H {
@@ -103,7 +103,7 @@ func (a *Assembly) fillPaged(w *assembleWorker, g *destGeom, dst []byte, s *chun
 				return err
 			}
 		}
-		if delta == 0 {
+		if sh == nil {
 			for t := range k {
 				for h := range H {
 					off := g.offset(h, row+t0+t)
@@ -112,33 +112,33 @@ func (a *Assembly) fillPaged(w *assembleWorker, g *destGeom, dst []byte, s *chun
 			}
 			continue
 		}
-		sh := w.buf(&w.sh, H*k*rb)
+		tm := w.buf(&w.sh, H*k*rb)
 		for t := range k {
 			for h := range H {
-				copy(sh[(t*H+h)*rb:(t*H+h+1)*rb], src[h][t*rb:(t+1)*rb])
+				copy(tm[(t*H+h)*rb:(t*H+h+1)*rb], src[h][t*rb:(t+1)*rb])
 			}
 		}
-		if err := a.shift(sh, sh, k*H, delta); err != nil {
+		if err := a.shift(tm, tm, k*H, sh); err != nil {
 			return err
 		}
 		for t := 0; t < k; {
 			seg := min(k-t, g.bs-(row+t0+t)%g.bs) // tokens left in this block
 			off := g.offset(0, row+t0+t)
-			copy(dst[off:off+seg*H*rb], sh[t*H*rb:(t+seg)*H*rb])
+			copy(dst[off:off+seg*H*rb], tm[t*H*rb:(t+seg)*H*rb])
 			t += seg
 		}
 	}
 	return nil
 }
 
-// shift rotates rows of keys by delta from src into dst (a copy when delta
-// is 0: values, and keys that stay where they are). dst may be src.
-func (a *Assembly) shift(dst, src []byte, rows int, delta int64) error {
-	if delta == 0 {
+// shift rotates rows of keys with sh from src into dst (a copy when sh is
+// nil: values, and keys that stay where they are). dst may be src.
+func (a *Assembly) shift(dst, src []byte, rows int, sh *reconstruct.Shifter) error {
+	if sh == nil {
 		copy(dst, src)
 		return nil
 	}
-	if err := reconstruct.Shift(dst, src, a.spec.DType, a.rope, 1, rows, delta); err != nil {
+	if err := sh.Shift(dst, src, a.spec.DType, 1, rows); err != nil {
 		return fmt.Errorf("assemble: %w", err) // shapes were checked: a bug
 	}
 	return nil

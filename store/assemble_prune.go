@@ -5,6 +5,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/prune"
+	"github.com/kvstore/kvstore/reconstruct"
 )
 
 // Pruned assembly.
@@ -46,8 +47,8 @@ func keptRows(h *format.PacketHeader, keep *prune.Set) (int, error) {
 // fillPruned places the kept rows of chunk i of packet p: the chunk is
 // verified whole (View.Chunk) and, when compressed, decoded into the
 // worker's scratch; each kept row is then copied to its destination row
-// and keys rotated there by delta.
-func (a *Assembly) fillPruned(w *assembleWorker, g *destGeom, dst []byte, p *assemblePacket, i int, delta int64) error {
+// and keys rotated there by sh (nil: copied).
+func (a *Assembly) fillPruned(w *assembleWorker, g *destGeom, dst []byte, p *assemblePacket, i int, sh *reconstruct.Shifter) error {
 	b, err := p.v.Chunk(i)
 	if err != nil {
 		return fmt.Errorf("assemble: %w", err)
@@ -71,7 +72,7 @@ func (a *Assembly) fillPruned(w *assembleWorker, g *destGeom, dst []byte, p *ass
 			for j, t := range keep {
 				copy(d[j*rb:(j+1)*rb], b[(h*n+int(t))*rb:])
 			}
-			if err := a.shift(d, d, len(keep), delta); err != nil {
+			if err := a.shift(d, d, len(keep), sh); err != nil {
 				return err
 			}
 			continue
@@ -80,7 +81,7 @@ func (a *Assembly) fillPruned(w *assembleWorker, g *destGeom, dst []byte, p *ass
 			off := g.offset(h, p.Row+j)
 			d := dst[off : off+rb]
 			copy(d, b[(h*n+int(t))*rb:])
-			if err := a.shift(d, d, 1, delta); err != nil {
+			if err := a.shift(d, d, 1, sh); err != nil {
 				return err
 			}
 		}
