@@ -136,3 +136,14 @@ func (db *DB) blobFiles() ([]BlobFileInfo, uint64) {
 	slices.SortFunc(out, func(a, b BlobFileInfo) int { return int(int64(a.Num) - int64(b.Num)) })
 	return out, uint64(spans)
 }
+
+// rawFd is f's OS descriptor when the store's files are the OS's own
+// (Options.FS is vfs.Default), for system calls that bypass vfs.File
+// (vectored writes); vfs.InvalidFd otherwise, so that a wrapping FS (fault
+// injection in tests, an encrypting FS) sees every write.
+func (db *DB) rawFd(f vfs.File) uintptr {
+	if db.opts.FS != vfs.Default {
+		return vfs.InvalidFd
+	}
+	return f.Fd()
+}

@@ -13,7 +13,10 @@ import (
 // was committed with pebble.Sync.
 //
 // Put is idempotent: a packet already stored is not written again and its
-// id is returned. Arguments that do not describe a packet (lengths, shapes,
+// id is returned. That holds across variants: the id does not depend on
+// p.Keep, so once a document is stored (whole or pruned) a Put of another
+// variant of it is a no-op, and the first variant stored stays until it is
+// deleted. A keep-set that does not fit the packet is ErrInvalidArgument. Arguments that do not describe a packet (lengths, shapes,
 // no tokens, a negative base position) are ErrInvalidArgument and nothing
 // is written. Keys given at a base position other than 0 are rotated to 0
 // in a copy before they are stored. p's buffers are only read, and not kept.
@@ -44,10 +47,11 @@ func (db *DB) Put(p *Packet) (format.PacketID, error) {
 		}
 		return id, err
 	}
-	if err := db.makeRoom(2*len(p.Layers), chunkLen); err != nil {
+	q := p.compacted()
+	if err := db.makeRoom(q.chunks(), chunkLen); err != nil {
 		return id, fmt.Errorf("put packet %s: %w", id.Short(), err)
 	}
-	q, err := p.normalized()
+	q, err = q.normalized()
 	if err != nil {
 		return id, err
 	}
@@ -83,7 +87,7 @@ func (db *DB) put(p *Packet, fp format.Fingerprint, id format.PacketID, chunkLen
 // append writes the extent at the end of a, syncs it and commits the batch.
 func (db *DB) append(a *activeFile, lay *extentLayout, p *Packet, fp format.Fingerprint, id format.PacketID) error {
 	off := a.end
-	crcs, err := writeExtent(a.f, a.path, off, lay, p, id)
+	crcs, err := writeExtent(a.f, db.rawFd(a.f), a.path, off, lay, p, id)
 	if err != nil {
 		return err
 	}
@@ -117,8 +121,18 @@ func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32
 		BlobFile: file, ExtentOffset: off, ExtentLength: lay.length, CreatedUnixNs: time.Now().UnixNano(),
 		Chunks: make([]format.ChunkDesc, lay.chunks),
 	}
-	shape := []uint32{uint32(m.KVHeads), tokens, uint32(m.HeadDim)}
-	for i := range h.Chunks {
+	shape := []uint32{uint32(m.KVHeads), uint32(p.rows()), uint32(m.HeadDim)}
+	if p.kept > 0 {
+		h.KeptTokens = uint32(p.kept)
+		i := h.PositionsChunk()
+		n := uint64(len(p.positions))
+		h.Chunks[i] = format.ChunkDesc{
+			Layer: h.Layers, Kind: format.ChunkPositions, DType: format.DTypeU32,
+			Shape: []uint32{h.Layers, h.KVHeads, h.KeptTokens}, Codec: format.CodecRaw,
+			BlobFile: file, Offset: off + lay.rel(i), Length: n, RawLength: n, CRC32C: crcs[i],
+		}
+	}
+	for i := range 2 * m.Layers {
 		kind := format.ChunkK
 		if i%2 == 1 {
 			kind = format.ChunkV

@@ -157,6 +157,12 @@ func (c *Case) writeTable(w io.Writer) error {
 }
 
 func (c *Case) writeNotes(w io.Writer) {
+	for _, r := range c.Rows {
+		if r.Store != "plain" && r.Err == "" && r.Put != nil && r.Put.PairedRatio > 0 {
+			fmt.Fprintf(w, "  %s paired with plain (median of same-round ratios): put %s, get warm %s, get cold %s\n",
+				r.Store, r.Put.paired(), r.GetWarm.paired(), r.GetCold.paired())
+		}
+	}
 	if kv, pc := c.row("kvstore"), c.row("plain-chunks"); kv != nil && pc != nil {
 		fmt.Fprintf(w, "  kvstore / plain-chunks (same write pattern): put %s, get warm %s, get cold %s\n",
 			ratio(kv.Put, pc.Put), ratio(kv.GetWarm, pc.GetWarm), ratio(kv.GetCold, pc.GetCold))
@@ -227,6 +233,14 @@ func ratio(a, b *Stat) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2fx", a.MBps/b.MBps)
+}
+
+// paired is "0.97x", or "-" when there is no paired ratio.
+func (s *Stat) paired() string {
+	if s == nil || s.PairedRatio == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", s.PairedRatio)
 }
 
 // bestCell is cell for the fastest run.

@@ -23,6 +23,13 @@ type Stat struct {
 	// adds time, so the best run is the least disturbed one.
 	BestMBps  float64 `json:"best_mb_per_s"`
 	BestRatio float64 `json:"best_ratio_to_plain,omitempty"`
+	// PairedRatio is the median, over the rounds, of plain files' time
+	// over this store's time in the same round (the stores take turns
+	// within a round, so a slow spell of the disk or the machine hits both
+	// sides of a pair): steadier than Ratio, a ratio of medians taken
+	// apart. 0 when plain files were not measured or ran a different
+	// number of rounds.
+	PairedRatio float64 `json:"paired_ratio_to_plain,omitempty"`
 	// Samples are the runs' times in the order they ran.
 	Samples []time.Duration `json:"samples_ns"`
 }
@@ -56,4 +63,27 @@ func (s *Stat) ratioTo(base *Stat) {
 	if s != nil && base != nil && base.BestMBps > 0 {
 		s.BestRatio = s.BestMBps / base.BestMBps
 	}
+	if s != nil && base != nil {
+		s.PairedRatio = pairedRatio(s.Samples, base.Samples)
+	}
+}
+
+// pairedRatio is the median of base[i]/ds[i] over the rounds i, 0 when the
+// two did not run the same rounds or a time is not positive.
+func pairedRatio(ds, base []time.Duration) float64 {
+	if len(ds) == 0 || len(ds) != len(base) {
+		return 0
+	}
+	rs := make([]float64, len(ds))
+	for i := range ds {
+		if ds[i] <= 0 || base[i] <= 0 {
+			return 0
+		}
+		rs[i] = float64(base[i]) / float64(ds[i])
+	}
+	slices.Sort(rs)
+	if n := len(rs); n%2 == 0 {
+		return (rs[n/2-1] + rs[n/2]) / 2
+	}
+	return rs[len(rs)/2]
 }

@@ -36,3 +36,31 @@ func TestNewStat(t *testing.T) {
 		t.Fatalf("best %v MB/s", a.BestMBps)
 	}
 }
+
+func TestPairedRatio(t *testing.T) {
+	ms := time.Millisecond
+	// Round by round, plain over store: 1/2, 4/1, 4/4 -> sorted 0.5, 1, 4.
+	plain := newStat(100, []time.Duration{ms, 4 * ms, 4 * ms})
+	store := newStat(100, []time.Duration{2 * ms, ms, 4 * ms})
+	store.ratioTo(plain)
+	if store.PairedRatio != 1 {
+		t.Fatalf("paired ratio %v, want 1 (the median of 0.5, 4, 1)", store.PairedRatio)
+	}
+	// The ratio of medians differs: 4 ms over 2 ms.
+	if store.Ratio != 2 {
+		t.Fatalf("ratio of medians %v, want 2", store.Ratio)
+	}
+	for _, tc := range []struct {
+		ds, base []time.Duration
+		want     float64
+	}{
+		{[]time.Duration{ms, ms}, []time.Duration{2 * ms, 4 * ms}, 3},
+		{[]time.Duration{ms}, []time.Duration{ms, ms}, 0}, // different rounds
+		{[]time.Duration{0}, []time.Duration{ms}, 0},
+		{nil, nil, 0},
+	} {
+		if got := pairedRatio(tc.ds, tc.base); got != tc.want {
+			t.Errorf("pairedRatio(%v, %v) = %v, want %v", tc.ds, tc.base, got, tc.want)
+		}
+	}
+}
