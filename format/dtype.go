@@ -18,12 +18,13 @@ const (
 	DTypeF16     DType = 2 // IEEE 754 binary16, little endian
 	DTypeBF16    DType = 3 // bfloat16 (top half of a binary32), little endian
 	DTypeInt8    DType = 4 // signed 8-bit, scales stored beside (lossy codecs only)
+	DTypeU32     DType = 5 // unsigned 32-bit, little endian: a pruned packet's kept positions
 )
 
 // Size is the byte size of one element, 0 for an invalid dtype.
 func (d DType) Size() int {
 	switch d {
-	case DTypeF32:
+	case DTypeF32, DTypeU32:
 		return 4
 	case DTypeF16, DTypeBF16:
 		return 2
@@ -50,13 +51,15 @@ func (d DType) String() string {
 		return "bf16"
 	case DTypeInt8:
 		return "int8"
+	case DTypeU32:
+		return "u32"
 	}
 	return fmt.Sprintf("dtype(%d)", uint8(d))
 }
 
 // ParseDType parses the names String returns.
 func ParseDType(s string) (DType, error) {
-	for _, d := range []DType{DTypeF32, DTypeF16, DTypeBF16, DTypeInt8} {
+	for _, d := range []DType{DTypeF32, DTypeF16, DTypeBF16, DTypeInt8, DTypeU32} {
 		if d.String() == s {
 			return d, nil
 		}

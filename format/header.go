@@ -2,12 +2,17 @@ package format
 
 import "fmt"
 
-// ChunkKind says whether a chunk holds keys or values. On-disk values.
+// ChunkKind says whether a chunk holds keys, values, or a pruned packet's
+// kept positions. On-disk values; never renumber.
 type ChunkKind uint8
 
 const (
 	ChunkK ChunkKind = 1
 	ChunkV ChunkKind = 2
+	// ChunkPositions is the one extra chunk of a pruned packet: its kept
+	// local positions, [layers][kv_heads][kept] little-endian u32 (see
+	// PacketHeader.KeptTokens and docs/format.md, "Pruned packets").
+	ChunkPositions ChunkKind = 3
 )
 
 func (k ChunkKind) String() string {
@@ -16,6 +21,8 @@ func (k ChunkKind) String() string {
 		return "K"
 	case ChunkV:
 		return "V"
+	case ChunkPositions:
+		return "positions"
 	}
 	return "?"
 }
@@ -28,12 +35,12 @@ const (
 	CodecShuffleZstd Codec = 1 // byte-shuffle by element size, then zstd
 	CodecInt8        Codec = 2 // 8-bit group quantization, KIVI-style (lossy)
 	CodecInt4        Codec = 3 // 4-bit group quantization, KIVI-style (lossy)
-	// 4 is reserved for a low-rank codec.
+	CodecLowRank     Codec = 4 // per-head truncated SVD, keys factored pre-RoPE (lossy)
 )
 
 // Valid reports whether c is a codec this version knows. The byte layouts
 // are in docs/format.md, "Chunk codecs", and package format/codec.
-func (c Codec) Valid() bool { return c <= CodecInt4 }
+func (c Codec) Valid() bool { return c <= CodecLowRank }
 
 func (c Codec) String() string {
 	switch c {
@@ -45,18 +52,23 @@ func (c Codec) String() string {
 		return "int8"
 	case CodecInt4:
 		return "int4"
+	case CodecLowRank:
+		return "lowrank"
 	}
 	return fmt.Sprintf("codec(%d)", uint8(c))
 }
 
 // ChunkDesc describes one (layer, K|V) chunk of a packet: a tensor of shape
-// [kv_heads][tokens][head_dim] stored at [Offset, Offset+Length) of a blob
-// file, with the CRC32C of those stored bytes.
+// [kv_heads][rows][head_dim] (rows: Tokens, or KeptTokens when the packet
+// is pruned) stored at [Offset, Offset+Length) of a blob file, with the
+// CRC32C of those stored bytes. A pruned packet's positions chunk is
+// described the same way: Layer = the header's Layers, Kind ChunkPositions,
+// DType DTypeU32, Shape [layers, kv_heads, kept], always raw.
 type ChunkDesc struct {
 	Layer     uint32
 	Kind      ChunkKind
 	DType     DType
-	Shape     []uint32 // [kv_heads, tokens, head_dim]
+	Shape     []uint32 // [kv_heads, rows, head_dim]; positions: [layers, kv_heads, kept]
 	Codec     Codec
 	BlobFile  uint32
 	Offset    uint64 // absolute offset in the blob file
@@ -66,7 +78,8 @@ type ChunkDesc struct {
 }
 
 // PacketHeader is everything the catalog keeps about one packet. Its chunks
-// are listed layer-major, K before V: chunk 2*l is layer l's K, 2*l+1 its V.
+// are listed layer-major, K before V: chunk 2*l is layer l's K, 2*l+1 its V;
+// a pruned packet has one more, chunk 2*Layers, its kept positions.
 //
 // Tokens counts every KV row: HeaderTokens adapter rows, then the document's
 // len(TokenIDs) rows, then TrailerTokens adapter rows. Keys are stored
@@ -93,4 +106,28 @@ type PacketHeader struct {
 	ExtentLength  uint64
 	CreatedUnixNs int64
 	Chunks        []ChunkDesc
+	// KeptTokens is 0 for a whole packet. A pruned packet keeps KeptTokens
+	// (1..Tokens) rows per (layer, KV head), a subset of the Tokens rows
+	// that differs per head: its K and V chunks are [kv_heads][KeptTokens]
+	// [head_dim], keys still post-RoPE at their original local positions,
+	// and chunk 2*Layers lists those positions. The id and TokenIDs are
+	// the whole document's.
+	KeptTokens uint32
 }
+
+// Pruned reports whether the packet keeps only some rows per (layer, KV
+// head) (KeptTokens > 0).
+func (h *PacketHeader) Pruned() bool { return h.KeptTokens > 0 }
+
+// Rows is the number of rows stored per (layer, KV head): KeptTokens for a
+// pruned packet, Tokens otherwise.
+func (h *PacketHeader) Rows() uint32 {
+	if h.Pruned() {
+		return h.KeptTokens
+	}
+	return h.Tokens
+}
+
+// PositionsChunk is the index of a pruned packet's positions chunk,
+// 2*Layers; only meaningful when Pruned.
+func (h *PacketHeader) PositionsChunk() int { return 2 * int(h.Layers) }

@@ -61,8 +61,8 @@ func decodeHeaderBody(body []byte) (*PacketHeader, error) {
 	}
 	// Bound what is allocated below before allocating it.
 	l, n := t.Layers(), t.ChunksLength()
-	if l > MaxLayers || uint64(n) != 2*uint64(l) {
-		return nil, fmt.Errorf("%w: packet header: %d chunks for %d layers", ErrCorruption, n, l)
+	if l > MaxLayers || uint64(n) != chunkCount(l, t.KeptTokens()) {
+		return nil, fmt.Errorf("%w: packet header: %d chunks for %d layers (kept tokens %d)", ErrCorruption, n, l, t.KeptTokens())
 	}
 	if uint64(n)*minChunkBytes > uint64(len(body)) {
 		return nil, fmt.Errorf("%w: packet header: %d chunks cannot fit in %d bytes", ErrCorruption, n, len(body))
@@ -96,6 +96,7 @@ func readHeader(t *fb.PacketHeader) *PacketHeader {
 		ExtentOffset:  t.ExtentOffset(),
 		ExtentLength:  t.ExtentLength(),
 		CreatedUnixNs: t.CreatedUnixNs(),
+		KeptTokens:    t.KeptTokens(),
 	}
 	var s fb.Hash256
 	if t.Id(&s) != nil {
@@ -191,6 +192,7 @@ func buildHeader(h *PacketHeader) []byte {
 	fb.PacketHeaderAddExtentLength(b, h.ExtentLength)
 	fb.PacketHeaderAddCreatedUnixNs(b, h.CreatedUnixNs)
 	fb.PacketHeaderAddChunks(b, chunks)
+	fb.PacketHeaderAddKeptTokens(b, h.KeptTokens) // omitted when 0: a whole packet's bytes are unchanged
 	b.Finish(fb.PacketHeaderEnd(b))
 	return b.FinishedBytes()
 }

@@ -21,6 +21,7 @@ type headerShape struct {
 	hdr, doc, trl            uint32 // token counts
 	codec                    Codec
 	ns, adapter              string
+	kept                     uint32 // > 0: pruned, rows kept per (layer, head)
 }
 
 // testHeader returns a valid header of shape s, its chunks packed in one
@@ -42,7 +43,9 @@ func testHeader(s headerShape) *PacketHeader {
 	}
 	h.ID = ComputePacketID(s.ns, Fingerprint{1, 2, 3}, s.adapter, ids)
 	h.Model = Fingerprint{1, 2, 3}
-	raw := uint64(s.kvHeads) * uint64(tokens) * uint64(s.headDim) * uint64(s.dtype.Size())
+	h.KeptTokens = s.kept
+	rows := h.Rows()
+	raw := uint64(s.kvHeads) * uint64(rows) * uint64(s.headDim) * uint64(s.dtype.Size())
 	off := h.ExtentOffset
 	for i := uint32(0); i < 2*s.layers; i++ {
 		length := raw
@@ -51,10 +54,18 @@ func testHeader(s headerShape) *PacketHeader {
 		}
 		h.Chunks = append(h.Chunks, ChunkDesc{
 			Layer: i / 2, Kind: ChunkKind(1 + i%2), DType: s.dtype,
-			Shape: []uint32{s.kvHeads, tokens, s.headDim}, Codec: s.codec, BlobFile: 3,
+			Shape: []uint32{s.kvHeads, rows, s.headDim}, Codec: s.codec, BlobFile: 3,
 			Offset: off, Length: length, RawLength: raw, CRC32C: 0xdeadbeef ^ i,
 		})
 		off, _ = AlignUp(off+length, ChunkAlignment)
+	}
+	if s.kept > 0 {
+		n := uint64(s.layers) * uint64(s.kvHeads) * uint64(s.kept) * 4
+		h.Chunks = append(h.Chunks, ChunkDesc{
+			Layer: s.layers, Kind: ChunkPositions, DType: DTypeU32,
+			Shape: []uint32{s.layers, s.kvHeads, s.kept}, Codec: CodecRaw, BlobFile: 3,
+			Offset: off, Length: n, RawLength: n, CRC32C: 0x5eed,
+		})
 	}
 	last := h.Chunks[len(h.Chunks)-1]
 	h.ExtentLength, _ = ExtentLength(last.Offset + last.Length - h.ExtentOffset)
@@ -62,6 +73,9 @@ func testHeader(s headerShape) *PacketHeader {
 }
 
 var smallShape = headerShape{layers: 2, kvHeads: 2, headDim: 8, dtype: DTypeBF16, hdr: 1, doc: 5, trl: 1, ns: "ns", adapter: "a1"}
+
+// prunedShape is smallShape keeping 3 of its 7 rows per (layer, head).
+var prunedShape = headerShape{layers: 2, kvHeads: 2, headDim: 8, dtype: DTypeBF16, hdr: 1, doc: 5, trl: 1, ns: "ns", adapter: "a1", kept: 3}
 
 func roundTripHeader(t *testing.T, h *PacketHeader) []byte {
 	t.Helper()
@@ -92,6 +106,10 @@ func TestHeaderRoundTrip(t *testing.T) {
 		"max dims":      {layers: 1, kvHeads: MaxKVHeads, headDim: MaxHeadDim, dtype: DTypeF32, doc: 1},
 		"zstd":          {layers: 2, kvHeads: 2, headDim: 64, dtype: DTypeBF16, doc: 10, codec: CodecShuffleZstd},
 		"empty strings": {layers: 1, kvHeads: 2, headDim: 2, dtype: DTypeF16, doc: 4},
+		"pruned":        prunedShape,
+		"pruned zstd":   {layers: 3, kvHeads: 4, headDim: 64, dtype: DTypeBF16, doc: 40, kept: 10, codec: CodecShuffleZstd},
+		"pruned to one": {layers: 1, kvHeads: 1, headDim: 2, dtype: DTypeF32, doc: 9, kept: 1},
+		"pruned all":    {layers: 2, kvHeads: 3, headDim: 4, dtype: DTypeF16, hdr: 2, doc: 3, kept: 5},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := testHeader(s)
@@ -181,6 +199,73 @@ func TestHeaderValidateRejects(t *testing.T) {
 				t.Fatalf("DecodeHeader = %v, want ErrCorruption or ErrVersion", err)
 			}
 		})
+	}
+}
+
+// TestPrunedHeaderValidateRejects breaks the rules a pruned header adds:
+// Validate refuses each, and the decoder refuses it written anyway.
+func TestPrunedHeaderValidateRejects(t *testing.T) {
+	pos := func(h *PacketHeader) *ChunkDesc { return &h.Chunks[h.PositionsChunk()] }
+	for name, f := range map[string]func(h *PacketHeader){
+		"keeps more than tokens":  func(h *PacketHeader) { h.KeptTokens = h.Tokens + 1 },
+		"no positions chunk":      func(h *PacketHeader) { h.Chunks = h.Chunks[:len(h.Chunks)-1] },
+		"whole with positions":    func(h *PacketHeader) { h.KeptTokens = 0 },
+		"kept differs from shape": func(h *PacketHeader) { h.KeptTokens = 2 },
+		"kv shape whole":          func(h *PacketHeader) { h.Chunks[0].Shape = []uint32{2, 7, 8} },
+		"positions layer":         func(h *PacketHeader) { pos(h).Layer = 0 },
+		"positions kind":          func(h *PacketHeader) { pos(h).Kind = ChunkV },
+		"positions dtype":         func(h *PacketHeader) { pos(h).DType = DTypeF32 },
+		"positions codec":         func(h *PacketHeader) { pos(h).Codec = CodecShuffleZstd },
+		"positions shape":         func(h *PacketHeader) { pos(h).Shape = []uint32{2, 2, 4} },
+		"positions rank":          func(h *PacketHeader) { pos(h).Shape = []uint32{2, 6} },
+		"positions raw length":    func(h *PacketHeader) { pos(h).RawLength += 4 },
+		"positions short":         func(h *PacketHeader) { pos(h).Length -= 4 },
+		"positions misaligned":    func(h *PacketHeader) { pos(h).Offset += 4 },
+		"positions over chunk":    func(h *PacketHeader) { pos(h).Offset = h.Chunks[3].Offset },
+		"positions in blob file":  func(h *PacketHeader) { pos(h).BlobFile = 9 },
+		"k chunk in last slot": func(h *PacketHeader) {
+			h.Chunks[0], h.Chunks[len(h.Chunks)-1] = h.Chunks[len(h.Chunks)-1], h.Chunks[0]
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := testHeader(prunedShape)
+			if err := h.Validate(); err != nil {
+				t.Fatalf("unmutated: %v", err)
+			}
+			f(h)
+			if err := h.Validate(); !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("Validate = %v, want ErrInvalidArgument", err)
+			}
+			b, err := Seal(KindPacketHeader, buildHeader(h))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := DecodeHeader(b); !errors.Is(err, ErrCorruption) {
+				t.Fatalf("DecodeHeader = %v, want ErrCorruption", err)
+			}
+		})
+	}
+}
+
+// TestWholeHeaderBytesUnchanged: a whole packet's header leaves
+// kept_tokens out, so its bytes are those a writer before the field wrote
+// (the vtable ends at chunks), and such bytes decode as a whole packet.
+func TestWholeHeaderBytesUnchanged(t *testing.T) {
+	body := buildHeader(testHeader(smallShape))
+	tab := fb.GetRootAsPacketHeader(body, 0).Table()
+	vt := int(tab.Pos) - int(int32(binary.LittleEndian.Uint32(body[tab.Pos:])))
+	if got, want := binary.LittleEndian.Uint16(body[vt:]), uint16(4+2*headerTable.slot("chunks")+2); got != want {
+		t.Fatalf("whole header's vtable is %d bytes, want %d (no kept_tokens slot)", got, want)
+	}
+	h, err := decodeHeaderBody(body)
+	if err != nil || h.Pruned() || h.Rows() != h.Tokens {
+		t.Fatalf("decoded %+v, %v: want a whole packet", h, err)
+	}
+	pruned := buildHeader(testHeader(prunedShape))
+	tab = fb.GetRootAsPacketHeader(pruned, 0).Table()
+	vt = int(tab.Pos) - int(int32(binary.LittleEndian.Uint32(pruned[tab.Pos:])))
+	if got, want := binary.LittleEndian.Uint16(pruned[vt:]), uint16(4+2*headerTable.slot("kept_tokens")+2); got != want {
+		t.Fatalf("pruned header's vtable is %d bytes, want %d", got, want)
 	}
 }
 
@@ -389,8 +474,8 @@ func TestChunkCodecLengths(t *testing.T) {
 	}
 	h := testHeader(headerShape{layers: 1, kvHeads: 1, headDim: 4, dtype: DTypeF32, doc: 2, codec: CodecInt4})
 	roundTripHeader(t, h)
-	h.Chunks[0].Codec = CodecInt4 + 1 // reserved for low rank
+	h.Chunks[0].Codec = CodecLowRank + 1 // not a codec this version knows
 	if err := h.Validate(); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("codec %d: Validate = %v, want ErrInvalidArgument", CodecInt4+1, err)
+		t.Fatalf("codec %d: Validate = %v, want ErrInvalidArgument", CodecLowRank+1, err)
 	}
 }

@@ -19,12 +19,18 @@ import (
 //   - ExtentOffset is Alignment-aligned and after the blob header;
 //     ExtentLength is a positive multiple of Alignment, at least TrailerSize,
 //     and the extent's end does not overflow;
-//   - len(Chunks) == 2*Layers, chunk i is layer i/2, K if i is even, V if odd;
-//   - every chunk has Shape [KVHeads, Tokens, HeadDim], the header's DType,
-//     RawLength == product(Shape) * DType.Size(), a known codec, Length > 0
-//     (== RawLength for CodecRaw, <= MaxStoredLength(RawLength) for the
-//     others), the header's BlobFile, a ChunkAlignment-aligned Offset, and
-//     lies inside the extent before its trailer;
+//   - KeptTokens <= Tokens (0: a whole packet; else pruned, see Pruned);
+//   - len(Chunks) == 2*Layers (+1 when pruned), chunk i < 2*Layers is layer
+//     i/2, K if i is even, V if odd;
+//   - every K|V chunk has Shape [KVHeads, Rows(), HeadDim], the header's
+//     DType, RawLength == product(Shape) * DType.Size(), a known codec,
+//     Length > 0 (== RawLength for CodecRaw, <= MaxStoredLength(RawLength)
+//     for the others);
+//   - a pruned packet's chunk 2*Layers is its positions chunk: layer
+//     Layers, kind ChunkPositions, DType DTypeU32, Shape [Layers, KVHeads,
+//     KeptTokens], raw, Length == RawLength == product(Shape) * 4;
+//   - every chunk has the header's BlobFile, a ChunkAlignment-aligned
+//     Offset, and lies inside the extent before its trailer;
 //   - no two chunks overlap;
 //   - ExtentLength == ExtentLength(end of the last chunk - ExtentOffset), the
 //     extent the store lays out, no longer;
@@ -36,15 +42,24 @@ func (h *PacketHeader) Validate() error {
 	if err := h.validateExtent(); err != nil {
 		return err
 	}
-	if uint64(len(h.Chunks)) != 2*uint64(h.Layers) {
-		return h.bad("%d chunks for %d layers, want %d", len(h.Chunks), h.Layers, 2*uint64(h.Layers))
+	if want := chunkCount(h.Layers, h.KeptTokens); uint64(len(h.Chunks)) != want {
+		return h.bad("%d chunks for %d layers (kept tokens %d), want %d", len(h.Chunks), h.Layers, h.KeptTokens, want)
 	}
 	raw, ok := h.chunkRawLength()
 	if !ok {
-		return h.bad("chunk size %d x %d x %d x %d overflows", h.KVHeads, h.Tokens, h.HeadDim, h.DType.Size())
+		return h.bad("chunk size %d x %d x %d x %d overflows", h.KVHeads, h.Rows(), h.HeadDim, h.DType.Size())
 	}
 	for i := range h.Chunks {
-		if err := h.validateChunk(i, raw); err != nil {
+		var err error
+		if i < 2*int(h.Layers) {
+			err = h.validateChunk(i, raw)
+		} else {
+			err = h.validatePositions(i)
+		}
+		if err == nil {
+			err = h.validatePlacement(i)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -92,6 +107,8 @@ func (h *PacketHeader) validateScalars() error {
 		return h.bad("dtype %v is not f32, f16 or bf16", h.DType)
 	case h.Tokens == 0:
 		return h.bad("no tokens")
+	case h.KeptTokens > h.Tokens:
+		return h.bad("keeps %d of %d tokens", h.KeptTokens, h.Tokens)
 	}
 	sum := uint64(h.HeaderTokens) + uint64(len(h.TokenIDs)) + uint64(h.TrailerTokens)
 	if sum != uint64(h.Tokens) {
@@ -119,10 +136,21 @@ func (h *PacketHeader) validateExtent() error {
 // validated shape (< 2^56), so the result does not overflow.
 func MaxStoredLength(raw uint64) uint64 { return 5*raw + 64 }
 
-// chunkRawLength is KVHeads*Tokens*HeadDim*DType.Size(); false on overflow.
+// chunkCount is the number of chunks of a packet of layers layers that
+// keeps kept rows per (layer, KV head): one K and one V per layer, and a
+// positions chunk when it is pruned (kept > 0).
+func chunkCount(layers, kept uint32) uint64 {
+	n := 2 * uint64(layers)
+	if kept > 0 {
+		n++
+	}
+	return n
+}
+
+// chunkRawLength is KVHeads*Rows()*HeadDim*DType.Size(); false on overflow.
 func (h *PacketHeader) chunkRawLength() (uint64, bool) {
 	n := uint64(h.KVHeads)
-	for _, f := range []uint64{uint64(h.Tokens), uint64(h.HeadDim), uint64(h.DType.Size())} {
+	for _, f := range []uint64{uint64(h.Rows()), uint64(h.HeadDim), uint64(h.DType.Size())} {
 		hi, lo := bits.Mul64(n, f)
 		if hi != 0 {
 			return 0, false
@@ -132,18 +160,19 @@ func (h *PacketHeader) chunkRawLength() (uint64, bool) {
 	return n, true
 }
 
+// validateChunk checks K|V chunk i's identity, shape and lengths.
 func (h *PacketHeader) validateChunk(i int, raw uint64) error {
 	c := &h.Chunks[i]
 	kind := ChunkK
 	if i%2 == 1 {
 		kind = ChunkV
 	}
-	payloadEnd := h.ExtentLength - TrailerSize // relative to the extent
+	rows := h.Rows()
 	switch {
 	case c.Layer != uint32(i/2) || c.Kind != kind:
 		return h.bad("chunk %d is layer %d %v, want layer %d %v", i, c.Layer, c.Kind, i/2, kind)
-	case len(c.Shape) != 3 || c.Shape[0] != h.KVHeads || c.Shape[1] != h.Tokens || c.Shape[2] != h.HeadDim:
-		return h.bad("chunk %d shape %v, want [%d %d %d]", i, c.Shape, h.KVHeads, h.Tokens, h.HeadDim)
+	case len(c.Shape) != 3 || c.Shape[0] != h.KVHeads || c.Shape[1] != rows || c.Shape[2] != h.HeadDim:
+		return h.bad("chunk %d shape %v, want [%d %d %d]", i, c.Shape, h.KVHeads, rows, h.HeadDim)
 	case c.DType != h.DType:
 		return h.bad("chunk %d dtype %v, header %v", i, c.DType, h.DType)
 	case c.RawLength != raw:
@@ -152,6 +181,31 @@ func (h *PacketHeader) validateChunk(i int, raw uint64) error {
 		return h.bad("chunk %d: unknown codec %d", i, c.Codec)
 	case c.Length == 0 || (c.Codec == CodecRaw && c.Length != c.RawLength) || c.Length > MaxStoredLength(c.RawLength):
 		return h.bad("chunk %d: stored length %d for raw length %d, codec %v", i, c.Length, c.RawLength, c.Codec)
+	}
+	return nil
+}
+
+// validatePositions checks a pruned packet's positions chunk i: every
+// field is determined by the header. Limits keep the product below 2^56.
+func (h *PacketHeader) validatePositions(i int) error {
+	c := &h.Chunks[i]
+	raw := uint64(h.Layers) * uint64(h.KVHeads) * uint64(h.KeptTokens) * uint64(DTypeU32.Size())
+	switch {
+	case c.Layer != h.Layers || c.Kind != ChunkPositions || c.DType != DTypeU32 || c.Codec != CodecRaw:
+		return h.bad("chunk %d is layer %d %v %v %v, want the positions chunk: layer %d positions u32 raw", i, c.Layer, c.Kind, c.DType, c.Codec, h.Layers)
+	case len(c.Shape) != 3 || c.Shape[0] != h.Layers || c.Shape[1] != h.KVHeads || c.Shape[2] != h.KeptTokens:
+		return h.bad("positions chunk shape %v, want [%d %d %d]", c.Shape, h.Layers, h.KVHeads, h.KeptTokens)
+	case c.RawLength != raw || c.Length != raw:
+		return h.bad("positions chunk of %d bytes (raw %d), want %d", c.Length, c.RawLength, raw)
+	}
+	return nil
+}
+
+// validatePlacement checks that chunk i lies in the header's extent.
+func (h *PacketHeader) validatePlacement(i int) error {
+	c := &h.Chunks[i]
+	payloadEnd := h.ExtentLength - TrailerSize // relative to the extent
+	switch {
 	case c.BlobFile != h.BlobFile:
 		return h.bad("chunk %d in blob file %d, extent in %d", i, c.BlobFile, h.BlobFile)
 	case c.Offset%ChunkAlignment != 0:

@@ -112,6 +112,8 @@ func TestHeaderMutationCampaign(t *testing.T) {
 		{layers: 1, kvHeads: 1, headDim: 2, dtype: DTypeF32, doc: 1},
 		{layers: 3, kvHeads: 3, headDim: 7, dtype: DTypeF16, hdr: 2, doc: 9, trl: 1, codec: CodecShuffleZstd, ns: "tenant", adapter: "ad"},
 		{layers: 1, kvHeads: 2, headDim: 4, dtype: DTypeBF16, hdr: 4, trl: 4},
+		prunedShape,
+		{layers: 3, kvHeads: 1, headDim: 4, dtype: DTypeF16, doc: 12, kept: 5, codec: CodecShuffleZstd},
 	} {
 		bodies = append(bodies, buildHeader(testHeader(s)))
 	}
@@ -154,7 +156,7 @@ func touchHeader(t *fb.PacketHeader) {
 	var c fb.Chunk
 	_ = t.Version() + uint16(len(t.Namespace())) + uint16(len(t.AdapterId())) + uint16(t.Dtype())
 	_ = t.HeaderTokens() + t.TrailerTokens() + t.Tokens() + t.Layers() + t.KvHeads() + t.HeadDim() + t.BlobFile()
-	_ = t.BasePosition() + t.CreatedUnixNs() + int64(t.ExtentOffset()+t.ExtentLength())
+	_ = t.BasePosition() + t.CreatedUnixNs() + int64(t.ExtentOffset()+t.ExtentLength()) + int64(t.KeptTokens())
 	if t.Id(&s) != nil && t.Model(&s) != nil {
 		_ = readHash(&s)
 	}

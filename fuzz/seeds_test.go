@@ -40,7 +40,31 @@ func packetHeader(layers, kvHeads, headDim, docTokens, adapterTokens uint32, dt 
 	return h
 }
 
-// headerSeeds are good header values and broken ones.
+// prunedHeader is packetHeader (raw chunks) of a packet stored pruned,
+// keeping kept rows per (layer, KV head): compacted K|V chunks and the
+// positions chunk after them.
+func prunedHeader(layers, kvHeads, headDim, docTokens, adapterTokens, kept uint32, dt format.DType) *format.PacketHeader {
+	h := packetHeader(layers, kvHeads, headDim, docTokens, adapterTokens, dt, format.CodecRaw)
+	h.KeptTokens = kept
+	raw := uint64(kvHeads) * uint64(kept) * uint64(headDim) * uint64(dt.Size())
+	off := h.ExtentOffset
+	for i := range h.Chunks {
+		c := &h.Chunks[i]
+		c.Shape = []uint32{kvHeads, kept, headDim}
+		c.Offset, c.Length, c.RawLength = off, raw, raw
+		off, _ = format.AlignUp(off+raw, format.ChunkAlignment)
+	}
+	n := uint64(layers) * uint64(kvHeads) * uint64(kept) * 4
+	h.Chunks = append(h.Chunks, format.ChunkDesc{
+		Layer: layers, Kind: format.ChunkPositions, DType: format.DTypeU32, Shape: []uint32{layers, kvHeads, kept},
+		Codec: format.CodecRaw, BlobFile: 1, Offset: off, Length: n, RawLength: n, CRC32C: 77,
+	})
+	h.ExtentLength, _ = format.ExtentLength(off + n - h.ExtentOffset)
+	return h
+}
+
+// headerSeeds are good header values and broken ones: the first three
+// (whole packets) and the last (a pruned packet) are good.
 func headerSeeds(tb testing.TB) [][]byte {
 	var seeds [][]byte
 	for _, h := range []*format.PacketHeader{
@@ -60,7 +84,11 @@ func headerSeeds(tb testing.TB) [][]byte {
 	badCRC[13] ^= 1
 	hugeLen := append([]byte(nil), good...)
 	binary.LittleEndian.PutUint32(hugeLen[8:], 1<<31)
-	return append(seeds, truncated, badCRC, hugeLen, []byte("KVPH"))
+	pruned, err := format.EncodeHeader(prunedHeader(2, 3, 8, 6, 1, 3, format.DTypeBF16))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return append(seeds, truncated, badCRC, hugeLen, []byte("KVPH"), pruned)
 }
 
 // specSeeds are good model spec values and broken ones.
@@ -90,10 +118,14 @@ func specSeeds(tb testing.TB) [][]byte {
 // TestGoodSeedsDecode keeps the seeds meaningful: the good ones must decode,
 // or the fuzzers start from nothing but errors.
 func TestGoodSeedsDecode(t *testing.T) {
-	for i, b := range headerSeeds(t)[:3] {
+	hs := headerSeeds(t)
+	for i, b := range hs[:3] {
 		if _, err := format.DecodeHeader(b); err != nil {
 			t.Errorf("header seed %d: %v", i, err)
 		}
+	}
+	if h, err := format.DecodeHeader(hs[len(hs)-1]); err != nil || !h.Pruned() {
+		t.Errorf("pruned header seed: pruned %v, %v", err == nil && h.Pruned(), err)
 	}
 	for i, b := range specSeeds(t)[:3] {
 		if _, err := format.DecodeModelSpec(b); err != nil {

@@ -19,7 +19,8 @@
 //     adapter rows) and fills the budget by any scores.
 //
 // store.PrepareAssemblePruned applies a keep-set while assembling a stored
-// packet. Set.MarshalBinary encodes one (layout in set_codec.go and
+// packet; store.Packet.Keep stores a packet pruned, only its kept rows and
+// their positions on disk. Set.MarshalBinary encodes one (layout in set_codec.go and
 // docs/format.md) for callers that keep keep-sets beside their packets.
 package prune
 

@@ -18,7 +18,9 @@ import (
 // (reconstruct.Shift by delta = Offset) and copying its values unchanged.
 // Every row a packet holds is placed, its adapter header and trailer rows
 // included, so item i's rows are the destination's tokens
-// [Row, Row+Tokens) (see Assembly.Packets).
+// [Row, Row+Tokens) (see Assembly.Packets). A packet stored pruned holds
+// k rows per (layer, KV head), each key rotated from its kept position t
+// to Offset+t; Assembly.Positions gives their positions (assemble_prune.go).
 //
 // Offsets are the caller's choice. The usual one is consecutive (each item
 // starting where the previous ended, as a server appending retrieved
@@ -72,8 +74,11 @@ type AssembledPacket struct {
 	Tokens        int
 	HeaderTokens  int
 	TrailerTokens int
-	// Keep is the item's keep-set, or nil: Tokens is then its rows per
-	// (layer, KV head), and Assembly.Positions says which.
+	// Keep is the keep-set in effect for the item, or nil when every row
+	// is placed: the one PrepareAssemblePruned was given, else the stored
+	// packet's own when it was stored pruned (View.Keep). Tokens is then
+	// its rows per (layer, KV head), and Assembly.Positions says which.
+	// It is shared: do not modify it.
 	Keep *prune.Set
 }
 
@@ -111,13 +116,20 @@ type assemblePacket struct {
 	AssembledPacket
 	v     *View
 	shift *reconstruct.Shifter // rotates keys by Offset; nil when Offset is 0
+	// src, when not nil, selects rows while placing (fillPruned): per
+	// (layer, KV head), the indexes of the stored rows to place, in order.
+	// nil: every stored row is placed, as stored.
+	src [][]int32
 }
 
 // PrepareAssemble looks up every item's packet in namespace ns for model
 // and returns an Assembly holding their views. Errors are those of Get
 // (ErrNotFound, ErrModelMismatch), ErrInvalidArgument for no items or a
 // negative offset, and ErrCorruption for a header that does not match the
-// model's spec. No chunk is read yet.
+// model's spec. No chunk is read yet, except the positions chunk of a
+// packet stored pruned (its index map; a bad one is ErrCorruption): such a
+// packet places its k kept rows per (layer, KV head), see
+// assemble_prune.go.
 func (db *DB) PrepareAssemble(ns string, model format.Fingerprint, items []AssembleItem) (*Assembly, error) {
 	return db.prepareAssemble(ns, model, items, nil)
 }
@@ -180,18 +192,19 @@ func (a *Assembly) add(db *DB, ns string, model format.Fingerprint, it AssembleI
 		return assemblePacket{}, err
 	}
 	h := v.Header()
-	n, err := keptRows(h, keep)
+	sel, err := selectRows(v, keep)
 	if err != nil {
 		v.Release()
 		return assemblePacket{}, err
 	}
+	n := sel.rows
 	if it.Offset > math.MaxInt64-int64(n) || a.tokens > math.MaxInt32-n {
 		v.Release()
 		return assemblePacket{}, fmt.Errorf("%w: offset %d + %d rows (after %d rows) out of range", ErrInvalidArgument, it.Offset, n, a.tokens)
 	}
-	p := assemblePacket{v: v, AssembledPacket: AssembledPacket{
+	p := assemblePacket{v: v, src: sel.src, AssembledPacket: AssembledPacket{
 		ID: it.ID, Offset: it.Offset, Row: a.tokens, Tokens: n,
-		HeaderTokens: int(h.HeaderTokens), TrailerTokens: int(h.TrailerTokens), Keep: keep,
+		HeaderTokens: int(h.HeaderTokens), TrailerTokens: int(h.TrailerTokens), Keep: sel.keep,
 	}}
 	a.tokens += n
 	return p, nil

@@ -41,7 +41,7 @@ func (a *Assembly) fill(w *assembleWorker, g *destGeom, dst []byte, p *assembleP
 	if key {
 		sh = p.shift
 	}
-	if p.Keep != nil {
+	if p.src != nil {
 		return a.fillPruned(w, g, dst, p, i, sh)
 	}
 	if p.v.h.Chunks[i].Codec != format.CodecRaw {

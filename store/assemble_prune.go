@@ -22,14 +22,80 @@ import (
 // same rotation every key of the packet gets, so no other row moves and
 // nothing is recomputed; a server attends over the k rows as they are (no
 // mask is needed) and uses the index map wherever it needs positions.
+//
+// A packet stored pruned (Packet.Keep, pruned.go) is placed the same way
+// without a keep-set: its k stored rows per head go to [Row, Row+k) along
+// the ordinary (mapped, streamed or decoded) path, keys rotated by Offset
+// from their stored original positions, and the item's AssembledPacket.Keep
+// is its stored keep-set, so Positions is the same index map. A keep-set
+// given for such a packet selects from what was stored: it is over the
+// document's positions 0..Tokens-1 and every position it keeps must have
+// been stored for that (layer, KV head), else ErrInvalidArgument.
 
-// keptRows is the number of rows a packet of header h places under keep
-// (all of them when keep is nil); ErrInvalidArgument when keep does not fit
-// the packet or keeps different numbers of rows per (layer, KV head).
-func keptRows(h *format.PacketHeader, keep *prune.Set) (int, error) {
-	if keep == nil {
-		return int(h.Tokens), nil
+// rowSelection is what an item places: rows per (layer, KV head), the
+// keep-set in effect (nil: all rows) and, when rows are picked while
+// placing, the stored row indexes per (layer, KV head).
+type rowSelection struct {
+	rows int
+	keep *prune.Set
+	src  [][]int32
+}
+
+// selectRows decides which of view v's rows an item with keep-set keep
+// (nil: none) places. A keep-set that does not fit the packet, keeps
+// different numbers of rows per (layer, KV head), or keeps a row a pruned
+// packet did not store is ErrInvalidArgument; a bad stored positions chunk
+// is ErrCorruption.
+func selectRows(v *View, keep *prune.Set) (rowSelection, error) {
+	h := v.Header()
+	stored, err := v.Keep()
+	if err != nil {
+		return rowSelection{}, err
 	}
+	if keep == nil {
+		return rowSelection{rows: int(h.Rows()), keep: stored}, nil
+	}
+	n, err := keptRows(h, keep)
+	if err != nil {
+		return rowSelection{}, err
+	}
+	if stored == nil {
+		return rowSelection{rows: n, keep: keep, src: keep.Keep}, nil
+	}
+	src, err := storedIndexes(stored, keep)
+	if err != nil {
+		return rowSelection{}, err
+	}
+	return rowSelection{rows: n, keep: keep, src: src}, nil
+}
+
+// storedIndexes maps each position keep keeps to its row among the rows
+// stored (stored's positions); ErrInvalidArgument if one was not stored.
+func storedIndexes(stored, keep *prune.Set) ([][]int32, error) {
+	out := make([][]int32, len(keep.Keep))
+	for g, list := range keep.Keep {
+		have := stored.Keep[g]
+		out[g] = make([]int32, len(list))
+		j := 0
+		for i, t := range list {
+			for j < len(have) && have[j] < t {
+				j++
+			}
+			if j == len(have) || have[j] != t {
+				return nil, fmt.Errorf("%w: keep-set keeps position %d of layer %d head %d, which the pruned packet did not store",
+					ErrInvalidArgument, t, g/keep.KVHeads, g%keep.KVHeads)
+			}
+			out[g][i] = int32(j)
+		}
+	}
+	return out, nil
+}
+
+// keptRows is the number of rows keep places per (layer, KV head) of a
+// packet of header h; ErrInvalidArgument when keep does not fit the
+// packet's layers, heads and tokens (the document's, even when it was
+// stored pruned) or keeps different numbers of rows per (layer, KV head).
+func keptRows(h *format.PacketHeader, keep *prune.Set) (int, error) {
 	if err := keep.Validate(); err != nil {
 		return 0, fmt.Errorf("assemble: %w", err) // wraps ErrInvalidArgument
 	}
@@ -44,10 +110,10 @@ func keptRows(h *format.PacketHeader, keep *prune.Set) (int, error) {
 	return n, nil
 }
 
-// fillPruned places the kept rows of chunk i of packet p: the chunk is
-// verified whole (View.Chunk) and, when compressed, decoded into the
-// worker's scratch; each kept row is then copied to its destination row
-// and keys rotated there by sh (nil: copied).
+// fillPruned places the selected rows (p.src) of chunk i of packet p: the
+// chunk is verified whole (View.Chunk) and, when compressed, decoded into
+// the worker's scratch; each selected row is then copied to its
+// destination row and keys rotated there by sh (nil: copied).
 func (a *Assembly) fillPruned(w *assembleWorker, g *destGeom, dst []byte, p *assemblePacket, i int, sh *reconstruct.Shifter) error {
 	b, err := p.v.Chunk(i)
 	if err != nil {
@@ -63,9 +129,9 @@ func (a *Assembly) fillPruned(w *assembleWorker, g *destGeom, dst []byte, p *ass
 		}
 		b = w.dec[:raw]
 	}
-	n, rb := int(p.v.h.Tokens), g.rowBytes
+	n, rb := int(p.v.h.Rows()), g.rowBytes
 	for h := range g.heads {
-		keep := p.Keep.Kept(i/2, h)
+		keep := p.src[i/2*g.heads+h]
 		if g.layout == LayoutContiguous {
 			off := g.offset(h, p.Row)
 			d := dst[off : off+len(keep)*rb]
@@ -92,7 +158,8 @@ func (a *Assembly) fillPruned(w *assembleWorker, g *destGeom, dst []byte, p *ass
 // Positions is the index map of (layer, KV head): the absolute position of
 // each of the destination's Tokens() rows of that head, in row order.
 // Without keep-sets it is each item's Offset, Offset+1, ...; a pruned
-// item's rows have Offset + their kept local positions.
+// item's rows (a keep-set given, or a packet stored pruned) have Offset +
+// their kept local positions.
 func (a *Assembly) Positions(layer, head int) ([]int64, error) {
 	if layer < 0 || layer >= a.spec.Layers || head < 0 || head >= a.spec.KVHeads {
 		return nil, fmt.Errorf("%w: positions of layer %d head %d of a %d x %d model", ErrInvalidArgument, layer, head, a.spec.Layers, a.spec.KVHeads)
@@ -113,12 +180,15 @@ func (a *Assembly) Positions(layer, head int) ([]int64, error) {
 }
 
 // PrepareAssemblePruned is PrepareAssemble with a keep-set per item (see
-// package prune): keep[i] nil places item i whole, otherwise only the rows
-// it keeps, k per (layer, KV head) (the same k for every head). The
-// assembly then has fewer rows, Packets reports each item's Tokens = k and
-// its keep-set, and Positions gives each (layer, KV head)'s index map. A
-// keep-set that does not fit its packet, or keeps different numbers of
-// rows per head, is ErrInvalidArgument.
+// package prune): keep[i] nil places item i as stored (whole, or the rows a
+// pruned packet kept), otherwise only the rows it keeps, k per (layer, KV
+// head) (the same k for every head). The assembly then has fewer rows,
+// Packets reports each item's Tokens = k and its keep-set, and Positions
+// gives each (layer, KV head)'s index map. A keep-set is over the
+// document's positions 0..Tokens-1 even for a packet stored pruned, whose
+// stored rows it must then select from. A keep-set that does not fit its
+// packet, keeps different numbers of rows per head, or keeps a row a
+// pruned packet did not store is ErrInvalidArgument.
 func (db *DB) PrepareAssemblePruned(ns string, model format.Fingerprint, items []AssembleItem, keep []*prune.Set) (*Assembly, error) {
 	if len(keep) != len(items) {
 		return nil, fmt.Errorf("%w: assemble: %d keep-sets for %d items", ErrInvalidArgument, len(keep), len(items))

@@ -35,9 +35,13 @@ import (
 // encodeChunks returns the packet to write (p itself when it is stored raw,
 // else a copy whose layers hold the encoded chunks) and its extent layout.
 func encodeChunks(p *Packet, chunkLen uint64) (*Packet, extentLayout, error) {
-	chunks := 2 * len(p.Layers)
-	if p.Codec == format.CodecRaw {
+	chunks := p.chunks() // a pruned packet's positions chunk last, always raw
+	if p.Codec == format.CodecRaw && p.kept == 0 {
 		lay, err := newLayout(chunks, chunkLen)
+		return p, lay, err
+	}
+	if p.Codec == format.CodecRaw {
+		lay, err := newEncodedLayout(p, chunkLen, make([]format.Codec, chunks))
 		return p, lay, err
 	}
 	jobs, err := encodeJobs(p)
@@ -84,7 +88,8 @@ func (p *Packet) checkCodec() error {
 	return nil
 }
 
-// encodeJobs describes p's chunks (codec checked) for the encoder.
+// encodeJobs describes p's K|V chunks (codec checked) for the encoder: of
+// the kept rows when p is compacted (pruned.go).
 func encodeJobs(p *Packet) ([]codec.Job, error) {
 	if err := p.checkCodec(); err != nil {
 		return nil, err
@@ -95,7 +100,7 @@ func encodeJobs(p *Packet) ([]codec.Job, error) {
 		if i%2 == 1 {
 			kind = format.ChunkV
 		}
-		d := codec.Desc{Kind: kind, DType: p.Model.DType, Heads: p.Model.KVHeads, Tokens: p.Tokens(), HeadDim: p.Model.HeadDim}
+		d := codec.Desc{Kind: kind, DType: p.Model.DType, Heads: p.Model.KVHeads, Tokens: p.rows(), HeadDim: p.Model.HeadDim}
 		jobs[i] = codec.Job{Codec: p.Codec, Desc: d, Src: p.chunkSource(i)}
 	}
 	return jobs, nil

@@ -53,7 +53,8 @@
 // A blob file is the 4 KiB format blob header followed by extents, each 4
 // KiB aligned (see format/layout.go): one packet's chunks, layer-major, K then
 // V, each ChunkAlignment aligned, zero padding, and a 64-byte trailer ending
-// the extent.
+// the extent. A packet stored pruned (Packet.Keep) has compacted K|V chunks,
+// only its kept rows, and a positions chunk after the last V (pruned.go).
 //
 //	blobs/000001.blob
 //	+-------------+----------------------------------+------------------+-----

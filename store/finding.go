@@ -53,7 +53,8 @@ type Finding struct {
 	// ID is the packet id, or the context id of a span memory.
 	ID      [32]byte
 	Context string // span memory name; "" for packets
-	// Layer and Chunk locate a bad chunk (Chunk is K or V); Layer is -1
+	// Layer and Chunk locate a bad chunk (Chunk is K, V, or a pruned
+	// packet's positions, whose Layer is the packet's layer count); Layer is -1
 	// and Chunk 0 when the finding is not about one chunk.
 	Layer  int
 	Chunk  format.ChunkKind

@@ -11,7 +11,8 @@ import (
 // rotated by -BasePosition (reconstruct.Shift) into new buffers, so that
 // they are stored at 0..n-1 like every packet's; p's buffers are only read.
 // The copy keeps BasePosition, which the header records. Values do not
-// depend on position and are shared with p.
+// depend on position and are shared with p. A compacted (pruned) packet's
+// kept keys all move by the same -BasePosition, whatever their positions.
 //
 // The rotation is exact up to the dtype's rounding (reconstruct.Shift
 // states the bounds): Put at base s followed by Assemble at offset s gives
@@ -31,7 +32,7 @@ func (p *Packet) normalized() (*Packet, error) {
 	keys := make([]byte, n*len(p.Layers))
 	for l, layer := range p.Layers {
 		k := keys[l*n : (l+1)*n : (l+1)*n]
-		if err := reconstruct.Shift(k, layer.K, m.DType, r, m.KVHeads, p.Tokens(), -int64(p.BasePosition)); err != nil {
+		if err := reconstruct.Shift(k, layer.K, m.DType, r, m.KVHeads, p.rows(), -int64(p.BasePosition)); err != nil {
 			return nil, fmt.Errorf("packet: normalise layer %d keys from base %d: %w", l, p.BasePosition, err)
 		}
 		q.Layers[l] = Layer{K: k, V: layer.V}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/codec"
+	"github.com/kvstore/kvstore/prune"
 )
 
 // Packet is one document's KV cache as a caller hands it to Put.
@@ -37,6 +38,16 @@ type Packet struct {
 	// CodecOptions are the codec's settings (group size, scale dtype, zstd
 	// level); the zero value means codec's defaults.
 	CodecOptions codec.Options
+	// Keep, when not nil, stores the packet pruned (see pruned.go): only
+	// the rows it keeps, k per (layer, KV head) (the same k for every
+	// head), and their local positions. Layers still hold every row; Put
+	// gathers the kept ones. A set keeping every row stores the packet
+	// whole. The id is the whole document's, so a pruned and a whole
+	// variant of one document share it: whichever is stored first stays.
+	Keep *prune.Set
+
+	kept      int    // > 0: Layers hold only the kept rows (compacted)
+	positions []byte // the positions chunk when kept > 0
 }
 
 // Layer is one layer's keys and values.
@@ -45,7 +56,27 @@ type Layer struct{ K, V []byte }
 // Tokens is the number of KV rows: HeaderTokens + len(TokenIDs) + TrailerTokens.
 func (p *Packet) Tokens() int { return p.HeaderTokens + len(p.TokenIDs) + p.TrailerTokens }
 
-// check validates p and returns the length in bytes of each of its chunks.
+// rows is the rows per (layer, KV head) that Layers hold: the kept rows of
+// a compacted packet, else Tokens.
+func (p *Packet) rows() int {
+	if p.kept > 0 {
+		return p.kept
+	}
+	return p.Tokens()
+}
+
+// chunks is the number of chunks the packet is stored in: K and V per
+// layer, and a compacted packet's positions chunk.
+func (p *Packet) chunks() int {
+	if p.kept > 0 {
+		return 2*len(p.Layers) + 1
+	}
+	return 2 * len(p.Layers)
+}
+
+// check validates p (its keep-set included) and returns the length in
+// bytes of each of its K|V chunks as stored: of the kept rows when it is
+// stored pruned.
 func (p *Packet) check() (uint64, error) {
 	bad := func(f string, args ...any) error {
 		return fmt.Errorf("%w: packet: %s", ErrInvalidArgument, fmt.Sprintf(f, args...))
@@ -90,7 +121,11 @@ func (p *Packet) check() (uint64, error) {
 				l, len(layer.K), len(layer.V), n, p.Model.KVHeads, tokens, p.Model.HeadDim, p.Model.DType)
 		}
 	}
-	return n, nil
+	k, err := p.keptRows()
+	if err != nil || k == int(tokens) {
+		return n, err
+	}
+	return n / tokens * uint64(k), nil
 }
 
 // checkBasePosition accepts the base position of a packet's keys: any
@@ -104,8 +139,12 @@ func checkBasePosition(base int) error {
 	return nil
 }
 
-// chunkSource returns the bytes of chunk i: layer i/2, K if i is even.
+// chunkSource returns the bytes of chunk i: layer i/2, K if i is even; a
+// compacted packet's chunk 2*layers is its positions.
 func (p *Packet) chunkSource(i int) []byte {
+	if i == 2*len(p.Layers) {
+		return p.positions
+	}
 	if i%2 == 0 {
 		return p.Layers[i/2].K
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/prune"
 )
 
 // View is a packet read from the store: its header and, chunk by chunk, its
@@ -35,6 +36,9 @@ type View struct {
 	bufs   [][]byte
 
 	dec viewDecoded // decoded compressed chunks (codec.go)
+
+	keepMu sync.Mutex
+	keep   *prune.Set // a pruned packet's positions, once decoded (pruned.go)
 }
 
 func newView(h *format.PacketHeader, f *blobFile, verify bool, st *counters) (*View, error) {
@@ -57,7 +61,8 @@ func (v *View) Header() *format.PacketHeader { return v.h }
 func (v *View) Layers() int { return int(v.h.Layers) }
 
 // Layer returns layer l's keys and values, each [kv_heads][tokens][head_dim]
-// in the header's dtype. A compressed chunk is verified, then decoded once
+// in the header's dtype; [kv_heads][k][head_dim] for a pruned packet, its
+// kept rows (see Keep). A compressed chunk is verified, then decoded once
 // into a buffer the view owns (not zero-copy; see store/codec.go).
 func (v *View) Layer(l int) (k, val []byte, err error) {
 	if l < 0 || l >= int(v.h.Layers) {
@@ -74,6 +79,7 @@ func (v *View) Layer(l int) (k, val []byte, err error) {
 
 // Chunk returns chunk i's stored bytes: layer i/2, K if i is even, V if odd;
 // encoded under the chunk's codec (Header().Chunks[i].Codec) when not raw.
+// A pruned packet's chunk 2*Layers() is its positions (see Keep).
 // A chunk that fails its CRC is ErrCorruption (a *ChunkError naming file,
 // offset, packet, layer and K|V), every time it is asked for.
 func (v *View) Chunk(i int) ([]byte, error) {

@@ -100,8 +100,8 @@ func TestDecodeArguments(t *testing.T) {
 	if err := Decode(nil, enc, format.CodecRaw, Desc{}); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Errorf("zero Desc: %v", err)
 	}
-	if err := Decode(make([]byte, d.RawSize()), enc, 4, d); !errors.Is(err, format.ErrCorruption) {
-		t.Errorf("codec 4: %v", err)
+	if err := Decode(make([]byte, d.RawSize()), enc, 5, d); !errors.Is(err, format.ErrCorruption) {
+		t.Errorf("codec 5: %v", err)
 	}
 }
 

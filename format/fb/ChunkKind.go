@@ -7,21 +7,24 @@ import "strconv"
 type ChunkKind byte
 
 const (
-	ChunkKindInvalid ChunkKind = 0
-	ChunkKindK       ChunkKind = 1
-	ChunkKindV       ChunkKind = 2
+	ChunkKindInvalid   ChunkKind = 0
+	ChunkKindK         ChunkKind = 1
+	ChunkKindV         ChunkKind = 2
+	ChunkKindPositions ChunkKind = 3
 )
 
 var EnumNamesChunkKind = map[ChunkKind]string{
-	ChunkKindInvalid: "Invalid",
-	ChunkKindK:       "K",
-	ChunkKindV:       "V",
+	ChunkKindInvalid:   "Invalid",
+	ChunkKindK:         "K",
+	ChunkKindV:         "V",
+	ChunkKindPositions: "Positions",
 }
 
 var EnumValuesChunkKind = map[string]ChunkKind{
-	"Invalid": ChunkKindInvalid,
-	"K":       ChunkKindK,
-	"V":       ChunkKindV,
+	"Invalid":   ChunkKindInvalid,
+	"K":         ChunkKindK,
+	"V":         ChunkKindV,
+	"Positions": ChunkKindPositions,
 }
 
 func (v ChunkKind) String() string {

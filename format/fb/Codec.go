@@ -11,6 +11,7 @@ const (
 	CodecShuffleZstd Codec = 1
 	CodecInt8        Codec = 2
 	CodecInt4        Codec = 3
+	CodecLowRank     Codec = 4
 )
 
 var EnumNamesCodec = map[Codec]string{
@@ -18,6 +19,7 @@ var EnumNamesCodec = map[Codec]string{
 	CodecShuffleZstd: "ShuffleZstd",
 	CodecInt8:        "Int8",
 	CodecInt4:        "Int4",
+	CodecLowRank:     "LowRank",
 }
 
 var EnumValuesCodec = map[string]Codec{
@@ -25,6 +27,7 @@ var EnumValuesCodec = map[string]Codec{
 	"ShuffleZstd": CodecShuffleZstd,
 	"Int8":        CodecInt8,
 	"Int4":        CodecInt4,
+	"LowRank":     CodecLowRank,
 }
 
 func (v Codec) String() string {

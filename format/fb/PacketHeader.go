@@ -277,8 +277,20 @@ func (rcv *PacketHeader) ChunksLength() int {
 	return 0
 }
 
+func (rcv *PacketHeader) KeptTokens() uint32 {
+	o := flatbuffers.UOffsetT(rcv._tab.Offset(42))
+	if o != 0 {
+		return rcv._tab.GetUint32(o + rcv._tab.Pos)
+	}
+	return 0
+}
+
+func (rcv *PacketHeader) MutateKeptTokens(n uint32) bool {
+	return rcv._tab.MutateUint32Slot(42, n)
+}
+
 func PacketHeaderStart(builder *flatbuffers.Builder) {
-	builder.StartObject(19)
+	builder.StartObject(20)
 }
 func PacketHeaderAddVersion(builder *flatbuffers.Builder, version uint16) {
 	builder.PrependUint16Slot(0, version, 0)
@@ -342,6 +354,9 @@ func PacketHeaderAddChunks(builder *flatbuffers.Builder, chunks flatbuffers.UOff
 }
 func PacketHeaderStartChunksVector(builder *flatbuffers.Builder, numElems int) flatbuffers.UOffsetT {
 	return builder.StartVector(4, numElems, 4)
+}
+func PacketHeaderAddKeptTokens(builder *flatbuffers.Builder, keptTokens uint32) {
+	builder.PrependUint32Slot(19, keptTokens, 0)
 }
 func PacketHeaderEnd(builder *flatbuffers.Builder) flatbuffers.UOffsetT {
 	return builder.EndObject()

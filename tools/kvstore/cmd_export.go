@@ -72,6 +72,10 @@ func runExport(e *env, args []string) error {
 
 // exportFile reads packet h (every chunk verified) into a safetensors File.
 func exportFile(db *store.DB, h *format.PacketHeader, p *progress) (*safetensors.File, error) {
+	if h.Pruned() {
+		return nil, fmt.Errorf("packet %s is pruned (%d of %d tokens per (layer, head)): only whole packets can be exported",
+			h.ID.Short(), h.KeptTokens, h.Tokens)
+	}
 	m, err := db.Model(h.Model)
 	if err != nil {
 		return nil, err

@@ -39,6 +39,7 @@ type inspectOutput struct {
 	AdapterID     string      `json:"adapter_id"`
 	Version       uint16      `json:"format_version"`
 	Tokens        uint32      `json:"tokens"`
+	KeptTokens    uint32      `json:"kept_tokens,omitempty"` // > 0: pruned, rows kept per (layer, head)
 	HeaderTokens  uint32      `json:"header_tokens"`
 	TrailerTokens uint32      `json:"trailer_tokens"`
 	TokenIDs      []uint32    `json:"token_ids"`
@@ -132,7 +133,7 @@ func specOf(db *store.DB, fp format.Fingerprint) (*specOutput, string) {
 
 func inspectOf(h *format.PacketHeader) *inspectOutput {
 	out := &inspectOutput{Kind: "packet", ID: h.ID.String(), Namespace: h.Namespace, Model: h.Model.String(), AdapterID: h.AdapterID,
-		Version: h.Version, Tokens: h.Tokens, HeaderTokens: h.HeaderTokens, TrailerTokens: h.TrailerTokens,
+		Version: h.Version, Tokens: h.Tokens, KeptTokens: h.KeptTokens, HeaderTokens: h.HeaderTokens, TrailerTokens: h.TrailerTokens,
 		TokenIDs: h.TokenIDs, BasePosition: h.BasePosition, Layers: h.Layers, KVHeads: h.KVHeads, HeadDim: h.HeadDim,
 		DType: h.DType.String(), ExtentOffset: h.ExtentOffset, ExtentLength: h.ExtentLength,
 		Created: time.Unix(0, h.CreatedUnixNs).UTC()}
@@ -151,7 +152,12 @@ func (o *inspectOutput) text(w io.Writer) error {
 	fmt.Fprintf(w, "packet     %s\nnamespace  %q\nmodel      %s\nadapter    %q\n", o.ID, o.Namespace, o.Model, o.AdapterID)
 	fmt.Fprintf(w, "tokens     %d (%d header + %d document + %d trailer), base position %d\n",
 		o.Tokens, o.HeaderTokens, len(o.TokenIDs), o.TrailerTokens, o.BasePosition)
-	fmt.Fprintf(w, "shape      %d layers x K,V x [%d kv heads][%d tokens][%d head dim] %s\n", o.Layers, o.KVHeads, o.Tokens, o.HeadDim, o.DType)
+	rows := o.Tokens
+	if o.KeptTokens > 0 {
+		rows = o.KeptTokens
+		fmt.Fprintf(w, "pruned     %d of %d tokens per (layer, head)\n", o.KeptTokens, o.Tokens)
+	}
+	fmt.Fprintf(w, "shape      %d layers x K,V x [%d kv heads][%d tokens][%d head dim] %s\n", o.Layers, o.KVHeads, rows, o.HeadDim, o.DType)
 	fmt.Fprintf(w, "extent     %s offset %d length %d\n", o.File, o.ExtentOffset, o.ExtentLength)
 	fmt.Fprintf(w, "created    %s\nformat     v%d\n\n", o.Created.Format(time.RFC3339), o.Version)
 	t := newTable(w, "LAYER", "KIND", "SHAPE", "DTYPE", "CODEC", "OFFSET", "LENGTH", "RAW", "CRC32C")

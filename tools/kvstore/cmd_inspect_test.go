@@ -3,8 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvstore/kvstore/prune"
+	"github.com/kvstore/kvstore/store"
 )
 
 func TestInspect(t *testing.T) {
@@ -52,4 +57,48 @@ func TestInspectAmbiguous(t *testing.T) {
 	}
 	// The ids share fewer than 4 digits; a 4-digit prefix is then unique.
 	kv(t, "--dir", dir, "inspect", a[:4]).want(t, exitOK)
+}
+
+// A pruned packet: inspect says how many rows it keeps and lists its
+// positions chunk; export refuses it with a clear error.
+func TestInspectExportPruned(t *testing.T) {
+	dir := t.TempDir()
+	db, err := store.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPacket("a", 1, 3) // 4 rows
+	p.Keep = &prune.Set{Layers: 2, KVHeads: 2, Tokens: 4, Keep: [][]int32{{0, 2}, {1, 3}, {0, 1}, {2, 3}}}
+	id, err := db.Put(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out inspectOutput
+	r := kv(t, "--dir", dir, "--json", "inspect", id.String()).want(t, exitOK)
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.KeptTokens != 2 || out.Tokens != 4 || len(out.Chunks) != 5 || out.Chunks[4].Kind != "positions" ||
+		out.Chunks[4].DType != "u32" || fmt.Sprint(out.Chunks[4].Shape) != "[2 2 2]" || fmt.Sprint(out.Chunks[0].Shape) != "[2 2 4]" {
+		t.Fatalf("inspect: %+v", out)
+	}
+	text := kv(t, "--dir", dir, "inspect", id.String()).want(t, exitOK).stdout
+	for _, want := range []string{"pruned     2 of 4 tokens per (layer, head)", "[2 kv heads][2 tokens][4 head dim]", "positions"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("inspect text lacks %q:\n%s", want, text)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "p.safetensors")
+	r = kv(t, "--dir", dir, "export", id.String(), file).want(t, exitFail)
+	if !strings.Contains(r.stderr, "is pruned (2 of 4 tokens per (layer, head))") {
+		t.Fatalf("export of a pruned packet: %q", r.stderr)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("export of a pruned packet left a file: %v", err)
+	}
+	kv(t, "--dir", dir, "verify").want(t, exitOK)
+	kv(t, "--dir", dir, "check").want(t, exitOK)
 }

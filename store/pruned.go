@@ -1,0 +1,163 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/prune"
+)
+
+// Pruned packets on disk.
+//
+// A Packet with a keep-set (Packet.Keep) is stored compacted: each layer's
+// K and V chunk holds only the kept rows, [kv_heads][k][head_dim] with k
+// rows per (layer, KV head) in position order, and one more chunk after
+// the last layer's V lists the kept local positions:
+//
+//	chunk 2*layers (kind positions, dtype u32, always raw), little endian:
+//	| (layer 0, head 0): k u32 positions | (0, 1) | ... | (layers-1, kv_heads-1) |
+//
+// Each list is strictly increasing and below the packet's Tokens. The
+// header says KeptTokens = k (format.PacketHeader.Pruned). Keys stay
+// post-RoPE at their original local positions t (they are not
+// renumbered), so placing one at offset o rotates it by o like every other
+// key: the shift is uniform although the positions are ragged. The chunk
+// codec applies to the compacted K|V chunks as to whole ones, over k rows
+// (a lossy codec's groups are taken over the kept rows). The low-rank
+// codec un-rotates keys at rows 0..k-1 before factoring them, not at their
+// kept positions: its decoding rotates them back the same way, so it stays
+// correct, but the matrix factored is not the pre-RoPE keys and compresses
+// less well than a whole packet's. The packet keeps
+// its document's id; the positions chunk has a CRC32C like every chunk, so
+// Verify, Compact, GC and eviction treat a pruned packet like any other.
+//
+// Reads: View.Layer returns the compacted tensors; View.Keep returns the
+// kept positions (CRC-verified, then checked: a bad list is ErrCorruption);
+// Assemble places k rows per head and Assembly.Positions maps them to
+// absolute positions (assemble_prune.go).
+
+// keptRows checks p's keep-set against p (its model is valid) and returns
+// the rows it keeps per (layer, KV head): Tokens when it has none.
+func (p *Packet) keptRows() (int, error) {
+	k := p.Keep
+	if k == nil {
+		return p.Tokens(), nil
+	}
+	if err := k.Validate(); err != nil {
+		return 0, fmt.Errorf("packet: %w", err) // wraps ErrInvalidArgument
+	}
+	m := p.Model
+	if k.Layers != m.Layers || k.KVHeads != m.KVHeads || k.Tokens != p.Tokens() {
+		return 0, fmt.Errorf("%w: packet: keep-set for %d layers x %d heads x %d tokens, packet is %d x %d x %d",
+			ErrInvalidArgument, k.Layers, k.KVHeads, k.Tokens, m.Layers, m.KVHeads, p.Tokens())
+	}
+	n, ok := k.Rows()
+	if !ok {
+		return 0, fmt.Errorf("%w: packet: keep-set keeps different numbers of rows per (layer, head)", ErrInvalidArgument)
+	}
+	return n, nil
+}
+
+// compacted returns p itself when it is stored whole (no keep-set, or one
+// keeping every row), else a copy whose layers hold only the kept rows,
+// gathered into new buffers, with its positions chunk. p was checked.
+func (p *Packet) compacted() *Packet {
+	k, _ := p.keptRows()
+	n := p.Tokens()
+	if p.Keep == nil || k == n {
+		return p
+	}
+	m := p.Model
+	rb := m.HeadDim * m.DType.Size()
+	q := *p
+	q.kept = k
+	q.Layers = make([]Layer, len(p.Layers))
+	size := m.KVHeads * k * rb
+	buf := make([]byte, 2*len(p.Layers)*size)
+	for l, layer := range p.Layers {
+		kk, vv := buf[2*l*size:(2*l+1)*size:(2*l+1)*size], buf[(2*l+1)*size:(2*l+2)*size:(2*l+2)*size]
+		for h := range m.KVHeads {
+			for j, t := range p.Keep.Kept(l, h) {
+				src, dst := (h*n+int(t))*rb, (h*k+j)*rb
+				copy(kk[dst:dst+rb], layer.K[src:src+rb])
+				copy(vv[dst:dst+rb], layer.V[src:src+rb])
+			}
+		}
+		q.Layers[l] = Layer{K: kk, V: vv}
+	}
+	q.positions = encodePositions(p.Keep, k)
+	return &q
+}
+
+// encodePositions is the positions chunk of keep-set s of k rows per
+// (layer, KV head).
+func encodePositions(s *prune.Set, k int) []byte {
+	b := make([]byte, 0, len(s.Keep)*k*4)
+	for _, list := range s.Keep {
+		for _, t := range list {
+			b = binary.LittleEndian.AppendUint32(b, uint32(t))
+		}
+	}
+	return b
+}
+
+// decodePositions reads the positions chunk b of pruned packet h (its
+// length checked by the header's validation, its CRC by the caller) and
+// checks every list: strictly increasing, below h.Tokens. Anything else is
+// ErrCorruption.
+func decodePositions(h *format.PacketHeader, b []byte) (*prune.Set, error) {
+	L, H, k := int(h.Layers), int(h.KVHeads), int(h.KeptTokens)
+	if len(b) != L*H*k*4 {
+		return nil, fmt.Errorf("%w: packet %s: positions chunk of %d bytes, want %d", ErrCorruption, h.ID.Short(), len(b), L*H*k*4)
+	}
+	s := &prune.Set{Layers: L, KVHeads: H, Tokens: int(h.Tokens), Keep: make([][]int32, L*H)}
+	all := make([]int32, L*H*k)
+	for g := range s.Keep {
+		list := all[g*k : (g+1)*k : (g+1)*k]
+		for j := range list {
+			t := binary.LittleEndian.Uint32(b[4*(g*k+j):])
+			if t >= h.Tokens || t > math.MaxInt32 || j > 0 && t <= uint32(list[j-1]) {
+				return nil, fmt.Errorf("%w: packet %s: positions of layer %d head %d: entry %d is %d, not increasing below %d tokens",
+					ErrCorruption, h.ID.Short(), g/H, g%H, j, t, h.Tokens)
+			}
+			list[j] = int32(t)
+		}
+		s.Keep[g] = list
+	}
+	return s, nil
+}
+
+// Pruned reports whether the packet was stored pruned: Layer then returns
+// [kv_heads][k][head_dim] tensors and Keep says which rows they are.
+func (v *View) Pruned() bool { return v.h.Pruned() }
+
+// Keep returns the kept local positions of a pruned packet, k per (layer,
+// KV head) in row order (see package prune): row j of head h of
+// Layer(l) is the packet's row Keep().Kept(l, h)[j]. It is nil for a whole
+// packet. The positions chunk is verified against its CRC32C and each list
+// checked (increasing, below Tokens, k long) before it is returned: a bad
+// one is ErrCorruption. The set is decoded once per view and shared: do
+// not modify it.
+func (v *View) Keep() (*prune.Set, error) {
+	if !v.h.Pruned() {
+		return nil, nil
+	}
+	v.keepMu.Lock()
+	defer v.keepMu.Unlock()
+	if v.keep != nil {
+		return v.keep, nil
+	}
+	b, err := v.Chunk(v.h.PositionsChunk())
+	if err != nil {
+		return nil, err
+	}
+	s, err := decodePositions(v.h, b)
+	if err != nil {
+		v.st.corruptions.Add(1)
+		return nil, err
+	}
+	v.keep = s
+	return s, nil
+}
