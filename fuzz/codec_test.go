@@ -17,7 +17,7 @@ import (
 // A FuzzCodecDecode input is a 5-byte prefix saying what the chunk is,
 // then the stored chunk:
 //
-//	0 codec (mod 5: 4 is unknown) | 1 bit 0: K or V, bits 1..: dtype (mod 3) |
+//	0 codec (mod 6: 5 is unknown) | 1 bit 0: K or V, bits 1..: dtype (mod 3) |
 //	2 heads-1 (mod 4) | 3 tokens-1 (mod 80) | 4 head_dim-1 (mod 64) | chunk ...
 const codecPrefix = 5
 
@@ -35,7 +35,7 @@ func codecInput(b []byte) (format.Codec, codec.Desc, []byte, bool) {
 		Tokens:  1 + int(b[3])%80,
 		HeadDim: 1 + int(b[4])%64,
 	}
-	return format.Codec(b[0] % 5), d, b[codecPrefix:], true
+	return format.Codec(b[0] % 6), d, b[codecPrefix:], true
 }
 
 // codecPrefixOf is the prefix codecInput parses back to (c, d).
@@ -67,7 +67,7 @@ func FuzzCodecDecode(f *testing.F) {
 			checkErr(t, err)
 			return
 		}
-		if c == format.CodecInt8 || c == format.CodecInt4 {
+		if c == format.CodecInt8 || c == format.CodecInt4 || c == format.CodecLowRank {
 			checkFinite(t, out, d)
 			return
 		}
@@ -89,7 +89,7 @@ func checkFinite(t *testing.T, out []byte, d codec.Desc) {
 	}
 	for i, x := range f {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			t.Fatalf("quantized chunk decoded element %d to %v", i, x)
+			t.Fatalf("lossy chunk decoded element %d to %v", i, x)
 		}
 	}
 }
@@ -97,7 +97,7 @@ func checkFinite(t *testing.T, out []byte, d codec.Desc) {
 // codecSeeds are good chunks of every codec and broken ones, prefixed.
 func codecSeeds(tb testing.TB) [][]byte {
 	var seeds [][]byte
-	for i, c := range []format.Codec{format.CodecRaw, format.CodecShuffleZstd, format.CodecInt8, format.CodecInt4} {
+	for i, c := range []format.Codec{format.CodecRaw, format.CodecShuffleZstd, format.CodecInt8, format.CodecInt4, format.CodecLowRank} {
 		for j, d := range []codec.Desc{
 			{Kind: format.ChunkK, DType: format.DTypeBF16, Heads: 2, Tokens: 40, HeadDim: 16},
 			{Kind: format.ChunkV, DType: format.DTypeF16, Heads: 1, Tokens: 3, HeadDim: 5},
@@ -111,7 +111,9 @@ func codecSeeds(tb testing.TB) [][]byte {
 			if err := format.FromF32(raw, vals, d.DType); err != nil {
 				tb.Fatal(err)
 			}
-			enc, err := codec.Encode(nil, raw, c, d, codec.Options{GroupSize: 8 << j})
+			// Low rank: ranks 2, 4, 8; keys need a RoPE of even rotary dims.
+			rope := format.RoPE{Style: format.RoPERotateHalf, Theta: 10000, RotaryDims: d.HeadDim &^ 1}
+			enc, err := codec.Encode(nil, raw, c, d, codec.Options{GroupSize: 8 << j, Rank: 2 << j, RoPE: &rope})
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -138,8 +140,8 @@ func TestCodecSeedsDecode(t *testing.T) {
 			t.Fatalf("seed: %v", err)
 		}
 	}
-	if decoded < 12 {
-		t.Fatalf("%d seeds decode, want the 12 good ones at least", decoded)
+	if decoded < 15 {
+		t.Fatalf("%d seeds decode, want the 15 good ones at least", decoded)
 	}
 }
 

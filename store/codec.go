@@ -48,7 +48,13 @@ func encodeChunks(p *Packet, chunkLen uint64) (*Packet, extentLayout, error) {
 	if err != nil {
 		return nil, extentLayout{}, err
 	}
-	if err := codec.EncodeParallel(jobs, p.CodecOptions, 0); err != nil {
+	opts := p.CodecOptions
+	if opts.RoPE == nil {
+		// The low-rank codec factors keys un-rotated: the packet's own RoPE.
+		r := p.Model.RoPE
+		opts.RoPE = &r
+	}
+	if err := codec.EncodeParallel(jobs, opts, 0); err != nil {
 		return nil, extentLayout{}, fmt.Errorf("%w: packet: %v", ErrInvalidArgument, err)
 	}
 	q := *p

@@ -31,12 +31,14 @@ type Packet struct {
 	Layers       []Layer
 	// Codec is how Put stores each chunk (see store/codec.go): raw (the
 	// zero value), shuffle-zstd (lossless), int8 or int4 (lossy group
-	// quantization of keys as stored: post-RoPE at local positions). A
-	// chunk that the codec would not make smaller is stored raw; the
-	// header records each chunk's codec.
+	// quantization of keys as stored: post-RoPE at local positions), or
+	// low rank (lossy truncated SVD per KV head, keys un-rotated first
+	// with the model's RoPE). A chunk that the codec would not make
+	// smaller is stored raw; the header records each chunk's codec.
 	Codec format.Codec
 	// CodecOptions are the codec's settings (group size, scale dtype, zstd
-	// level); the zero value means codec's defaults.
+	// level, rank); the zero value means codec's defaults. Put fills RoPE,
+	// when it is nil, from Model.
 	CodecOptions codec.Options
 	// Keep, when not nil, stores the packet pruned (see pruned.go): only
 	// the rows it keeps, k per (layer, KV head) (the same k for every

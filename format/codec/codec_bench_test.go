@@ -71,12 +71,12 @@ func BenchmarkMemcpy(b *testing.B) {
 func BenchmarkEncode(b *testing.B) {
 	forEachBench(b, func(b *testing.B, c format.Codec, d Desc, src []byte) {
 		memcpy := memcpyGBs(b, [][]byte{make([]byte, len(src))}, [][]byte{src})
-		dst := mustEncode(b, src, c, d, Options{})
+		dst := mustEncode(b, src, c, d, benchOptions(c))
 		b.SetBytes(int64(len(src)))
 		b.ReportAllocs()
 		cpu0 := cpuTime()
 		for b.Loop() {
-			dst, _ = Encode(dst[:0], src, c, d, Options{})
+			dst, _ = Encode(dst[:0], src, c, d, benchOptions(c))
 		}
 		report(b, d, len(dst), memcpy, cpu0)
 	})
@@ -84,7 +84,7 @@ func BenchmarkEncode(b *testing.B) {
 
 func BenchmarkDecode(b *testing.B) {
 	forEachBench(b, func(b *testing.B, c format.Codec, d Desc, src []byte) {
-		enc := mustEncode(b, src, c, d, Options{})
+		enc := mustEncode(b, src, c, d, benchOptions(c))
 		dst := make([]byte, d.RawSize())
 		memcpy := memcpyGBs(b, [][]byte{dst}, [][]byte{src})
 		b.SetBytes(int64(len(src)))
@@ -103,7 +103,7 @@ func BenchmarkDecode(b *testing.B) {
 // Llama-3.1-8B packet (125 MiB) with DecodeParallel on GOMAXPROCS workers,
 // against one core copying the raw chunks into the same destinations.
 func BenchmarkDecodeParallel(b *testing.B) {
-	for _, c := range allCodecs {
+	for _, c := range benchCodecs {
 		b.Run(c.String(), func(b *testing.B) {
 			var jobs []Job
 			var raws, dsts [][]byte
@@ -113,7 +113,7 @@ func BenchmarkDecodeParallel(b *testing.B) {
 				d := desc(k, format.DTypeBF16, benchShape)
 				if i < 2 { // two distinct chunks, shared: the data's realism is in them
 					raws = append(raws, kvData(d, 1))
-					jobs = append(jobs, Job{Codec: c, Desc: d, Src: mustEncode(b, raws[i], c, d, Options{})})
+					jobs = append(jobs, Job{Codec: c, Desc: d, Src: mustEncode(b, raws[i], c, d, benchOptions(c))})
 				} else {
 					raws = append(raws, raws[i%2])
 					jobs = append(jobs, Job{Codec: c, Desc: d, Src: jobs[i%2].Src})
@@ -143,10 +143,26 @@ func BenchmarkDecodeParallel(b *testing.B) {
 	}
 }
 
+// benchCodecs are the codecs benchmarked: every one.
+var benchCodecs = append(allCodecs[:len(allCodecs):len(allCodecs)], format.CodecLowRank)
+
+// benchRoPE is Llama 3.1's RoPE, which low-rank K chunks are encoded with.
+var benchRoPE = format.RoPE{Style: format.RoPERotateHalf, Theta: 500000, Scaling: format.RoPEScalingLlama3,
+	Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192}
+
+// benchOptions are the defaults, and for low rank a fixed rank of 32 (a
+// quarter of the head) with benchRoPE.
+func benchOptions(c format.Codec) Options {
+	if c == format.CodecLowRank {
+		return Options{Rank: 32, RoPE: &benchRoPE}
+	}
+	return Options{}
+}
+
 // forEachBench runs fn for every codec on the K and the V chunk of
 // benchShape in bf16.
 func forEachBench(b *testing.B, fn func(b *testing.B, c format.Codec, d Desc, src []byte)) {
-	for _, c := range allCodecs {
+	for _, c := range benchCodecs {
 		for _, k := range allKinds {
 			d := desc(k, format.DTypeBF16, benchShape)
 			src := kvData(d, 1)

@@ -8,13 +8,14 @@
 // straight into a caller's buffer of exactly Desc.RawSize bytes, with no
 // full-size intermediate: shuffle-zstd works through one block of pooled
 // scratch at a time (128 KiB for bf16), the quantized codecs a row at a
-// time. Decode checks every byte it interprets, returns an error wrapping
-// format.ErrCorruption for bad bytes, never panics, and allocates a bounded
-// amount (one block, at most 1 MiB and never more than the tensor, plus
-// zstd's working memory) whatever the input claims. Encode and Decode are
-// safe for concurrent use; DecodeParallel and EncodeParallel run one chunk
-// per goroutine, which is enough parallelism for a packet's 2 x layers
-// chunks.
+// time, low rank 64 rows at a time. Decode checks every byte it
+// interprets, returns an error wrapping format.ErrCorruption for bad bytes,
+// never panics, and allocates a bounded amount (one block, at most 1 MiB
+// and never more than the tensor, plus zstd's working memory; for low
+// rank, one head's S and Vt, at most twice their stored bytes) whatever
+// the input claims. Encode and Decode are safe for concurrent use;
+// DecodeParallel and EncodeParallel run one chunk per goroutine, which is
+// enough parallelism for a packet's 2 x layers chunks.
 //
 // All integers are little endian. N = heads*tokens*head_dim elements of E
 // bytes (the dtype's size).
@@ -72,4 +73,41 @@
 // decoded value is finite; the decoder checks all of it. For an element x of
 // a group, |decoded - x| <= s/2 before the final rounding to the dtype (up
 // to float32 rounding of the arithmetic).
+//
+// # Low rank (format.CodecLowRank), lossy
+//
+// Each head, a tokens x head_dim matrix A, is stored as a truncated SVD
+// U diag(S) Vt of rank r (package reconstruct's SVD). Keys are stored
+// post-RoPE at positions 0..tokens-1; the encoder un-rotates row t at
+// position t first (reconstruct.Unapply), since pre-RoPE keys are of far
+// lower rank, and the decoder rebuilds the rows and re-applies RoPE at t in
+// the same pass (reconstruct.ReconstructInto, whose arithmetic is fixed),
+// then rounds to the chunk's dtype. r is Options.Rank, or the fewest
+// components that keep Options.Energy of the head's squared norm (at most
+// Options.MaxRank).
+//
+//	0        1       2         3     4             8
+//	| factor | RoPE  | RoPE    | 0   | rotary dims |
+//	| dtype  | style | scaling |     | u32         |
+//
+//	8       16       24          32          40            48          56          64           72
+//	| theta | factor | low freq  | high freq | original    | beta fast | beta slow | attention  |
+//	| f64   | f64    | factor f64| factor f64| max pos i64 | f64       | f64       | factor f64 |
+//
+//	72:             rank u16 x heads, each <= min(tokens, head_dim)
+//	72+2*heads:     head 0's factors, then head 1's, ...: each in
+//	                reconstruct.AppendFactors' encoding ("KVSF", rows =
+//	                tokens, cols = head_dim, rank = its rank, dtype = the
+//	                factor dtype; 16 bytes, then U, S and Vt)
+//
+// The RoPE fields are format.RoPE's, as the encoder was given them; K
+// chunks have one (style 1 or 2), V chunks none (bytes 1..71 all zero).
+// The factor dtype is f16 by default (Options.FactorDType; bf16 and f32 on
+// request), f32 when a factor does not fit f16. The chunk's length is
+// exactly what the header and ranks give; the decoder checks that, each
+// factor descriptor against the chunk, every singular value finite and
+// >= 0, the RoPE as format validates a model's, and every reconstructed
+// element finite in the chunk's dtype. The encoder refuses rows longer
+// than half the dtype's range (over YaRN's attention factor): truncation
+// never lengthens a row, so its chunks always decode.
 package codec

@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 
@@ -17,8 +18,9 @@ import (
 //
 // RunPackets prefills a sampled context of N tokens with full attention
 // (f32), keeps its cache as one packet in a store (in memory) under each
-// codec, in the storage dtype (bf16 by default), and assembles it back with
-// store.Assemble, pruned by each policy at each kept fraction
+// codec setting (each in a namespace of its own; low-rank settings get the
+// model's RoPE), in the storage dtype (bf16 by default), and assembles it
+// back with store.Assemble, pruned by each policy at each kept fraction
 // (store.PrepareAssemblePruned). The held-out continuation's T tokens are
 // then decoded one at a time with teacher forcing, each attending over the
 // assembled rows of every (layer, KV head) and the continuation so far
@@ -60,20 +62,26 @@ type PacketConfig struct {
 	DType format.DType
 	// Codecs (nil: raw, shuffle-zstd, int8, int4) and Keeps, the kept
 	// fractions of the pruning sweep (nil: 0.75, 0.5, 0.25); every codec
-	// is also measured unpruned.
+	// is also measured unpruned. Options are those of Codecs.
 	Codecs  []format.Codec
 	Keeps   []float64
 	Options codec.Options
+	// LowRank are settings of the low-rank codec measured after Codecs,
+	// each named by LowRankName (nil: none). Their RoPE is the model's.
+	LowRank []codec.Options
 	// TOVAQueries is how many last context queries TOVA sums (0:
 	// DefaultTOVAQueries; 1 is TOVA proper).
 	TOVAQueries int
 }
 
-// PacketRow is one (codec, policy, kept fraction).
+// PacketRow is one (codec setting, policy, kept fraction).
 type PacketRow struct {
-	Codec  format.Codec
-	Policy string
-	Keep   float64
+	Codec format.Codec
+	// Setting names the codec and its options in the tables: the codec's
+	// name, or LowRankName's.
+	Setting string
+	Policy  string
+	Keep    float64
 	// BytesPerToken is stored bytes over context tokens; OfBF16 the same
 	// over the bf16 bytes of a token's K and V in every layer.
 	BytesPerToken, OfBF16 float64
@@ -138,20 +146,55 @@ func RunPackets(cfg PacketConfig) (*PacketReport, error) {
 		return nil, err
 	}
 	rep := &PacketReport{Name: cfg.Name, Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim(), Context: n, Continuation: len(cont), DType: cfg.DType}
-	for _, c := range cfg.Codecs {
-		id, err := pk.put(c, cfg.Options)
+	for _, c := range settings(&cfg, pk.spec) {
+		id, err := pk.put(c)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("quality: packets: put %s: %w", c.name, err)
 		}
 		for _, s := range sets {
-			row, err := pk.measure(id, c, cfg.Options, s, cont, full)
+			row, err := pk.measure(id, c, s, cont, full)
 			if err != nil {
-				return nil, fmt.Errorf("quality: packets: %v %s %v: %w", c, s.policy, s.keep, err)
+				return nil, fmt.Errorf("quality: packets: %s %s %v: %w", c.name, s.policy, s.keep, err)
 			}
 			rep.Rows = append(rep.Rows, row)
 		}
 	}
 	return rep, nil
+}
+
+// setting is one codec with its options, under its table name (also its
+// namespace in the store).
+type setting struct {
+	name  string
+	codec format.Codec
+	opts  codec.Options
+}
+
+// settings lists cfg's Codecs, then its LowRank settings with spec's RoPE.
+func settings(cfg *PacketConfig, spec *format.ModelSpec) []setting {
+	var out []setting
+	for _, c := range cfg.Codecs {
+		out = append(out, setting{name: c.String(), codec: c, opts: cfg.Options})
+	}
+	for _, o := range cfg.LowRank {
+		o.RoPE = &spec.RoPE
+		out = append(out, setting{name: LowRankName(o), codec: format.CodecLowRank, opts: o})
+	}
+	return out
+}
+
+// LowRankName names a low-rank setting: "lowrank r16" for a fixed rank,
+// "lowrank e0.999" for an energy (the codec's default when 0), with the
+// factor dtype appended when it is not f16.
+func LowRankName(o codec.Options) string {
+	name := fmt.Sprintf("lowrank r%d", o.Rank)
+	if o.Rank == 0 {
+		name = fmt.Sprintf("lowrank e%g", cmp.Or(o.Energy, codec.DefaultEnergy))
+	}
+	if o.FactorDType != 0 && o.FactorDType != format.DTypeF16 {
+		name += " " + o.FactorDType.String()
+	}
+	return name
 }
 
 // keepSet is one pruning of the sweep (set nil: none).
@@ -225,25 +268,25 @@ func newPacketStore(m *llama.Model, c *llama.Cache, ctx []int, dt format.DType) 
 	return ps, nil
 }
 
-// put stores the packet under codec c, in a namespace of its own.
-func (ps *packetStore) put(c format.Codec, o codec.Options) (format.PacketID, error) {
+// put stores the packet under setting c, in a namespace of its own.
+func (ps *packetStore) put(c setting) (format.PacketID, error) {
 	p := ps.base
-	p.Namespace, p.Codec, p.CodecOptions = c.String(), c, o
+	p.Namespace, p.Codec, p.CodecOptions = c.name, c.codec, c.opts
 	return ps.db.Put(&p)
 }
 
-// measure assembles packet id (codec c) pruned by s, decodes the
+// measure assembles packet id (setting c) pruned by s, decodes the
 // continuation over it and scores it against full.
-func (ps *packetStore) measure(id format.PacketID, c format.Codec, o codec.Options, s keepSet, cont []int, full [][]float32) (PacketRow, error) {
-	row := PacketRow{Codec: c, Policy: s.policy, Keep: s.keep}
-	bytes, err := ps.storedBytes(c, o, s.set)
+func (ps *packetStore) measure(id format.PacketID, c setting, s keepSet, cont []int, full [][]float32) (PacketRow, error) {
+	row := PacketRow{Codec: c.codec, Setting: c.name, Policy: s.policy, Keep: s.keep}
+	bytes, err := ps.storedBytes(c.codec, c.opts, s.set)
 	if err != nil {
 		return row, err
 	}
 	m := ps.spec
 	row.BytesPerToken = float64(bytes) / float64(ps.n)
 	row.OfBF16 = row.BytesPerToken / float64(2*m.Layers*m.KVHeads*m.HeadDim*2)
-	sets, err := ps.assemble(id, c, s.set)
+	sets, err := ps.assemble(id, c.name, s.set)
 	if err != nil {
 		return row, err
 	}

@@ -46,8 +46,8 @@ func (r *PacketReport) Markdown(w io.Writer) error {
 		if pareto[i] {
 			mark = "yes"
 		}
-		if _, err := fmt.Fprintf(w, "| %v | %s | %.0f%% | %.1f | %.1f%% | %.2e | %.2e | %.3f | %s |\n",
-			x.Codec, x.Policy, 100*x.Keep, x.BytesPerToken, 100*x.OfBF16, x.KL, x.MaxKL, x.Top1, mark); err != nil {
+		if _, err := fmt.Fprintf(w, "| %s | %s | %.0f%% | %.1f | %.1f%% | %.2e | %.2e | %.3f | %s |\n",
+			x.Setting, x.Policy, 100*x.Keep, x.BytesPerToken, 100*x.OfBF16, x.KL, x.MaxKL, x.Top1, mark); err != nil {
 			return err
 		}
 	}

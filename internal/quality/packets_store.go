@@ -9,11 +9,11 @@ import (
 	"github.com/kvstore/kvstore/store"
 )
 
-// assemble reads packet id (stored in c's namespace) back through
+// assemble reads packet id (stored in namespace ns) back through
 // store.PrepareAssemblePruned at offset 0, pruned by keep (nil: whole),
 // and returns each (layer, KV head)'s rows as f32.
-func (ps *packetStore) assemble(id format.PacketID, c format.Codec, keep *prune.Set) ([][]rowSet, error) {
-	a, err := ps.db.PrepareAssemblePruned(c.String(), ps.spec.Fingerprint(), []store.AssembleItem{{ID: id}}, []*prune.Set{keep})
+func (ps *packetStore) assemble(id format.PacketID, ns string, keep *prune.Set) ([][]rowSet, error) {
+	a, err := ps.db.PrepareAssemblePruned(ns, ps.spec.Fingerprint(), []store.AssembleItem{{ID: id}}, []*prune.Set{keep})
 	if err != nil {
 		return nil, err
 	}

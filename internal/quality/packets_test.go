@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/format/codec"
 	"github.com/kvstore/kvstore/internal/llama"
 )
 
@@ -98,4 +99,44 @@ func TestPacketsRandomHD128(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPacketReport(t, r)
+}
+
+// TestPacketsLowRank measures low-rank packets on the narrow random model
+// of TestPacketsRandomHD128: rank 4 stores fewer bytes than rank 16 and
+// loses more; at full rank (128 >= the 40 tokens) chunks cost at most
+// raw's bytes (raw where the factors are larger, less where a head has
+// fewer than 40 independent rows) and about raw's KL (rounding only).
+// Rows are named by setting.
+func TestPacketsLowRank(t *testing.T) {
+	cfg := RandomHD128
+	cfg.Dim, cfg.Hidden, cfg.Heads, cfg.KVHeads, cfg.Vocab = 256, 256, 2, 1, 128
+	m, err := llama.Random(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := RunPackets(PacketConfig{Name: "random", Model: m, Context: 40, Continuation: 4, Seed: 1, Keeps: []float64{0.5},
+		Codecs: []format.Codec{format.CodecRaw}, LowRank: []codec.Options{{Rank: 4}, {Rank: 16}, {Rank: 128}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]PacketRow{}
+	for _, x := range r.Rows {
+		if x.Policy == PolicyNone {
+			rows[x.Setting] = x
+		}
+	}
+	r4, r16, full, raw := rows["lowrank r4"], rows["lowrank r16"], rows["lowrank r128"], rows["raw"]
+	if len(r.Rows) != 4*(1+3) || len(rows) != 4 || r4.Codec != format.CodecLowRank {
+		t.Fatalf("%d rows, unpruned settings %v", len(r.Rows), rows)
+	}
+	if !(r4.BytesPerToken < r16.BytesPerToken && r16.BytesPerToken < raw.BytesPerToken && r4.KL > r16.KL) {
+		t.Errorf("rank 4: %v B/token, KL %v; rank 16: %v B/token, KL %v; raw %v B/token", r4.BytesPerToken, r4.KL, r16.BytesPerToken, r16.KL, raw.BytesPerToken)
+	}
+	if !(full.KL < 2*raw.KL && full.KL < r16.KL && full.BytesPerToken <= raw.BytesPerToken) {
+		t.Errorf("full rank: KL %v, %v B/token; raw: KL %v, %v B/token", full.KL, full.BytesPerToken, raw.KL, raw.BytesPerToken)
+	}
+	var b bytes.Buffer
+	if err := r.Markdown(&b); err != nil || !strings.Contains(b.String(), "| lowrank r16 | none |") {
+		t.Fatalf("markdown: %v\n%s", err, b.String())
+	}
 }
