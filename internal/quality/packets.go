@@ -19,9 +19,10 @@ import (
 // RunPackets prefills a sampled context of N tokens with full attention
 // (f32), keeps its cache as one packet in a store (in memory) under each
 // codec setting (each in a namespace of its own; low-rank settings get the
-// model's RoPE), in the storage dtype (bf16 by default), and assembles it
-// back with store.Assemble, pruned by each policy at each kept fraction
-// (store.PrepareAssemblePruned). The held-out continuation's T tokens are
+// model's RoPE), in the storage dtype (bf16 by default), and, for each
+// policy at each kept fraction, stores it again pruned (store.Packet.Keep:
+// only the kept rows, compacted, and their positions) and assembles it
+// back with store.Assemble. The held-out continuation's T tokens are
 // then decoded one at a time with teacher forcing, each attending over the
 // assembled rows of every (layer, KV head) and the continuation so far
 // (the decode loop of decode.go), and the next-token distributions are
@@ -29,12 +30,14 @@ import (
 // Forward bit for bit. The raw row of each dtype is the cost of the dtype
 // alone.
 //
-// Bytes per token are the stored chunk bytes (scales and offsets included)
-// of the packet over its N tokens. A pruned packet's bytes are those of its
-// kept rows, [kv_heads][kept][head_dim] per chunk, encoded under the codec
-// as Put would (raw when the codec does not make a chunk smaller): the
-// store assembles pruned packets from whole stored ones, so this is what a
-// pruned packet costs once stored compacted.
+// Bytes per token are the stored bytes of the packet's chunks, as its
+// header in the store records them (scales and offsets included; a chunk
+// the codec would not make smaller is stored raw), over its N tokens; a
+// pruned packet's include its positions chunk (4 bytes per kept row per
+// (layer, KV head)). The codecs see a pruned packet's compacted rows: the
+// int8/int4 key groups span kept rows only, and the low-rank codec
+// un-rotates kept keys at rows 0..k-1 rather than at their positions
+// (store/pruned.go), which costs it rank.
 
 // Policy names of PacketRow.
 const (
@@ -275,18 +278,32 @@ func (ps *packetStore) put(c setting) (format.PacketID, error) {
 	return ps.db.Put(&p)
 }
 
-// measure assembles packet id (setting c) pruned by s, decodes the
-// continuation over it and scores it against full.
+// measure stores the packet under setting c pruned by s (Packet.Keep: the
+// store keeps only the kept rows and their positions; whole when s keeps
+// everything, then id is the packet already stored under c), assembles it
+// back, decodes the continuation over it and scores it against full.
+// Bytes per token are the stored chunks' lengths from the store's header,
+// the positions chunk of a pruned packet included.
 func (ps *packetStore) measure(id format.PacketID, c setting, s keepSet, cont []int, full [][]float32) (PacketRow, error) {
 	row := PacketRow{Codec: c.codec, Setting: c.name, Policy: s.policy, Keep: s.keep}
-	bytes, err := ps.storedBytes(c.codec, c.opts, s.set)
+	ns := c.name
+	if s.set != nil {
+		ns = fmt.Sprintf("%s/%s/%g", c.name, s.policy, s.keep)
+		p := ps.base
+		p.Namespace, p.Codec, p.CodecOptions, p.Keep = ns, c.codec, c.opts, s.set
+		var err error
+		if id, err = ps.db.Put(&p); err != nil {
+			return row, err
+		}
+	}
+	bytes, err := ps.storedBytes(ns, id)
 	if err != nil {
 		return row, err
 	}
 	m := ps.spec
 	row.BytesPerToken = float64(bytes) / float64(ps.n)
 	row.OfBF16 = row.BytesPerToken / float64(2*m.Layers*m.KVHeads*m.HeadDim*2)
-	sets, err := ps.assemble(id, c.name, s.set)
+	sets, err := ps.assemble(id, ns, nil)
 	if err != nil {
 		return row, err
 	}

@@ -1,10 +1,7 @@
 package quality
 
 import (
-	"fmt"
-
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/format/codec"
 	"github.com/kvstore/kvstore/prune"
 	"github.com/kvstore/kvstore/store"
 )
@@ -41,41 +38,17 @@ func (ps *packetStore) assemble(id format.PacketID, ns string, keep *prune.Set) 
 	return sets, nil
 }
 
-// storedBytes is what the packet's chunks take stored under codec c: the
-// chunks' lengths in the store's header when whole, and when pruned the
-// kept rows of every chunk, compacted and encoded as Put encodes chunks.
-func (ps *packetStore) storedBytes(c format.Codec, o codec.Options, keep *prune.Set) (int, error) {
+// storedBytes is the sum of the stored lengths of packet id's chunks (in
+// namespace ns), as its header records them.
+func (ps *packetStore) storedBytes(ns string, id format.PacketID) (int, error) {
+	v, err := ps.db.Get(ns, ps.spec.Fingerprint(), id)
+	if err != nil {
+		return 0, err
+	}
+	defer v.Release()
 	total := 0
-	for l, layer := range ps.base.Layers {
-		for i, src := range [][]byte{layer.K, layer.V} {
-			kind := format.ChunkK
-			if i == 1 {
-				kind = format.ChunkV
-			}
-			d := codec.Desc{Kind: kind, DType: ps.spec.DType, Heads: ps.spec.KVHeads, Tokens: ps.n, HeadDim: ps.spec.HeadDim}
-			if keep != nil {
-				src, d.Tokens = compact(src, keep, l, d), len(keep.Kept(l, 0))
-			}
-			enc, err := codec.Encode(nil, src, c, d, o)
-			if err != nil {
-				return 0, fmt.Errorf("quality: encode layer %d %v: %w", l, kind, err)
-			}
-			total += min(len(enc), len(src))
-		}
+	for _, c := range v.Header().Chunks {
+		total += int(c.Length)
 	}
 	return total, nil
-}
-
-// compact gathers layer l's kept rows of chunk src (d's shape) into
-// [heads][kept][head_dim].
-func compact(src []byte, keep *prune.Set, l int, d codec.Desc) []byte {
-	rb := d.HeadDim * d.DType.Size()
-	var out []byte
-	for h := range d.Heads {
-		for _, t := range keep.Kept(l, h) {
-			at := (h*d.Tokens + int(t)) * rb
-			out = append(out, src[at:at+rb]...)
-		}
-	}
-	return out
 }
