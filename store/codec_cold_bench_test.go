@@ -15,12 +15,18 @@ import (
 	"github.com/kvstore/kvstore/store"
 )
 
+// coldCodecs are the codecs the load benchmarks compare.
+var coldCodecs = []format.Codec{format.CodecRaw, format.CodecShuffleZstd, format.CodecInt8, format.CodecInt4, format.CodecLowRank}
+
 // kvLikePacket is a packet of KV-like bf16 data: per (layer, K|V) each
 // channel has its own offset and log-normal scale, every 37th channel a
 // 15x outlier, as format/codec's benchmarks use.
 func kvLikePacket(spec *format.ModelSpec, tokens int, c format.Codec) *store.Packet {
 	rng := rand.New(rand.NewPCG(1, 2))
 	p := &store.Packet{Namespace: "cold", Model: spec, TokenIDs: make([]uint32, tokens), Codec: c}
+	if c == format.CodecLowRank {
+		p.CodecOptions.Rank = 32 // a fixed rank: by energy, every head would be an exact SVD
+	}
 	n := spec.KVHeads * tokens * spec.HeadDim
 	f := make([]float32, n)
 	for range spec.Layers {
@@ -67,7 +73,7 @@ func BenchmarkAssembleCold(b *testing.B) {
 	}
 	spec := &format.ModelSpec{Architecture: "qwen2.5-3b-shape", Layers: 36, KVHeads: 2, HeadDim: 128, DType: format.DTypeBF16,
 		RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 1000000}, WeightsID: "bench"}
-	for _, c := range []format.Codec{format.CodecRaw, format.CodecShuffleZstd, format.CodecInt8, format.CodecInt4} {
+	for _, c := range coldCodecs {
 		b.Run(c.String(), func(b *testing.B) { benchCold(b, spec, tokens, c) })
 	}
 }
@@ -80,7 +86,7 @@ func BenchmarkAssembleWarm(b *testing.B) {
 	spec := &format.ModelSpec{Architecture: "qwen2.5-3b-shape", Layers: 36, KVHeads: 2, HeadDim: 128, DType: format.DTypeBF16,
 		RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 1000000}, WeightsID: "bench"}
 	const tokens = 1024
-	for _, c := range []format.Codec{format.CodecRaw, format.CodecShuffleZstd, format.CodecInt8, format.CodecInt4} {
+	for _, c := range coldCodecs {
 		b.Run(c.String(), func(b *testing.B) {
 			db, err := store.Open(b.TempDir(), &store.Options{FS: vfs.Default})
 			if err != nil {
