@@ -18,17 +18,17 @@ const (
 	DTypeF16     DType = 2 // IEEE 754 binary16, little endian
 	DTypeBF16    DType = 3 // bfloat16 (top half of a binary32), little endian
 	DTypeInt8    DType = 4 // signed 8-bit, scales stored beside (lossy codecs only)
-	DTypeU32     DType = 5 // unsigned 32-bit, little endian: a pruned packet's kept positions
+	DTypeU8      DType = 5 // unsigned 8-bit: the bytes of a pruned packet's kept-positions bitmap
 )
 
 // Size is the byte size of one element, 0 for an invalid dtype.
 func (d DType) Size() int {
 	switch d {
-	case DTypeF32, DTypeU32:
+	case DTypeF32:
 		return 4
 	case DTypeF16, DTypeBF16:
 		return 2
-	case DTypeInt8:
+	case DTypeInt8, DTypeU8:
 		return 1
 	}
 	return 0
@@ -51,15 +51,15 @@ func (d DType) String() string {
 		return "bf16"
 	case DTypeInt8:
 		return "int8"
-	case DTypeU32:
-		return "u32"
+	case DTypeU8:
+		return "u8"
 	}
 	return fmt.Sprintf("dtype(%d)", uint8(d))
 }
 
 // ParseDType parses the names String returns.
 func ParseDType(s string) (DType, error) {
-	for _, d := range []DType{DTypeF32, DTypeF16, DTypeBF16, DTypeInt8, DTypeU32} {
+	for _, d := range []DType{DTypeF32, DTypeF16, DTypeBF16, DTypeInt8, DTypeU8} {
 		if d.String() == s {
 			return d, nil
 		}

@@ -201,7 +201,7 @@ func TestBulkConversion(t *testing.T) {
 }
 
 func TestDTypeNames(t *testing.T) {
-	for _, d := range []DType{DTypeF32, DTypeF16, DTypeBF16, DTypeInt8, DTypeU32} {
+	for _, d := range []DType{DTypeF32, DTypeF16, DTypeBF16, DTypeInt8, DTypeU8} {
 		got, err := ParseDType(d.String())
 		if err != nil || got != d || !d.Valid() {
 			t.Fatalf("ParseDType(%q) = %v, %v", d.String(), got, err)

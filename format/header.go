@@ -10,8 +10,9 @@ const (
 	ChunkK ChunkKind = 1
 	ChunkV ChunkKind = 2
 	// ChunkPositions is the one extra chunk of a pruned packet: its kept
-	// local positions, [layers][kv_heads][kept] little-endian u32 (see
-	// PacketHeader.KeptTokens and docs/format.md, "Pruned packets").
+	// local positions as a bitmap, [layers][kv_heads][ceil(tokens/8)]
+	// bytes, bit t%8 (LSB first) of byte t/8 set when position t is kept
+	// (see PacketHeader.KeptTokens and docs/format.md, "Pruned packets").
 	ChunkPositions ChunkKind = 3
 )
 
@@ -63,12 +64,12 @@ func (c Codec) String() string {
 // is pruned) stored at [Offset, Offset+Length) of a blob file, with the
 // CRC32C of those stored bytes. A pruned packet's positions chunk is
 // described the same way: Layer = the header's Layers, Kind ChunkPositions,
-// DType DTypeU32, Shape [layers, kv_heads, kept], always raw.
+// DType DTypeU8, Shape PacketHeader.PositionsShape(), always raw.
 type ChunkDesc struct {
 	Layer     uint32
 	Kind      ChunkKind
 	DType     DType
-	Shape     []uint32 // [kv_heads, rows, head_dim]; positions: [layers, kv_heads, kept]
+	Shape     []uint32 // [kv_heads, rows, head_dim]; positions: [layers, kv_heads, ceil(tokens/8)]
 	Codec     Codec
 	BlobFile  uint32
 	Offset    uint64 // absolute offset in the blob file
@@ -110,8 +111,8 @@ type PacketHeader struct {
 	// (1..Tokens) rows per (layer, KV head), a subset of the Tokens rows
 	// that differs per head: its K and V chunks are [kv_heads][KeptTokens]
 	// [head_dim], keys still post-RoPE at their original local positions,
-	// and chunk 2*Layers lists those positions. The id and TokenIDs are
-	// the whole document's.
+	// and chunk 2*Layers marks those positions in a bitmap
+	// (PositionsShape). The id and TokenIDs are the whole document's.
 	KeptTokens uint32
 }
 
@@ -131,3 +132,15 @@ func (h *PacketHeader) Rows() uint32 {
 // PositionsChunk is the index of a pruned packet's positions chunk,
 // 2*Layers; only meaningful when Pruned.
 func (h *PacketHeader) PositionsChunk() int { return 2 * int(h.Layers) }
+
+// PositionsRowBytes is the bytes of one (layer, KV head) row of a pruned
+// packet's positions bitmap: ceil(Tokens/8), bit t%8 (least significant
+// first) of byte t/8 set when local position t is kept, the bits at and
+// beyond Tokens zero.
+func (h *PacketHeader) PositionsRowBytes() uint32 { return uint32((uint64(h.Tokens) + 7) / 8) }
+
+// PositionsShape is the shape of a pruned packet's positions chunk,
+// [Layers, KVHeads, PositionsRowBytes()] of dtype DTypeU8.
+func (h *PacketHeader) PositionsShape() []uint32 {
+	return []uint32{h.Layers, h.KVHeads, h.PositionsRowBytes()}
+}

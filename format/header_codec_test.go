@@ -60,10 +60,10 @@ func testHeader(s headerShape) *PacketHeader {
 		off, _ = AlignUp(off+length, ChunkAlignment)
 	}
 	if s.kept > 0 {
-		n := uint64(s.layers) * uint64(s.kvHeads) * uint64(s.kept) * 4
+		n := uint64(s.layers) * uint64(s.kvHeads) * uint64((tokens+7)/8)
 		h.Chunks = append(h.Chunks, ChunkDesc{
-			Layer: s.layers, Kind: ChunkPositions, DType: DTypeU32,
-			Shape: []uint32{s.layers, s.kvHeads, s.kept}, Codec: CodecRaw, BlobFile: 3,
+			Layer: s.layers, Kind: ChunkPositions, DType: DTypeU8,
+			Shape: []uint32{s.layers, s.kvHeads, (tokens + 7) / 8}, Codec: CodecRaw, BlobFile: 3,
 			Offset: off, Length: n, RawLength: n, CRC32C: 0x5eed,
 		})
 	}
@@ -110,6 +110,8 @@ func TestHeaderRoundTrip(t *testing.T) {
 		"pruned zstd":   {layers: 3, kvHeads: 4, headDim: 64, dtype: DTypeBF16, doc: 40, kept: 10, codec: CodecShuffleZstd},
 		"pruned to one": {layers: 1, kvHeads: 1, headDim: 2, dtype: DTypeF32, doc: 9, kept: 1},
 		"pruned all":    {layers: 2, kvHeads: 3, headDim: 4, dtype: DTypeF16, hdr: 2, doc: 3, kept: 5},
+		"pruned 16":     {layers: 2, kvHeads: 2, headDim: 4, dtype: DTypeBF16, doc: 16, kept: 4},
+		"pruned 1 of 1": {layers: 1, kvHeads: 2, headDim: 4, dtype: DTypeBF16, doc: 1, kept: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := testHeader(s)
@@ -215,11 +217,16 @@ func TestPrunedHeaderValidateRejects(t *testing.T) {
 		"positions layer":         func(h *PacketHeader) { pos(h).Layer = 0 },
 		"positions kind":          func(h *PacketHeader) { pos(h).Kind = ChunkV },
 		"positions dtype":         func(h *PacketHeader) { pos(h).DType = DTypeF32 },
+		"positions dtype int8":    func(h *PacketHeader) { pos(h).DType = DTypeInt8 },
+		"positions u32 list":      func(h *PacketHeader) { pos(h).Shape = []uint32{2, 2, 3}; pos(h).Length, pos(h).RawLength = 48, 48 },
+		"positions shape tokens":  func(h *PacketHeader) { pos(h).Shape = []uint32{2, 2, 7}; pos(h).Length, pos(h).RawLength = 28, 28 },
+		"positions row bytes":     func(h *PacketHeader) { pos(h).Shape = []uint32{2, 2, 2}; pos(h).Length, pos(h).RawLength = 8, 8 },
 		"positions codec":         func(h *PacketHeader) { pos(h).Codec = CodecShuffleZstd },
 		"positions shape":         func(h *PacketHeader) { pos(h).Shape = []uint32{2, 2, 4} },
 		"positions rank":          func(h *PacketHeader) { pos(h).Shape = []uint32{2, 6} },
-		"positions raw length":    func(h *PacketHeader) { pos(h).RawLength += 4 },
-		"positions short":         func(h *PacketHeader) { pos(h).Length -= 4 },
+		"positions raw length":    func(h *PacketHeader) { pos(h).RawLength++ },
+		"positions short":         func(h *PacketHeader) { pos(h).Length-- },
+		"positions long":          func(h *PacketHeader) { pos(h).Length++ },
 		"positions misaligned":    func(h *PacketHeader) { pos(h).Offset += 4 },
 		"positions over chunk":    func(h *PacketHeader) { pos(h).Offset = h.Chunks[3].Offset },
 		"positions in blob file":  func(h *PacketHeader) { pos(h).BlobFile = 9 },

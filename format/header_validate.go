@@ -26,9 +26,10 @@ import (
 //     DType, RawLength == product(Shape) * DType.Size(), a known codec,
 //     Length > 0 (== RawLength for CodecRaw, <= MaxStoredLength(RawLength)
 //     for the others);
-//   - a pruned packet's chunk 2*Layers is its positions chunk: layer
-//     Layers, kind ChunkPositions, DType DTypeU32, Shape [Layers, KVHeads,
-//     KeptTokens], raw, Length == RawLength == product(Shape) * 4;
+//   - a pruned packet's chunk 2*Layers is its positions bitmap: layer
+//     Layers, kind ChunkPositions, DType DTypeU8, Shape PositionsShape()
+//     ([Layers, KVHeads, ceil(Tokens/8)]), raw, Length == RawLength ==
+//     product(Shape) (the bits themselves are the reader's to check);
 //   - every chunk has the header's BlobFile, a ChunkAlignment-aligned
 //     Offset, and lies inside the extent before its trailer;
 //   - no two chunks overlap;
@@ -186,15 +187,16 @@ func (h *PacketHeader) validateChunk(i int, raw uint64) error {
 }
 
 // validatePositions checks a pruned packet's positions chunk i: every
-// field is determined by the header. Limits keep the product below 2^56.
+// field is determined by the header. Limits keep the product below 2^50.
 func (h *PacketHeader) validatePositions(i int) error {
 	c := &h.Chunks[i]
-	raw := uint64(h.Layers) * uint64(h.KVHeads) * uint64(h.KeptTokens) * uint64(DTypeU32.Size())
+	want := h.PositionsShape()
+	raw := uint64(want[0]) * uint64(want[1]) * uint64(want[2]) * uint64(DTypeU8.Size())
 	switch {
-	case c.Layer != h.Layers || c.Kind != ChunkPositions || c.DType != DTypeU32 || c.Codec != CodecRaw:
-		return h.bad("chunk %d is layer %d %v %v %v, want the positions chunk: layer %d positions u32 raw", i, c.Layer, c.Kind, c.DType, c.Codec, h.Layers)
-	case len(c.Shape) != 3 || c.Shape[0] != h.Layers || c.Shape[1] != h.KVHeads || c.Shape[2] != h.KeptTokens:
-		return h.bad("positions chunk shape %v, want [%d %d %d]", c.Shape, h.Layers, h.KVHeads, h.KeptTokens)
+	case c.Layer != h.Layers || c.Kind != ChunkPositions || c.DType != DTypeU8 || c.Codec != CodecRaw:
+		return h.bad("chunk %d is layer %d %v %v %v, want the positions chunk: layer %d positions u8 raw", i, c.Layer, c.Kind, c.DType, c.Codec, h.Layers)
+	case !slices.Equal(c.Shape, want):
+		return h.bad("positions chunk shape %v, want %v", c.Shape, want)
 	case c.RawLength != raw || c.Length != raw:
 		return h.bad("positions chunk of %d bytes (raw %d), want %d", c.Length, c.RawLength, raw)
 	}

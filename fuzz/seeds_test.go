@@ -1,7 +1,12 @@
 package fuzz
 
 import (
+	"bytes"
 	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
@@ -42,7 +47,7 @@ func packetHeader(layers, kvHeads, headDim, docTokens, adapterTokens uint32, dt 
 
 // prunedHeader is packetHeader (raw chunks) of a packet stored pruned,
 // keeping kept rows per (layer, KV head): compacted K|V chunks and the
-// positions chunk after them.
+// positions bitmap chunk after them.
 func prunedHeader(layers, kvHeads, headDim, docTokens, adapterTokens, kept uint32, dt format.DType) *format.PacketHeader {
 	h := packetHeader(layers, kvHeads, headDim, docTokens, adapterTokens, dt, format.CodecRaw)
 	h.KeptTokens = kept
@@ -54,9 +59,9 @@ func prunedHeader(layers, kvHeads, headDim, docTokens, adapterTokens, kept uint3
 		c.Offset, c.Length, c.RawLength = off, raw, raw
 		off, _ = format.AlignUp(off+raw, format.ChunkAlignment)
 	}
-	n := uint64(layers) * uint64(kvHeads) * uint64(kept) * 4
+	n := uint64(layers) * uint64(kvHeads) * uint64(h.PositionsRowBytes())
 	h.Chunks = append(h.Chunks, format.ChunkDesc{
-		Layer: layers, Kind: format.ChunkPositions, DType: format.DTypeU32, Shape: []uint32{layers, kvHeads, kept},
+		Layer: layers, Kind: format.ChunkPositions, DType: format.DTypeU8, Shape: h.PositionsShape(),
 		Codec: format.CodecRaw, BlobFile: 1, Offset: off, Length: n, RawLength: n, CRC32C: 77,
 	})
 	h.ExtentLength, _ = format.ExtentLength(off + n - h.ExtentOffset)
@@ -132,4 +137,51 @@ func TestGoodSeedsDecode(t *testing.T) {
 			t.Errorf("spec seed %d: %v", i, err)
 		}
 	}
+}
+
+// TestPrunedCorpusDecodes keeps the stored pruned seeds in step with the
+// format: FuzzDecodeHeader/seed-7 and FuzzDecodeHeaderBody/pruned-0 are the
+// pruned header seed (whole, and its body), and decode as a pruned packet.
+func TestPrunedCorpusDecodes(t *testing.T) {
+	hs := headerSeeds(t)
+	want := hs[len(hs)-1]
+	for _, tc := range []struct {
+		path string
+		body bool
+	}{
+		{"testdata/fuzz/FuzzDecodeHeader/seed-7", false},
+		{"testdata/fuzz/FuzzDecodeHeaderBody/pruned-0", true},
+	} {
+		b := readCorpusFile(t, tc.path)
+		if tc.body {
+			var err error
+			if b, err = format.Seal(format.KindPacketHeader, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(b, want) {
+			t.Errorf("%s is not the pruned header seed: rewrite it", tc.path)
+		}
+		if h, err := format.DecodeHeader(b); err != nil || !h.Pruned() {
+			t.Errorf("%s: pruned %v, %v", tc.path, err == nil && h.Pruned(), err)
+		}
+	}
+}
+
+// readCorpusFile returns the one []byte value of a "go test fuzz v1" file.
+func readCorpusFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.FromSlash(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 2 || lines[0] != "go test fuzz v1" || !strings.HasPrefix(lines[1], "[]byte(") || !strings.HasSuffix(lines[1], ")") {
+		t.Fatalf("%s: not a one-value fuzz corpus file", path)
+	}
+	s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return []byte(s)
 }

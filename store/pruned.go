@@ -1,9 +1,9 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/prune"
@@ -14,13 +14,17 @@ import (
 // A Packet with a keep-set (Packet.Keep) is stored compacted: each layer's
 // K and V chunk holds only the kept rows, [kv_heads][k][head_dim] with k
 // rows per (layer, KV head) in position order, and one more chunk after
-// the last layer's V lists the kept local positions:
+// the last layer's V marks the kept local positions in a bitmap of
+// n = ceil(Tokens/8) bytes per (layer, KV head):
 //
-//	chunk 2*layers (kind positions, dtype u32, always raw), little endian:
-//	| (layer 0, head 0): k u32 positions | (0, 1) | ... | (layers-1, kv_heads-1) |
+//	chunk 2*layers (kind positions, dtype u8, always raw):
+//	| (layer 0, head 0): n bytes | (0, 1) | ... | (layers-1, kv_heads-1) |
+//	position t kept <=> bit t%8 (LSB first) of byte t/8 is set
 //
-// Each list is strictly increasing and below the packet's Tokens. The
-// header says KeptTokens = k (format.PacketHeader.Pruned). Keys stay
+// Each bitmap has exactly k bits set, and none at or beyond Tokens (the
+// last byte's padding bits are zero). It costs Tokens/8 bytes per (layer,
+// KV head) whatever k is. The header says KeptTokens = k
+// (format.PacketHeader.Pruned). Keys stay
 // post-RoPE at their original local positions t (they are not
 // renumbered), so placing one at offset o rotates it by o like every other
 // key: the shift is uniform although the positions are ragged. The chunk
@@ -34,7 +38,7 @@ import (
 // Verify, Compact, GC and eviction treat a pruned packet like any other.
 //
 // Reads: View.Layer returns the compacted tensors; View.Keep returns the
-// kept positions (CRC-verified, then checked: a bad list is ErrCorruption);
+// kept positions (CRC-verified, then checked: a bad bitmap is ErrCorruption);
 // Assemble places k rows per head and Assembly.Positions maps them to
 // absolute positions (assemble_prune.go).
 
@@ -87,42 +91,68 @@ func (p *Packet) compacted() *Packet {
 		}
 		q.Layers[l] = Layer{K: kk, V: vv}
 	}
-	q.positions = encodePositions(p.Keep, k)
+	q.positions = encodePositions(p.Keep)
 	return &q
 }
 
-// encodePositions is the positions chunk of keep-set s of k rows per
-// (layer, KV head).
-func encodePositions(s *prune.Set, k int) []byte {
-	b := make([]byte, 0, len(s.Keep)*k*4)
-	for _, list := range s.Keep {
+// encodePositions is the positions chunk of keep-set s (checked): per
+// (layer, KV head), layer-major, a bitmap of rowBytes(s.Tokens) bytes with
+// bit t%8 of byte t/8 set when local position t is kept.
+func encodePositions(s *prune.Set) []byte {
+	n := rowBytes(s.Tokens)
+	b := make([]byte, len(s.Keep)*n)
+	for g, list := range s.Keep {
+		row := b[g*n : (g+1)*n]
 		for _, t := range list {
-			b = binary.LittleEndian.AppendUint32(b, uint32(t))
+			row[t/8] |= 1 << (t % 8)
 		}
 	}
 	return b
 }
 
+// rowBytes is the bytes of one (layer, KV head) bitmap of a packet of
+// tokens rows: ceil(tokens/8).
+func rowBytes(tokens int) int { return (tokens + 7) / 8 }
+
 // decodePositions reads the positions chunk b of pruned packet h (its
 // length checked by the header's validation, its CRC by the caller) and
-// checks every list: strictly increasing, below h.Tokens. Anything else is
-// ErrCorruption.
+// checks every (layer, KV head) bitmap: exactly h.KeptTokens bits set, none
+// at or beyond h.Tokens. Anything else is ErrCorruption. The lists of the
+// set returned are increasing, as the bits are read in position order.
 func decodePositions(h *format.PacketHeader, b []byte) (*prune.Set, error) {
-	L, H, k := int(h.Layers), int(h.KVHeads), int(h.KeptTokens)
-	if len(b) != L*H*k*4 {
-		return nil, fmt.Errorf("%w: packet %s: positions chunk of %d bytes, want %d", ErrCorruption, h.ID.Short(), len(b), L*H*k*4)
+	L, H, k, n := int(h.Layers), int(h.KVHeads), int(h.KeptTokens), int(h.PositionsRowBytes())
+	if h.Tokens > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: packet %s: %d tokens: positions beyond int32", ErrCorruption, h.ID.Short(), h.Tokens)
+	}
+	if n == 0 || len(b) != L*H*n {
+		return nil, fmt.Errorf("%w: packet %s: positions chunk of %d bytes, want %d", ErrCorruption, h.ID.Short(), len(b), L*H*n)
+	}
+	// The bits past Tokens in each bitmap's last byte must be zero.
+	pad := byte(0)
+	if r := h.Tokens % 8; r != 0 {
+		pad = ^byte(0) << r
 	}
 	s := &prune.Set{Layers: L, KVHeads: H, Tokens: int(h.Tokens), Keep: make([][]int32, L*H)}
 	all := make([]int32, L*H*k)
 	for g := range s.Keep {
-		list := all[g*k : (g+1)*k : (g+1)*k]
-		for j := range list {
-			t := binary.LittleEndian.Uint32(b[4*(g*k+j):])
-			if t >= h.Tokens || t > math.MaxInt32 || j > 0 && t <= uint32(list[j-1]) {
-				return nil, fmt.Errorf("%w: packet %s: positions of layer %d head %d: entry %d is %d, not increasing below %d tokens",
-					ErrCorruption, h.ID.Short(), g/H, g%H, j, t, h.Tokens)
+		row := b[g*n : (g+1)*n]
+		if row[n-1]&pad != 0 {
+			return nil, fmt.Errorf("%w: packet %s: positions of layer %d head %d: a bit set at or beyond %d tokens",
+				ErrCorruption, h.ID.Short(), g/H, g%H, h.Tokens)
+		}
+		ones := 0
+		for _, x := range row {
+			ones += bits.OnesCount8(x)
+		}
+		if ones != k {
+			return nil, fmt.Errorf("%w: packet %s: positions of layer %d head %d: %d bits set, want %d kept",
+				ErrCorruption, h.ID.Short(), g/H, g%H, ones, k)
+		}
+		list := all[g*k : g*k : (g+1)*k]
+		for i, x := range row {
+			for ; x != 0; x &= x - 1 {
+				list = append(list, int32(8*i+bits.TrailingZeros8(x)))
 			}
-			list[j] = int32(t)
 		}
 		s.Keep[g] = list
 	}
@@ -136,10 +166,10 @@ func (v *View) Pruned() bool { return v.h.Pruned() }
 // Keep returns the kept local positions of a pruned packet, k per (layer,
 // KV head) in row order (see package prune): row j of head h of
 // Layer(l) is the packet's row Keep().Kept(l, h)[j]. It is nil for a whole
-// packet. The positions chunk is verified against its CRC32C and each list
-// checked (increasing, below Tokens, k long) before it is returned: a bad
-// one is ErrCorruption. The set is decoded once per view and shared: do
-// not modify it.
+// packet. The positions chunk is verified against its CRC32C and each
+// bitmap checked (k bits set, none at or beyond Tokens) before it is
+// returned: a bad one is ErrCorruption. The set is decoded once per view
+// and shared: do not modify it.
 func (v *View) Keep() (*prune.Set, error) {
 	if !v.h.Pruned() {
 		return nil, nil

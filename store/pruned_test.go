@@ -3,10 +3,8 @@ package store
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"slices"
 	"testing"
@@ -280,12 +278,14 @@ func TestPrunedPacketBytes(t *testing.T) {
 					t.Fatalf("chunk %d: %d bytes, whole %d: not 64/256 of it", i, hp.Chunks[i].Length, hw.Chunks[i].Length)
 				}
 			}
-			if pos.Length != 4*4*64*4 {
-				t.Fatalf("positions chunk of %d bytes", pos.Length)
+			// The positions bitmap: 256/8 bytes per (layer, head), whatever k.
+			if pos.Length != 4*4*256/8 || pos.DType != format.DTypeU8 {
+				t.Fatalf("positions chunk of %d %v bytes, want 512 u8", pos.Length, pos.DType)
 			}
-			payload := hw.ExtentLength / 4
-			if hp.ExtentLength > payload+pos.Length+2*format.Alignment {
-				t.Fatalf("pruned extent %d bytes, whole %d: more than a quarter plus positions", hp.ExtentLength, hw.ExtentLength)
+			// 8 chunks of 4 x 64 x 64 bf16 = 32,768 bytes each (a quarter of
+			// the whole ones), the 512-byte bitmap, the trailer: 266,240 bytes.
+			if hw.ExtentLength != 1_052_672 || hp.ExtentLength != 266_240 {
+				t.Fatalf("pruned extent %d bytes, whole %d; want 266240 and 1052672", hp.ExtentLength, hw.ExtentLength)
 			}
 			t.Logf("whole %d bytes, a quarter kept %d bytes (%.3f)", hw.ExtentLength, hp.ExtentLength, float64(hp.ExtentLength)/float64(hw.ExtentLength))
 			if err := db.Close(); err != nil {
@@ -372,40 +372,128 @@ func TestPrunedPositionsCorrupt(t *testing.T) {
 	}
 }
 
-// TestDecodePositionsRejects: positions that passed their CRC but break a
-// rule are ErrCorruption, never a panic or a wrong set.
+// TestDecodePositionsRejects: positions bitmaps that passed their CRC but
+// break a rule (length, padding bits, popcount) are ErrCorruption, never a
+// panic or a wrong set; good ones decode to increasing lists, whether or
+// not Tokens is a multiple of 8.
 func TestDecodePositionsRejects(t *testing.T) {
-	h := &format.PacketHeader{Layers: 1, KVHeads: 2, Tokens: 6, KeptTokens: 3}
-	enc := func(v ...uint32) []byte {
-		var b []byte
-		for _, x := range v {
-			b = binary.LittleEndian.AppendUint32(b, x)
-		}
-		return b
+	hdr := func(layers, heads, tokens, kept uint32) *format.PacketHeader {
+		return &format.PacketHeader{Layers: layers, KVHeads: heads, Tokens: tokens, KeptTokens: kept}
 	}
-	s, err := decodePositions(h, enc(0, 2, 5, 1, 3, 4))
-	if err != nil || !reflect.DeepEqual(s.Keep, [][]int32{{0, 2, 5}, {1, 3, 4}}) || s.Tokens != 6 {
-		t.Fatalf("good positions: %+v, %v", s, err)
-	}
-	big := &format.PacketHeader{Layers: 1, KVHeads: 1, Tokens: math.MaxUint32, KeptTokens: 2}
+	h6 := hdr(1, 2, 6, 3)      // one byte per head, bits 6 and 7 padding
+	h16 := hdr(1, 1, 16, 3)    // two bytes, no padding
+	h9 := hdr(2, 1, 9, 2)      // two bytes per head, bits 9..15 padding
+	h1 := hdr(1, 2, 1, 1)      // one token: bits 1..7 padding
+	big := hdr(1, 1, 1<<31, 1) // positions beyond int32
 	for name, tc := range map[string]struct {
-		h *format.PacketHeader
-		b []byte
+		h    *format.PacketHeader
+		b    []byte
+		want [][]int32
 	}{
-		"short":          {h, enc(0, 2, 5, 1, 3)},
-		"long":           {h, enc(0, 2, 5, 1, 3, 4, 5)},
-		"equal":          {h, enc(0, 2, 2, 1, 3, 4)},
-		"decreasing":     {h, enc(0, 2, 5, 4, 3, 5)},
-		"past tokens":    {h, enc(0, 2, 6, 1, 3, 4)},
-		"max u32":        {h, enc(0, 2, 5, 1, 3, math.MaxUint32)},
-		"beyond int32":   {big, enc(1, 1<<31)},
-		"empty for some": {h, nil},
+		"6 tokens":      {h6, []byte{0b100101, 0b011010}, [][]int32{{0, 2, 5}, {1, 3, 4}}},
+		"16 tokens":     {h16, []byte{0x81, 0x01}, [][]int32{{0, 7, 8}}},
+		"9 tokens good": {h9, []byte{0x01, 0x01, 0x06, 0x00}, [][]int32{{0, 8}, {1, 2}}},
+		"1 token":       {h1, []byte{1, 1}, [][]int32{{0}, {0}}},
+
+		"short":               {h6, []byte{0b100101}, nil},
+		"long":                {h6, []byte{0b100101, 0b011010, 0}, nil},
+		"empty":               {h6, nil, nil},
+		"padding bit 6":       {h6, []byte{0b1100100, 0b011010}, nil}, // {2, 5, 6}: 3 bits, one past tokens
+		"padding bit 7":       {h6, []byte{0b100101, 0b10011000}, nil},
+		"too few bits":        {h6, []byte{0b000101, 0b011010}, nil},
+		"too many bits":       {h6, []byte{0b100111, 0b011010}, nil},
+		"no bits":             {h6, []byte{0b100101, 0}, nil},
+		"16 tokens count":     {h16, []byte{0x81, 0x03}, nil},
+		"9 tokens count":      {h9, []byte{0x01, 0x01, 0x00, 0x01}, nil}, // layer 1 keeps only {8}
+		"16 tokens short":     {h16, []byte{0x81}, nil},
+		"9 tokens padding":    {h9, []byte{0x01, 0x01, 0x00, 0x03}, nil}, // {8, 9}: 9 is past tokens
+		"9 tokens high byte":  {h9, []byte{0x01, 0x01, 0x02, 0x80}, nil},
+		"1 token padding":     {h1, []byte{1, 0b11}, nil},
+		"1 token none":        {h1, []byte{1, 0}, nil},
+		"1 token high bit":    {h1, []byte{0x80, 1}, nil},
+		"beyond int32":        {big, nil, nil},
+		"no tokens in header": {hdr(1, 1, 0, 1), nil, nil},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := decodePositions(tc.h, tc.b); !errors.Is(err, ErrCorruption) {
-				t.Fatalf("decodePositions = %v, want ErrCorruption", err)
+			s, err := decodePositions(tc.h, tc.b)
+			if tc.want == nil {
+				if !errors.Is(err, ErrCorruption) {
+					t.Fatalf("decodePositions = %+v, %v; want ErrCorruption", s, err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(s.Keep, tc.want) || s.Tokens != int(tc.h.Tokens) ||
+				s.Layers != int(tc.h.Layers) || s.KVHeads != int(tc.h.KVHeads) {
+				t.Fatalf("decodePositions = %+v, %v; want %v", s, err, tc.want)
+			}
+			if err := s.Validate(); err != nil {
+				t.Fatalf("decoded set invalid: %v", err)
+			}
+			if got := encodePositions(s); !bytes.Equal(got, tc.b) {
+				t.Fatalf("encodePositions = %08b, want %08b", got, tc.b)
 			}
 		})
+	}
+}
+
+// TestPositionsBitmapRoundTrip: encodePositions then decodePositions gives
+// back the keep-set, for token counts around byte boundaries, and the
+// bitmap is layers x heads x ceil(tokens/8) bytes whatever k is.
+func TestPositionsBitmapRoundTrip(t *testing.T) {
+	for _, n := range []int{2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 200} {
+		for _, k := range []int{1, n / 3, n - 1} {
+			if k < 1 {
+				continue
+			}
+			keep, err := prune.Random(3, 2, n, k, uint64(n*100+k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := encodePositions(keep)
+			if len(b) != 3*2*((n+7)/8) {
+				t.Fatalf("n=%d k=%d: %d bytes, want %d", n, k, len(b), 3*2*((n+7)/8))
+			}
+			h := &format.PacketHeader{Layers: 3, KVHeads: 2, Tokens: uint32(n), KeptTokens: uint32(k)}
+			got, err := decodePositions(h, b)
+			if err != nil || !reflect.DeepEqual(got, keep) {
+				t.Fatalf("n=%d k=%d: decoded %+v, %v; want %+v", n, k, got, err, keep)
+			}
+		}
+	}
+}
+
+// TestPrunedOddTokens stores pruned packets whose token count is not a
+// multiple of 8 (and one that is): the bitmap chunk is exactly
+// layers x heads x ceil(tokens/8) bytes, its padding bits zero, and Keep
+// reads the set back.
+func TestPrunedOddTokens(t *testing.T) {
+	db, _, _ := openKind(t, false, false)
+	defer db.Close()
+	spec := testSpec(format.DTypeBF16, 2, 3, 4)
+	for i, n := range []int{2, 9, 16, 23} {
+		whole := floatPacket(spec, fmt.Sprintf("ns%d", i), n, 0, 0, uint64(20+i))
+		keep, err := prune.Random(2, 3, n, n/2, uint64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := putAll(t, db, []*Packet{prunedOf(whole, keep)})
+		v, err := db.Get(whole.Namespace, spec.Fingerprint(), ids[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := v.Header()
+		if pos := h.Chunks[h.PositionsChunk()]; pos.Length != uint64(2*3*((n+7)/8)) {
+			t.Errorf("n=%d: positions chunk of %d bytes, want %d", n, pos.Length, 2*3*((n+7)/8))
+		}
+		b, err := v.Chunk(h.PositionsChunk())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, encodePositions(keep)) {
+			t.Errorf("n=%d: stored bitmap %08b, want %08b", n, b, encodePositions(keep))
+		}
+		checkPrunedView(t, v, whole, keep, format.CodecRaw)
+		v.Release()
 	}
 }
 
@@ -602,7 +690,7 @@ func TestPrunedFlipEveryPayloadBit(t *testing.T) {
 		}
 	}
 	t.Logf("%d bits of payload: %d detected, %d harmless (padding)", detected+harmless, detected, harmless)
-	if detected < 8*int(5*48) { // 4 chunks of 48 bytes and 48 bytes of positions
+	if detected < 8*(4*48+4) { // 4 chunks of 48 bytes and a 4-byte bitmap
 		t.Fatalf("only %d flips detected", detected)
 	}
 }

@@ -127,8 +127,8 @@ func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32
 		i := h.PositionsChunk()
 		n := uint64(len(p.positions))
 		h.Chunks[i] = format.ChunkDesc{
-			Layer: h.Layers, Kind: format.ChunkPositions, DType: format.DTypeU32,
-			Shape: []uint32{h.Layers, h.KVHeads, h.KeptTokens}, Codec: format.CodecRaw,
+			Layer: h.Layers, Kind: format.ChunkPositions, DType: format.DTypeU8,
+			Shape: h.PositionsShape(), Codec: format.CodecRaw,
 			BlobFile: file, Offset: off + lay.rel(i), Length: n, RawLength: n, CRC32C: crcs[i],
 		}
 	}

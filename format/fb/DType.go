@@ -12,7 +12,7 @@ const (
 	DTypeF16     DType = 2
 	DTypeBF16    DType = 3
 	DTypeInt8    DType = 4
-	DTypeU32     DType = 5
+	DTypeU8      DType = 5
 )
 
 var EnumNamesDType = map[DType]string{
@@ -21,7 +21,7 @@ var EnumNamesDType = map[DType]string{
 	DTypeF16:     "F16",
 	DTypeBF16:    "BF16",
 	DTypeInt8:    "Int8",
-	DTypeU32:     "U32",
+	DTypeU8:      "U8",
 }
 
 var EnumValuesDType = map[string]DType{
@@ -30,7 +30,7 @@ var EnumValuesDType = map[string]DType{
 	"F16":     DTypeF16,
 	"BF16":    DTypeBF16,
 	"Int8":    DTypeInt8,
-	"U32":     DTypeU32,
+	"U8":      DTypeU8,
 }
 
 func (v DType) String() string {

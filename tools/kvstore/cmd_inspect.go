@@ -21,7 +21,9 @@ packets and contexts together (a prefix matching both is ambiguous).
 For a packet: identity (namespace, id, model fingerprint, adapter, token
 counts, base position), shape and dtype, where its extent is (blob file,
 offset, length), and each chunk's layer, K|V, shape, dtype, codec, offset,
-stored and raw sizes and CRC32C; then the model spec.
+stored and raw sizes and CRC32C; then the model spec. A pruned packet's
+last chunk ("positions", u8) is the bitmap of its kept positions,
+ceil(tokens/8) bytes per (layer, KV head).
 
 For a context (kvstore ls --contexts lists them): identity (namespace,
 name, context id, model fingerprint), tokens and base position, the
@@ -155,7 +157,8 @@ func (o *inspectOutput) text(w io.Writer) error {
 	rows := o.Tokens
 	if o.KeptTokens > 0 {
 		rows = o.KeptTokens
-		fmt.Fprintf(w, "pruned     %d of %d tokens per (layer, head)\n", o.KeptTokens, o.Tokens)
+		fmt.Fprintf(w, "pruned     %d of %d tokens per (layer, head), kept positions in a %d-byte bitmap per (layer, head)\n",
+			o.KeptTokens, o.Tokens, (uint64(o.Tokens)+7)/8)
 	}
 	fmt.Fprintf(w, "shape      %d layers x K,V x [%d kv heads][%d tokens][%d head dim] %s\n", o.Layers, o.KVHeads, rows, o.HeadDim, o.DType)
 	fmt.Fprintf(w, "extent     %s offset %d length %d\n", o.File, o.ExtentOffset, o.ExtentLength)

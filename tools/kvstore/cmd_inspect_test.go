@@ -60,7 +60,8 @@ func TestInspectAmbiguous(t *testing.T) {
 }
 
 // A pruned packet: inspect says how many rows it keeps and lists its
-// positions chunk; export refuses it with a clear error.
+// positions chunk (a 1-byte bitmap per (layer, head) for 4 tokens); export
+// refuses it with a clear error.
 func TestInspectExportPruned(t *testing.T) {
 	dir := t.TempDir()
 	db, err := store.Open(dir, nil)
@@ -82,11 +83,12 @@ func TestInspectExportPruned(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out.KeptTokens != 2 || out.Tokens != 4 || len(out.Chunks) != 5 || out.Chunks[4].Kind != "positions" ||
-		out.Chunks[4].DType != "u32" || fmt.Sprint(out.Chunks[4].Shape) != "[2 2 2]" || fmt.Sprint(out.Chunks[0].Shape) != "[2 2 4]" {
+		out.Chunks[4].DType != "u8" || fmt.Sprint(out.Chunks[4].Shape) != "[2 2 1]" || out.Chunks[4].Length != 4 ||
+		fmt.Sprint(out.Chunks[0].Shape) != "[2 2 4]" {
 		t.Fatalf("inspect: %+v", out)
 	}
 	text := kv(t, "--dir", dir, "inspect", id.String()).want(t, exitOK).stdout
-	for _, want := range []string{"pruned     2 of 4 tokens per (layer, head)", "[2 kv heads][2 tokens][4 head dim]", "positions"} {
+	for _, want := range []string{"pruned     2 of 4 tokens per (layer, head), kept positions in a 1-byte bitmap per (layer, head)", "[2 kv heads][2 tokens][4 head dim]", "positions"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("inspect text lacks %q:\n%s", want, text)
 		}
