@@ -20,6 +20,17 @@
 //	trailer (64 bytes)     "KVXTRAIL" | packet id (32) | extent offset u64 | payload len u64 |
 //	                       payload crc32c u32 | crc32c of bytes 0..60
 //
+// A chunk is a tensor [kv_heads][rows][head_dim] of the header's dtype,
+// stored under its codec (format/codec draws the encoded layouts). A pruned
+// packet (PacketHeader.KeptTokens = k > 0) keeps k rows per (layer, KV
+// head), so its K and V chunks are [kv_heads][k][head_dim], and one more
+// chunk, 2L, after layer L-1's V, holds the kept local positions as
+// bitmaps (kind Positions, dtype U8, always raw):
+//
+//	| (layer 0, head 0): ceil(Tokens/8) bytes | (0, 1) | ... | (L-1, H-1) |
+//	  bit t%8 (LSB first) of byte t/8 is set when position t is kept;
+//	  exactly k bits per (layer, head), none at or beyond Tokens
+//
 // # Catalog values
 //
 // A catalog value is a record: a 16-byte frame, then a FlatBuffer body.
