@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/prune"
 )
 
 // metaConfig is one option set of the metamorphic test.
@@ -41,6 +42,7 @@ type metaRun struct {
 	db    *DB
 	spec  *format.ModelSpec
 	pool  []*Packet // packets the operations draw from
+	want  []*Packet // what reading pool[k] back gives: its kept rows when pruned
 	ids   []format.PacketID
 	model map[format.PacketID]bool
 	log   []string // what each operation returned: identical across option sets
@@ -64,7 +66,9 @@ func (r *metaRun) open(i int) {
 // TestReliabilityMetamorphic runs the same random operations (put, re-put,
 // get, delete, list, assemble, compact, GC, reopen, crash) under several
 // option sets: each run must agree with an in-memory model after every
-// operation, and all runs must return identical results.
+// operation, and all runs must return identical results. A quarter of the
+// packets are stored pruned (half their rows, compacted, positions bitmap)
+// and a fifth under shuffle-zstd; reads must give their rows exactly.
 func TestReliabilityMetamorphic(t *testing.T) {
 	n := pick(400, 5000)
 	for _, seed := range []uint64{1, 2} {
@@ -97,7 +101,18 @@ func runMeta(t *testing.T, cfg metaConfig, seed uint64, n int) *metaRun {
 	fp := r.spec.Fingerprint()
 	for i := range 40 {
 		p := floatPacket(r.spec, "ns", 3+(i*37)%150, 0, 0, seed*1000+uint64(i))
-		r.pool = append(r.pool, p)
+		want := p
+		if i%5 == 2 {
+			p.Codec = format.CodecShuffleZstd // lossless: reads stay exact
+		}
+		if i%4 == 1 { // pruned to half its rows, stored compacted
+			keep, err := prune.Random(r.spec.Layers, r.spec.KVHeads, p.Tokens(), p.Tokens()/2, seed+uint64(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Keep, want = keep, keptPacket(p, keep)
+		}
+		r.pool, r.want = append(r.pool, p), append(r.want, want)
 		r.ids = append(r.ids, format.ComputePacketID("ns", fp, "", p.TokenIDs))
 	}
 	r.open(-1)
@@ -126,7 +141,7 @@ func (r *metaRun) step(i int, rng *rand.Rand) {
 		res = "put"
 	case x < 55:
 		r.ops["get"]++
-		out, err := readBack(r.db, p, id)
+		out, err := readBack(r.db, r.want[k], id)
 		want := readAbsent
 		if r.model[id] {
 			want = readExact
@@ -207,8 +222,8 @@ func (r *metaRun) assemble(i int, rng *rand.Rand) string {
 	for k, id := range r.ids {
 		if r.model[id] && len(items) < 3 && rng.IntN(3) == 0 {
 			items = append(items, AssembleItem{ID: id, Offset: int64(tokens + rng.IntN(50))})
-			ps = append(ps, r.pool[k])
-			tokens += r.pool[k].Tokens()
+			ps = append(ps, r.want[k])
+			tokens += rowsOf(r.want[k])
 		}
 	}
 	if len(items) == 0 {
@@ -224,7 +239,7 @@ func (r *metaRun) assemble(i int, rng *rand.Rand) string {
 		at := 0
 		for h := range r.spec.KVHeads {
 			for _, p := range ps {
-				n := p.Tokens() * row
+				n := rowsOf(p) * row
 				src := p.Layers[l].V[h*n : (h+1)*n]
 				if string(d.V[l][at:at+n]) != string(src) {
 					r.fatalf(i, "assemble: layer %d head %d V rows differ from the packet's", l, h)
@@ -236,6 +251,35 @@ func (r *metaRun) assemble(i int, rng *rand.Rand) string {
 		crc.Write(d.V[l])
 	}
 	return fmt.Sprintf("%08x", crc.Sum32())
+}
+
+// keptPacket is p with only the rows keep keeps, [kv_heads][k][head_dim]
+// per chunk: what View.Layer returns for p stored pruned.
+func keptPacket(p *Packet, keep *prune.Set) *Packet {
+	q := *p
+	q.Keep, q.Layers = nil, make([]Layer, len(p.Layers))
+	row := p.Model.HeadDim * p.Model.DType.Size()
+	n := p.Tokens()
+	for l, layer := range p.Layers {
+		for _, kv := range []struct {
+			dst *[]byte
+			src []byte
+		}{{&q.Layers[l].K, layer.K}, {&q.Layers[l].V, layer.V}} {
+			for h := range p.Model.KVHeads {
+				for _, t := range keep.Kept(l, h) {
+					at := (h*n + int(t)) * row
+					*kv.dst = append(*kv.dst, kv.src[at:at+row]...)
+				}
+			}
+		}
+	}
+	return &q
+}
+
+// rowsOf is the rows per (layer, KV head) of a packet built by keptPacket
+// or whole.
+func rowsOf(p *Packet) int {
+	return len(p.Layers[0].K) / (p.Model.KVHeads * p.Model.HeadDim * p.Model.DType.Size())
 }
 
 // crash clones a crashable MemFS as a crash would leave it (a random share
@@ -258,7 +302,7 @@ func (r *metaRun) crash(i int, rng *rand.Rand) {
 
 // checkModel reads every packet of the pool and runs Check.
 func (r *metaRun) checkModel(i int) {
-	for k, p := range r.pool {
+	for k, p := range r.want {
 		out, err := readBack(r.db, p, r.ids[k])
 		if want := map[bool]readOutcome{true: readExact, false: readAbsent}[r.model[r.ids[k]]]; out != want {
 			r.fatalf(i, "packet %d: %v (%v), model says %v", k, out, err, want)
