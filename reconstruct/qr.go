@@ -3,7 +3,6 @@ package reconstruct
 import (
 	"math"
 
-	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/lapack/lapack64"
 )
@@ -12,10 +11,12 @@ import (
 // first pass gives up when a pivot of the Cholesky factor is below
 // cholFirstTol times the largest row norm (the rows are then too close to
 // dependent for a float32 product with the inverse factor), the second when
-// its input is not close to orthonormal.
+// its input is not close to orthonormal. cholRefineTol bounds
+// ||m m^T - I||_F for refineRows32.
 const (
 	cholFirstTol  = 0x1p-12
 	cholSecondTol = 0.5
+	cholRefineTol = 0x1p-12
 )
 
 // qrWork holds the scratch of orthonormalizeRows so that a randomized SVD,
@@ -23,7 +24,7 @@ const (
 type qrWork struct {
 	tau, work []float64
 	f64       []float64 // float64 copy for orthonormalizeRows32
-	gram      []float64 // k x k Gram matrix, then its Cholesky factor
+	gram      []float64 // k x k Gram matrix, then its Cholesky factor R; R^-1
 	inv, tmp  []float32 // inverse Cholesky factor; the product with it
 }
 
@@ -70,83 +71,162 @@ func (w *qrWork) orthonormalizeRows(m blas64.General) {
 // the same span orthonormal to about 2^-24 kappa(m) <= 2^-12, enough for
 // the intermediate bases of a power iteration, whose only need is that the
 // next product does not lose the weaker directions.
+//
+// The second pass is refineRows32 when the first left the rows orthonormal
+// to within cholRefineTol, as it does unless kappa(m) nears 2^12: the
+// same correction to first order, without a Cholesky factor or inverse.
 func (w *qrWork) orthonormalizeRows32(m []float32, k, n int, once bool) {
-	if w.cholRows32(m, k, n, cholFirstTol) && (once || w.cholRows32(m, k, n, cholSecondTol)) {
-		return
+	if !w.cholRows32(m, k, n, cholFirstTol) {
+		w.householderRows32(m, k, n)
+	} else if !once {
+		w.secondPass32(m, k, n)
 	}
-	w.householderRows32(m, k, n)
 }
 
-// cholRows32 is one CholeskyQR pass over the rows of m (k x n): it reports
-// false, leaving m as it was, when a pivot squared is at most tol^2 times
-// the largest diagonal element of the Gram matrix.
-func (w *qrWork) cholRows32(m []float32, k, n int, tol float64) bool {
-	if cap(w.f64) < k*n {
-		w.f64 = make([]float64, k*n)
+// secondPass32 is the second pass of orthonormalizeRows32 over rows that
+// have had the first: refineRows32, else cholRows32, else Householder.
+func (w *qrWork) secondPass32(m []float32, k, n int) {
+	if !w.refineRows32(m, k, n) && !w.cholRows32(m, k, n, cholSecondTol) {
+		w.householderRows32(m, k, n)
 	}
-	d := w.f64[:k*n]
-	for i, v := range m[:k*n] {
-		d[i] = float64(v)
-	}
-	if cap(w.gram) < k*k {
-		w.gram = make([]float64, k*k)
+}
+
+// refineRows32 is the second CholeskyQR pass over rows m (k x n) that are
+// already nearly orthonormal, to first order. With G = m m^T = I + E
+// (gramUpperF32, exact products summed in float64), the Cholesky factor
+// is R = I + U + O(E^2), U the upper triangle of E with half its
+// diagonal, so R^-T = I - U^T + O(E^2), and m = (I - U^T) m gives rows
+// whose Gram matrix is I - U^T - U + E + O(E^2) = I + O(E^2). It reports
+// false, leaving m as it was, unless ||E||_F <= cholRefineTol: then the
+// neglected terms are at most 2^-24, the float32 level, and the product
+// with the lower triangular I - U^T, in float32 as in cholRows32, adds
+// rounding of about 2^-24 sqrt(k), as the full pass would.
+func (w *qrWork) refineRows32(m []float32, k, n int) bool {
+	if cap(w.gram) < 2*k*k {
+		w.gram = make([]float64, 2*k*k)
 	}
 	g := w.gram[:k*k]
-	blas64.Syrk(blas.NoTrans, 1, blas64.General{Rows: k, Cols: n, Stride: n, Data: d}, 0,
-		blas64.Symmetric{N: k, Stride: k, Uplo: blas.Upper, Data: g})
-	var big float64
+	gramUpperF32(g, m, k, n)
+	var ef float64
 	for i := 0; i < k; i++ {
-		big = max(big, g[i*k+i])
-	}
-	floor := tol * tol * big
-	// Upper Cholesky in place: G = R^T R, row j of R from row j of G.
-	for j := 0; j < k; j++ {
-		s := g[j*k+j]
-		for p := 0; p < j; p++ {
-			s -= g[p*k+j] * g[p*k+j]
-		}
-		if !(s > floor) {
-			return false
-		}
-		r := math.Sqrt(s)
-		g[j*k+j] = r
-		for i := j + 1; i < k; i++ {
-			t := g[j*k+i]
-			for p := 0; p < j; p++ {
-				t -= g[p*k+j] * g[p*k+i]
-			}
-			g[j*k+i] = t / r
+		d := g[i*k+i] - 1
+		ef += d * d
+		for _, v := range g[i*k+i+1 : (i+1)*k] {
+			ef += 2 * v * v
 		}
 	}
-	// X = R^-T, lower triangular: R^T X = I, column by column.
+	if !(ef <= cholRefineTol*cholRefineTol) {
+		return false
+	}
 	if cap(w.inv) < k*k {
 		w.inv = make([]float32, k*k)
 	}
 	x := w.inv[:k*k]
 	clear(x)
-	if cap(w.work) < k {
-		w.work = make([]float64, k)
-	}
-	col := w.work[:k]
-	for c := 0; c < k; c++ {
-		col[c] = 1 / g[c*k+c]
-		x[c*k+c] = float32(col[c])
-		for i := c + 1; i < k; i++ {
-			var t float64
-			for p := c; p < i; p++ {
-				t += g[p*k+i] * col[p]
-			}
-			col[i] = -t / g[i*k+i]
-			x[i*k+c] = float32(col[i])
+	for i := 0; i < k; i++ {
+		x[i*k+i] = float32(1 - (g[i*k+i]-1)/2)
+		for j := i + 1; j < k; j++ {
+			x[j*k+i] = float32(-g[i*k+j])
 		}
 	}
+	w.lowerTimes(m, x, k, n)
+	return true
+}
+
+// lowerTimes replaces m (k x n) by x m, x lower triangular (k x k) in
+// float32: row block i..i+3 of x needs the columns < i+4 only.
+func (w *qrWork) lowerTimes(m, x []float32, k, n int) {
 	if cap(w.tmp) < k*n {
 		w.tmp = make([]float32, k*n)
 	}
 	out := w.tmp[:k*n]
-	matmulF32(out, n, x, k, m, n, k, n, k)
+	for i := 0; i < k; i += 4 {
+		rb := min(4, k-i)
+		matmulF32(out[i*n:], n, x[i*k:], k, m, n, rb, n, i+rb)
+	}
 	copy(m, out)
+}
+
+// cholRows32 is one CholeskyQR pass over the rows of m (k x n): it reports
+// false, leaving m as it was, when a pivot squared is at most tol^2 times
+// the largest diagonal element of the Gram matrix. The Gram matrix is
+// gramUpperF32 (exact products, float64 sums); the Cholesky factor R
+// (m m^T = R^T R) and its inverse are float64, by the row kernels of
+// eigen_kernels.go; only the product R^-T m is float32.
+func (w *qrWork) cholRows32(m []float32, k, n int, tol float64) bool {
+	if cap(w.gram) < 2*k*k {
+		w.gram = make([]float64, 2*k*k)
+	}
+	g, xt := w.gram[:k*k], w.gram[k*k:2*k*k]
+	gramUpperF32(g, m, k, n)
+	var big float64
+	for i := 0; i < k; i++ {
+		big = max(big, g[i*k+i])
+	}
+	if !cholUpper(g, k, tol*tol*big) {
+		return false
+	}
+	w.work = svdGrow64(&w.work, k)
+	triInverse(xt, g, k, w.work)
+	if cap(w.inv) < k*k {
+		w.inv = make([]float32, k*k)
+	}
+	x := w.inv[:k*k]
+	for c := 0; c < k; c++ {
+		for i, v := range xt[c*k : (c+1)*k] {
+			x[i*k+c] = float32(v)
+		}
+	}
+	w.lowerTimes(m, x, k, n) // x = R^-T
 	return true
+}
+
+// cholUpper overwrites the upper triangle of the symmetric k x k matrix g
+// (row-major, upper triangle set) with its Cholesky factor R, g = R^T R,
+// right-looking: row j of R is the current row j scaled by 1/sqrt(pivot),
+// then the upper triangle of the trailing block loses its outer product
+// (syr), every access along a row. It reports false when a pivot (before
+// its square root) is not above floor. The lower triangle is not read.
+func cholUpper(g []float64, k int, floor float64) bool {
+	for j := 0; j < k; j++ {
+		piv := g[j*k+j]
+		if !(piv > floor) {
+			return false
+		}
+		r := math.Sqrt(piv)
+		g[j*k+j] = r
+		row := g[j*k+j+1 : (j+1)*k]
+		inv := 1 / r
+		for l := range row {
+			row[l] *= inv
+		}
+		if j+1 < k {
+			syr(g[(j+1)*k+j+1:], k, k-j-1, row)
+		}
+	}
+	return true
+}
+
+// triInverse sets x (k x k) to the inverse of the upper triangular r (the
+// upper triangle of a k x k row-major matrix), upper triangular too. Row c
+// of x solves x[c] r = e_c; all rows advance together, column by column:
+// x[c][p] = t[c][p] / r[p][p], then the rows so far lose x[:, p] times
+// r[p][p+1:] (ger). col is scratch of length k.
+func triInverse(x, r []float64, k int, col []float64) {
+	clear(x[:k*k])
+	for i := 0; i < k; i++ {
+		x[i*k+i] = 1
+	}
+	for p := 0; p < k; p++ {
+		inv := 1 / r[p*k+p]
+		for c := 0; c <= p; c++ {
+			x[c*k+p] *= inv
+			col[c] = x[c*k+p]
+		}
+		if p+1 < k {
+			ger(x[p+1:], k, p+1, k-p-1, col, r[p*k+p+1:(p+1)*k])
+		}
+	}
 }
 
 // householderRows32 is orthonormalizeRows of the k x n float32 matrix m,

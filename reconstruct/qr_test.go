@@ -83,3 +83,115 @@ func TestOrthonormalizeRowsDeficient(t *testing.T) {
 	w.orthonormalizeRows(q)
 	qrCheck(t, q, m, 1e-12)
 }
+
+// TestOrthonormalizeRows32 runs the float32 CholeskyQR2 on rows of growing
+// condition number (the second pass is refineRows32 on the easy ones, a
+// full pass or Householder on the harder ones) and on dependent rows
+// (Householder at once): the result is orthonormal to float32 accuracy
+// and spans the input, once or twice.
+func TestOrthonormalizeRows32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for _, tc := range []struct {
+		k, n int
+		cond float64
+	}{{40, 64, 1}, {40, 128, 1e3}, {13, 50, 1e5}, {8, 8, 10}, {1, 9, 1}} {
+		// m = diag(decay) G for a Gaussian G: condition number about cond.
+		m32 := make([]float32, tc.k*tc.n)
+		m := make([]float64, tc.k*tc.n)
+		for i := 0; i < tc.k; i++ {
+			scale := math.Pow(tc.cond, -float64(i)/float64(max(tc.k-1, 1)))
+			for j := 0; j < tc.n; j++ {
+				m32[i*tc.n+j] = float32(scale * rng.NormFloat64())
+				m[i*tc.n+j] = float64(m32[i*tc.n+j])
+			}
+		}
+		for _, once := range []bool{false, true} {
+			var w qrWork
+			q32 := append([]float32(nil), m32...)
+			w.orthonormalizeRows32(q32, tc.k, tc.n, once)
+			q := blas64.General{Rows: tc.k, Cols: tc.n, Stride: tc.n, Data: make([]float64, len(q32))}
+			for i, v := range q32 {
+				q.Data[i] = float64(v)
+			}
+			tol := 2e-6
+			if once {
+				tol = 1e-3 // one pass: orthonormal to about 2^-24 kappa
+			}
+			qrCheck(t, q, m, tol)
+		}
+	}
+	// Dependent rows fall back to Householder.
+	const k, n = 4, 20
+	m32 := make([]float32, k*n)
+	for j := 0; j < n; j++ {
+		a := float32(rng.NormFloat64())
+		m32[j], m32[n+j], m32[2*n+j], m32[3*n+j] = a, 2*a, float32(rng.NormFloat64()), 0
+	}
+	var w qrWork
+	w.orthonormalizeRows32(m32, k, n, false)
+	q := blas64.General{Rows: k, Cols: n, Stride: n, Data: make([]float64, k*n)}
+	for i, v := range m32 {
+		q.Data[i] = float64(v)
+	}
+	qrCheck(t, q, nil, 1e-6)
+}
+
+// TestRefineRows32Rejects: rows far from orthonormal are left alone.
+func TestRefineRows32Rejects(t *testing.T) {
+	m := []float32{1, 0, 0, 0.1, 1, 0}
+	was := append([]float32(nil), m...)
+	var w qrWork
+	if w.refineRows32(m, 2, 3) {
+		t.Fatal("refined rows 0.1 from orthogonal")
+	}
+	for i := range m {
+		if m[i] != was[i] {
+			t.Fatalf("element %d changed to %v", i, m[i])
+		}
+	}
+}
+
+// TestCholUpperInverse checks cholUpper (R^T R = G) and triInverse
+// (X R = I) on a random positive definite matrix, and that cholUpper
+// refuses a singular one.
+func TestCholUpperInverse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	for _, k := range []int{1, 2, 3, 5, 17, 40} {
+		b := make([]float32, k*(k+3))
+		for i := range b {
+			b[i] = float32(rng.NormFloat64())
+		}
+		g := make([]float64, k*k)
+		gramF32(g, b, k, k+3)
+		r := append([]float64(nil), g...)
+		if !cholUpper(r, k, 0) {
+			t.Fatalf("k=%d: positive definite matrix refused", k)
+		}
+		x := make([]float64, k*k)
+		triInverse(x, r, k, make([]float64, k))
+		for i := 0; i < k; i++ {
+			for j := 0; j < k; j++ {
+				var rtr, xr float64
+				for p := 0; p <= min(i, j); p++ {
+					rtr += r[p*k+i] * r[p*k+j]
+				}
+				for p := i; p <= j; p++ {
+					xr += x[i*k+p] * r[p*k+j]
+				}
+				if math.Abs(rtr-g[i*k+j]) > 1e-12*g[i*k+i] {
+					t.Fatalf("k=%d: (R^T R)[%d][%d] = %v, G %v", k, i, j, rtr, g[i*k+j])
+				}
+				want := 0.0
+				if i == j {
+					want = 1
+				}
+				if j >= i && math.Abs(xr-want) > 1e-10 {
+					t.Fatalf("k=%d: (X R)[%d][%d] = %v", k, i, j, xr)
+				}
+			}
+		}
+	}
+	if cholUpper([]float64{1, 1, 1, 1}, 2, 1e-12) {
+		t.Error("singular matrix accepted")
+	}
+}

@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"sync"
 
-	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/lapack"
 	"gonum.org/v1/gonum/lapack/lapack64"
@@ -90,13 +88,16 @@ func (o *SVDOptions) Validate() error {
 //
 // It is the randomized range finder of Halko, Martinsson and Tropp (2011,
 // algorithms 4.4 and 5.1): a Gaussian sketch Y = A Omega of k = target+p
-// columns, q power iterations Y = A (A^T Y), every step re-orthonormalised
-// (CholeskyQR with a float64 Gram matrix, Householder QR in float64 when
-// the sketch is nearly rank-deficient; see orthonormalizeRows32), then the
-// SVD of the small B = Q^T A (k x cols) from the eigen-decomposition of
-// B B^T in float64. The products with A are float32 (see randomized for
-// why that is enough); a component below 2^-16 sigma_1 of B is treated as
-// zero (see gram). When k would reach min(rows, cols) the sketch saves
+// columns, q power iterations Y = A (A^T Y), every product re-
+// orthonormalised, in the first iteration only one of two where that is
+// safe (CholeskyQR with a float64 Gram matrix, Householder QR in float64
+// when the sketch is nearly rank-deficient; see orthonormalizeRows32 and
+// rangeFinder), then the SVD of
+// the small B = Q^T A (k x cols) from the eigen-decomposition of B B^T in
+// float64 (Householder tridiagonalisation and implicit QL, see
+// eigenWork.sym). The products with A are float32 (see randomized for why
+// that is enough); a component below 2^-16 sigma_1 of B is treated as zero
+// (see gram). When k would reach min(rows, cols) the sketch saves
 // nothing and A itself goes to LAPACK's dgesvd in float64: the result is
 // then the exact SVD.
 //
@@ -114,13 +115,15 @@ func SVD(a []float32, rows, cols int, opts SVDOptions) (*Factors, error) {
 	if rows < 1 || cols < 1 || cols > maxFactorCols || uint64(rows) > math.MaxUint32 || rows > math.MaxInt/cols || len(a) != rows*cols {
 		return nil, fmt.Errorf("%w: svd: %d floats as %dx%d (cols <= %d)", format.ErrInvalidArgument, len(a), rows, cols, maxFactorCols)
 	}
-	var total float64
-	for i, v := range a {
-		f := float64(v)
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return nil, fmt.Errorf("%w: svd: element %d (row %d, col %d) is %v", format.ErrInvalidArgument, i, i/cols, i%cols, v)
+	// The sum is finite exactly when every element is (sumSquaresF32); the
+	// input is searched only when it is not.
+	total := sumSquaresF32(a)
+	if math.IsNaN(total) || math.IsInf(total, 0) {
+		for i, v := range a {
+			if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+				return nil, fmt.Errorf("%w: svd: element %d (row %d, col %d) is %v", format.ErrInvalidArgument, i, i/cols, i%cols, v)
+			}
 		}
-		total += f * f
 	}
 	if total == 0 {
 		return &Factors{Rows: rows, Cols: cols}, nil
@@ -137,21 +140,27 @@ func SVD(a []float32, rows, cols int, opts SVDOptions) (*Factors, error) {
 	if k == min(rows, cols) {
 		d, ok = w.exact(a, rows, cols)
 	} else {
-		d, ok = w.randomized(a, rows, cols, k, max(opts.PowerIters, 0), opts.Seed)
+		d, ok = w.randomized(a, rows, cols, k, target, max(opts.PowerIters, 0), opts.Seed, math.Sqrt(total))
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: svd: %dx%d: LAPACK (dgesvd or dsyev) did not converge", format.ErrInvalidArgument, rows, cols)
+		return nil, fmt.Errorf("%w: svd: %dx%d: dgesvd or the QL iteration did not converge", format.ErrInvalidArgument, rows, cols)
 	}
 	return d.factors(chooseRank(d.s, total, opts)), nil
 }
 
 // svdWork is the scratch of one SVD call, pooled so that the many calls of
 // an ingest (one per span, layer, head, K and V) do not allocate it again.
-// Nothing in it outlives the call that holds it.
+// Nothing in it outlives the call that holds it but the sketch Omega, a
+// pure function of (seed, k, cols) kept for the next call.
 type svdWork struct {
 	at, yt, zt, omega, ubt, ut    []float32
 	a64, u64, vt64, s, ev, lapack []float64
 	qr                            qrWork
+	eig                           eigenWork
+	// The sketch in omega is a pure function of these; it is kept for the
+	// next call with the same ones (an ingest uses one seed and shape).
+	omegaSeed      uint64
+	omegaK, omegaN int
 }
 
 var svdPool = sync.Pool{New: func() any { return new(svdWork) }}
@@ -171,12 +180,13 @@ func svdGrow64(b *[]float64, n int) []float64 {
 }
 
 // denseSVD is A ~ U diag(s) Vt before truncation, s descending and vt
-// len(s) x cols in float64; left writes the first r left singular vectors
-// into u (rows x r, row-major).
+// (at least the rows that can be kept) in float64; left writes the first r
+// left singular vectors, vector i times sign[i] (+1 or -1), into u (rows x
+// r, row-major).
 type denseSVD struct {
 	rows, cols int
 	s, vt      []float64
-	left       func(u []float32, r int)
+	left       func(u []float32, r int, sign []float64)
 }
 
 // exact is dgesvd of the whole matrix (thin U and Vt) in float64.
@@ -192,10 +202,10 @@ func (w *svdWork) exact(a []float32, rows, cols int) (*denseSVD, bool) {
 	if !w.small(blas64.General{Rows: rows, Cols: cols, Stride: cols, Data: a64}, u, vt, s) {
 		return nil, false
 	}
-	return &denseSVD{rows: rows, cols: cols, s: s, vt: vt.Data, left: func(dst []float32, r int) {
+	return &denseSVD{rows: rows, cols: cols, s: s, vt: vt.Data, left: func(dst []float32, r int, sign []float64) {
 		for t := 0; t < rows; t++ {
 			for i, v := range u.Data[t*m : t*m+r] {
-				dst[t*r+i] = float32(v)
+				dst[t*r+i] = float32(sign[i] * v)
 			}
 		}
 	}}, true
@@ -211,52 +221,124 @@ func (w *svdWork) exact(a []float32, rows, cols int) (*denseSVD, bool) {
 // Cholesky factors of the orthonormalisations and the small SVD, where
 // accuracy is lost if anywhere, are float64. The intermediate bases of the
 // power iterations get one CholeskyQR pass (orthonormal to about 2^-12,
-// which is all the next product needs); the final Q gets two.
-func (w *svdWork) randomized(a []float32, rows, cols, k, q int, seed uint64) (*denseSVD, bool) {
+// which is all the next product needs), the final Q two; rangeFinder says
+// which basis of the first iteration does without.
+func (w *svdWork) randomized(a []float32, rows, cols, k, target, q int, seed uint64, norm float64) (*denseSVD, bool) {
 	at := svdGrow32(&w.at, rows*cols)
-	for i := 0; i < rows; i++ {
-		for j, v := range a[i*cols : (i+1)*cols] {
-			at[j*rows+i] = v
-		}
-	}
+	svdTranspose(at, a, rows, cols)
 	yt := svdGrow32(&w.yt, k*rows)
 	zt := svdGrow32(&w.zt, k*cols)
-	matmulF32(yt, rows, svdSketch(svdGrow32(&w.omega, k*cols), seed), cols, at, rows, k, rows, cols) // (A Omega)^T
-	w.qr.orthonormalizeRows32(yt, k, rows, q > 0)
-	for it := 0; it < q; it++ {
+	w.rangeFinder(a, at, yt, zt, rows, cols, k, q, seed, norm)
+	// B = Q^T A (k x cols) = Ub diag(s) Vt, so A ~ Q B = (Q Ub) diag(s) Vt.
+	matmulF32(zt, cols, yt, rows, a, cols, k, cols, rows)
+	r := min(target, k)
+	ubt := svdGrow64(&w.u64, r*k) // Ub^T, first r rows
+	vt := svdGrow64(&w.vt64, r*cols)
+	s := svdGrow64(&w.s, k)
+	if !w.gram(zt, k, cols, r, ubt, vt, s) {
+		return nil, false
+	}
+	return &denseSVD{rows: rows, cols: cols, s: s, vt: vt, left: func(dst []float32, rr int, sign []float64) {
+		// U^T = Ub[:, :rr]^T Q^T (rr x rows), then transposed into dst.
+		ub32 := svdGrow32(&w.ubt, rr*k)
+		for i := 0; i < rr; i++ {
+			for p, v := range ubt[i*k : (i+1)*k] {
+				ub32[i*k+p] = float32(sign[i] * v)
+			}
+		}
+		ut := svdGrow32(&w.ut, rr*rows)
+		matmulF32(ut, rows, ub32, k, yt, rows, rr, rows, k)
+		for i := 0; i < rr; i++ {
+			for t, v := range ut[i*rows : (i+1)*rows] {
+				dst[t*rr+i] = v
+			}
+		}
+	}}, true
+}
+
+// rangeFinder leaves in yt (k x rows) the orthonormal basis Q^T of the
+// range of (A A^T)^q A Omega. Every product of a power iteration is
+// orthonormalised before the next one, but in the first iteration only
+// the shorter of A Omega (rows long) and A^T Q0 (cols long) is: the other
+// one is scaled exactly, by a power of two near 1/||A||_F (norm), so that
+// the product after it has the size it would have after orthonormalising
+// and neither overflows nor underflows float32 where A does not. That
+// changes no span, only conditioning: the product after it has a condition
+// number near kappa^2, kappa that of A on the sketch, and its own pass,
+// with the usual pivot bound cholFirstTol, accepts it only when that is
+// at most 2^12, when its float32 rounding blurs the weakest direction by
+// 2^-24 kappa^2 <= 2^-12 of its size, what an intermediate basis is
+// allowed anyway. Past that bound, the skipped basis is orthonormalised
+// after all and the product made again: the result is then that of
+// orthonormalising every step.
+func (w *svdWork) rangeFinder(a, at, yt, zt []float32, rows, cols, k, q int, seed uint64, norm float64) {
+	matmulF32(yt, rows, w.sketch(k, cols, seed), cols, at, rows, k, rows, cols) // (A Omega)^T
+	if q == 0 {
+		w.qr.orthonormalizeRows32(yt, k, rows, false)
+		return
+	}
+	_, e := math.Frexp(norm)
+	scale := math.Ldexp(1, -e)
+	it := 0
+	if rows <= cols {
+		// Orthonormalise A Omega, not A^T Q0.
+		w.qr.orthonormalizeRows32(yt, k, rows, true)
+		matmulF32(zt, cols, yt, rows, a, cols, k, cols, rows) // (A^T Q0)^T
+		svdScale(zt, scale)
+		matmulF32(yt, rows, zt, cols, at, rows, k, rows, cols) // (A Z)^T
+		if !w.qr.cholRows32(yt, k, rows, cholFirstTol) {
+			w.qr.orthonormalizeRows32(zt, k, cols, true)
+			matmulF32(yt, rows, zt, cols, at, rows, k, rows, cols)
+			w.qr.orthonormalizeRows32(yt, k, rows, q > 1)
+		} else if q == 1 {
+			w.qr.secondPass32(yt, k, rows)
+		}
+		it = 1
+	} else {
+		// Orthonormalise A^T (A Omega), not A Omega.
+		svdScale(yt, scale)
+		matmulF32(zt, cols, yt, rows, a, cols, k, cols, rows) // (A^T Y0)^T
+		if !w.qr.cholRows32(zt, k, cols, cholFirstTol) {
+			w.qr.orthonormalizeRows32(yt, k, rows, true)
+			matmulF32(zt, cols, yt, rows, a, cols, k, cols, rows)
+			w.qr.orthonormalizeRows32(zt, k, cols, true)
+		}
+		matmulF32(yt, rows, zt, cols, at, rows, k, rows, cols) // (A Z)^T
+		w.qr.orthonormalizeRows32(yt, k, rows, q > 1)
+		it = 1
+	}
+	for ; it < q; it++ {
 		matmulF32(zt, cols, yt, rows, a, cols, k, cols, rows) // (A^T Q)^T
 		w.qr.orthonormalizeRows32(zt, k, cols, true)
 		matmulF32(yt, rows, zt, cols, at, rows, k, rows, cols) // (A Z)^T
 		w.qr.orthonormalizeRows32(yt, k, rows, it+1 < q)
 	}
-	// B = Q^T A (k x cols) = Ub diag(s) Vt, so A ~ Q B = (Q Ub) diag(s) Vt.
-	matmulF32(zt, cols, yt, rows, a, cols, k, cols, rows)
-	b := blas64.General{Rows: k, Cols: cols, Stride: cols, Data: svdGrow64(&w.a64, k*cols)}
-	for i, v := range zt {
-		b.Data[i] = float64(v)
+}
+
+// svdScale multiplies x by f, a power of two: exact, as x stays in range.
+func svdScale(x []float32, f float64) {
+	for i, v := range x {
+		x[i] = float32(float64(v) * f)
 	}
-	ub := blas64.General{Rows: k, Cols: k, Stride: k, Data: svdGrow64(&w.u64, k*k)}
-	vt := blas64.General{Rows: k, Cols: cols, Stride: cols, Data: svdGrow64(&w.vt64, k*cols)}
-	s := svdGrow64(&w.s, k)
-	if !w.gram(b, ub, vt, s) {
-		return nil, false
-	}
-	return &denseSVD{rows: rows, cols: cols, s: s, vt: vt.Data, left: func(dst []float32, r int) {
-		// U^T = Ub[:, :r]^T Q^T (r x rows), then transposed into dst.
-		ubt := svdGrow32(&w.ubt, r*k)
-		for i := 0; i < k; i++ {
-			for j := 0; j < r; j++ {
-				ubt[j*k+i] = float32(ub.Data[i*k+j])
+}
+
+// svdTranspose sets at (cols x rows) to the transpose of a (rows x cols),
+// eight rows of a at a time so that the writes are runs of eight.
+func svdTranspose(at, a []float32, rows, cols int) {
+	i := 0
+	for ; i+8 <= rows; i += 8 {
+		for j := 0; j < cols; j++ {
+			out := at[j*rows+i : j*rows+i+8]
+			for p := range out {
+				out[p] = a[(i+p)*cols+j]
 			}
 		}
-		ut := svdGrow32(&w.ut, r*rows)
-		matmulF32(ut, rows, ubt, k, yt, rows, r, rows, k)
-		for i := 0; i < r; i++ {
-			for t, v := range ut[i*rows : (i+1)*rows] {
-				dst[t*r+i] = v
-			}
+	}
+	for ; i < rows; i++ {
+		for j, v := range a[i*cols : (i+1)*cols] {
+			at[j*rows+i] = v
 		}
-	}}, true
+	}
 }
 
 // small is LAPACK dgesvd of a (overwritten) into thin u, vt and s.
@@ -267,54 +349,52 @@ func (w *svdWork) small(a, u, vt blas64.General, s []float64) bool {
 	return lapack64.Gesvd(lapack.SVDStore, lapack.SVDStore, a, u, vt, s, work, len(work))
 }
 
-// gram is the SVD of the small k x cols matrix b through the eigen-
-// decomposition of its Gram matrix b b^T (k x k) in float64, LAPACK dsyev:
-// b = ub diag(s) vt with vt = diag(1/s) ub^T b. It is three times cheaper
-// here than dgesvd of b. Squaring b squares its condition number: an
-// eigenvector is accurate to about 2^-52 (s_1/s_i)^2, so components with
-// s_i <= 2^-16 s_1, whose vectors would carry errors near 2^-20, are set to
-// 0 (and dropped). That is no loss: b comes from float32 products and
-// carries errors of that order already. ub is used as the Gram's storage.
-func (w *svdWork) gram(b, ub, vt blas64.General, s []float64) bool {
-	k := b.Rows
-	g := blas64.Symmetric{N: k, Stride: k, Uplo: blas.Upper, Data: ub.Data}
-	blas64.Syrk(blas.NoTrans, 1, b, 0, g)
+// gram is the SVD of the small k x cols matrix b (float32, row-major)
+// through the eigen-decomposition of its Gram matrix b b^T (k x k):
+// b = Ub diag(s) Vt with Vt = diag(1/s) Ub^T b. The Gram matrix is exact
+// products summed in float64 (gramF32), the eigen-decomposition float64
+// (eigenWork.sym), and Vt's rows the float64 products of Ub's columns with
+// b (mulF64F32). It writes all k values s and the first r rows of Ub^T (ubt,
+// r x k) and of Vt (r x cols). Squaring b squares its condition number:
+// an eigenvector is accurate to about 2^-52 (s_1/s_i)^2, so components
+// with s_i <= 2^-16 s_1, whose vectors would carry errors near 2^-20, are
+// set to 0 (and dropped). That is no loss: b comes from float32 products
+// and carries errors of that order already.
+func (w *svdWork) gram(b []float32, k, cols, r int, ubt, vt, s []float64) bool {
+	g := svdGrow64(&w.a64, k*k)
+	gramF32(g, b, k, cols)
 	ev := svdGrow64(&w.ev, k)
-	var q [1]float64
-	lapack64.Syev(lapack.EVCompute, g, ev, q[:], -1)
-	work := svdGrow64(&w.lapack, max(int(q[0]), 1))
-	if !lapack64.Syev(lapack.EVCompute, g, ev, work, len(work)) {
+	if !w.eig.sym(g, k, ev, ubt, r) {
 		return false
 	}
-	// dsyev sorts ascending; reverse into descending order.
-	for i := 0; i < k; i++ {
-		slices.Reverse(ub.Data[i*k : (i+1)*k])
-	}
 	for i := range s {
-		s[i] = math.Sqrt(max(ev[k-1-i], 0))
+		s[i] = math.Sqrt(max(ev[i], 0))
 	}
-	// vt = ub^T b row by row: row i is the sum over p of ub[p][i] b[p],
-	// long contiguous axpys (gonum's Gemm spends more on these small
-	// shapes in its blocking than in the arithmetic).
-	for i := 0; i < k; i++ {
-		row := vt.Data[i*vt.Stride : i*vt.Stride+vt.Cols]
-		clear(row)
-		for p := 0; p < k; p++ {
-			blas64.Axpy(ub.Data[p*k+i], blas64.Vector{N: len(row), Inc: 1, Data: b.Data[p*b.Stride : p*b.Stride+len(row)]},
-				blas64.Vector{N: len(row), Inc: 1, Data: row})
-		}
-	}
+	mulF64F32(vt, cols, ubt, k, b, cols, r, cols, k) // Ub^T b
 	for i := range s {
 		if s[i] <= s[0]*0x1p-16 {
 			s[i] = 0
 			continue
 		}
-		row := vt.Data[i*vt.Stride : i*vt.Stride+vt.Cols]
-		for j := range row {
-			row[j] /= s[i]
+		if i < r {
+			row := vt[i*cols : (i+1)*cols]
+			inv := 1 / s[i]
+			for j := range row {
+				row[j] *= inv
+			}
 		}
 	}
 	return true
+}
+
+// sketch returns Omega^T (k x cols) for seed, made by svdSketch or kept
+// from the previous call with the same seed and shape.
+func (w *svdWork) sketch(k, cols int, seed uint64) []float32 {
+	if w.omega == nil || w.omegaSeed != seed || w.omegaK != k || w.omegaN != cols {
+		svdSketch(svdGrow32(&w.omega, k*cols), seed)
+		w.omegaSeed, w.omegaK, w.omegaN = seed, k, cols
+	}
+	return w.omega[:k*cols]
 }
 
 // svdSketch fills g with the transposed Gaussian test matrix Omega^T
@@ -349,30 +429,30 @@ func chooseRank(s []float64, total float64, o SVDOptions) int {
 
 // factors truncates to rank r, fixes signs and rounds to float32.
 func (d *denseSVD) factors(r int) *Factors {
+	// One allocation for the three, each capped at its length.
+	nu, nv := d.rows*r, r*d.cols
+	buf := make([]float32, nu+r+nv)
 	f := &Factors{Rows: d.rows, Cols: d.cols, Rank: r,
-		U: make([]float32, d.rows*r), S: make([]float32, r), Vt: make([]float32, r*d.cols)}
+		U: buf[:nu:nu], S: buf[nu : nu+r : nu+r], Vt: buf[nu+r:]}
 	if r == 0 {
 		return f
 	}
-	d.left(f.U, r)
-	for i := 0; i < r; i++ {
+	sign := make([]float64, r)
+	for i := range sign {
 		row := d.vt[i*d.cols : (i+1)*d.cols]
-		best := 0
+		best, big := 0, math.Abs(row[0])
 		for j, v := range row {
-			if math.Abs(v) > math.Abs(row[best]) {
-				best = j
+			if a := math.Abs(v); a > big {
+				best, big = j, a
 			}
 		}
-		sign := math.Copysign(1, row[best])
+		sign[i] = math.Copysign(1, row[best])
 		f.S[i] = float32(d.s[i])
+		out := f.Vt[i*d.cols : (i+1)*d.cols]
 		for j, v := range row {
-			f.Vt[i*d.cols+j] = float32(sign * v)
-		}
-		if sign < 0 {
-			for t := 0; t < d.rows; t++ {
-				f.U[t*r+i] = -f.U[t*r+i]
-			}
+			out[j] = float32(sign[i] * v)
 		}
 	}
+	d.left(f.U, r, sign)
 	return f
 }

@@ -316,3 +316,61 @@ func TestSVDPowerIterations(t *testing.T) {
 		t.Errorf("error ratios: no power iterations %v, two %v", ep, e2)
 	}
 }
+
+// TestSVDScaleInvariant checks that scaling the input by a power of two,
+// large or small, scales the singular values alone: the sketch and the
+// power iteration neither overflow nor underflow float32 on the way.
+func TestSVDScaleInvariant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const rows, cols = 96, 64
+	a := svdTestMatrix(rng, rows, cols, keyLikeSpectrum(cols), 0.03)
+	ref, err := SVD(a, rows, cols, SVDOptions{Rank: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []int{-100, -60, 60, 100} {
+		b := make([]float32, len(a))
+		for i, v := range a {
+			b[i] = float32(math.Ldexp(float64(v), e))
+		}
+		f, err := SVD(b, rows, cols, SVDOptions{Rank: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Rank != ref.Rank {
+			t.Fatalf("scale 2^%d: rank %d, want %d", e, f.Rank, ref.Rank)
+		}
+		for i := range f.S {
+			if got := math.Ldexp(float64(f.S[i]), -e); math.Abs(got-float64(ref.S[i])) > 1e-5*float64(ref.S[0]) {
+				t.Fatalf("scale 2^%d: sigma %d = %v, want %v", e, i, got, ref.S[i])
+			}
+		}
+		svdCheckOrthonormal(t, f, 1e-5)
+	}
+}
+
+// TestSVDIllConditioned runs the randomized path on spectra steep enough
+// that the first power iteration's unorthonormalised basis is refused
+// (condition number squared past 2^12) and orthonormalised after all, on
+// both sides (rows <= cols and rows > cols), and checks that the result is
+// as near optimal and as orthonormal as on an easy spectrum.
+func TestSVDIllConditioned(t *testing.T) {
+	for _, tc := range []struct{ rows, cols, q int }{{64, 128, 1}, {64, 128, 2}, {200, 64, 1}, {200, 64, 2}} {
+		n := min(tc.rows, tc.cols)
+		sigma := make([]float64, n)
+		for i := range sigma {
+			sigma[i] = math.Pow(1e-8, float64(i)/float64(n-1)) // 1 down to 1e-8
+		}
+		rng := rand.New(rand.NewPCG(uint64(tc.rows), uint64(tc.q)))
+		a := svdTestMatrix(rng, tc.rows, tc.cols, sigma, 0)
+		f, err := SVD(a, tc.rows, tc.cols, SVDOptions{Rank: 16, PowerIters: tc.q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt := svdOptimalError(t, a, tc.rows, tc.cols, 16)
+		if got := svdError(a, f); got > 1.1*opt {
+			t.Errorf("%dx%d q=%d: error %v > 1.1 x optimal %v", tc.rows, tc.cols, tc.q, got, opt)
+		}
+		svdCheckOrthonormal(t, f, 1e-5)
+	}
+}

@@ -1,0 +1,138 @@
+package reconstruct
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/lapack"
+	"gonum.org/v1/gonum/lapack/lapack64"
+)
+
+// eigenTestMatrix returns Q diag(lam) Q^T for a random orthogonal Q.
+func eigenTestMatrix(rng *rand.Rand, lam []float64) []float64 {
+	n := len(lam)
+	q := svdRandomOrthonormal(rng, n, n)
+	a := make([]float64, n*n)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			var s float64
+			for p, l := range lam {
+				s += q.At(i, p) * l * q.At(j, p)
+			}
+			a[i*n+j] = s
+		}
+	}
+	for i := 0; i < n; i++ { // exactly symmetric
+		for j := 0; j < i; j++ {
+			a[i*n+j] = a[j*n+i]
+		}
+	}
+	return a
+}
+
+// checkEigen checks vals against LAPACK's dsyev and the r vectors for
+// orthonormality and residual ||A v - lambda v||, all relative to ||A||.
+func checkEigen(t *testing.T, name string, a []float64, n, r int, sym func(a []float64, n int, vals, vecs []float64, r int) bool) {
+	t.Helper()
+	work := slices.Clone(a)
+	vals := make([]float64, n)
+	vecs := make([]float64, r*n)
+	if !sym(work, n, vals, vecs, r) {
+		t.Fatalf("%s: did not converge", name)
+	}
+	ref := slices.Clone(a)
+	want := make([]float64, n)
+	g := blas64.Symmetric{N: n, Stride: max(n, 1), Uplo: blas.Upper, Data: ref}
+	lwork := []float64{0}
+	lapack64.Syev(lapack.EVNone, g, want, lwork, -1)
+	lw := make([]float64, max(int(lwork[0]), 1))
+	if n > 0 && !lapack64.Syev(lapack.EVNone, g, want, lw, len(lw)) {
+		t.Fatal("dsyev failed")
+	}
+	slices.Reverse(want)
+	var norm float64
+	for _, v := range want {
+		norm = max(norm, math.Abs(v))
+	}
+	tol := 1e-13 * max(norm, 1e-300)
+	for i := range vals {
+		if math.Abs(vals[i]-want[i]) > tol {
+			t.Fatalf("%s: eigenvalue %d = %v, dsyev %v", name, i, vals[i], want[i])
+		}
+		if i > 0 && vals[i] > vals[i-1] {
+			t.Fatalf("%s: eigenvalues not decreasing: %v", name, vals)
+		}
+	}
+	for i := 0; i < r; i++ {
+		vi := vecs[i*n : (i+1)*n]
+		for j := 0; j <= i; j++ {
+			d := dotRow(vi, vecs[j*n:(j+1)*n])
+			if i == j {
+				d--
+			}
+			if math.Abs(d) > 1e-12 {
+				t.Fatalf("%s: v%d.v%d off by %v", name, i, j, d)
+			}
+		}
+		for p := 0; p < n; p++ {
+			res := -vals[i] * vi[p]
+			for q := 0; q < n; q++ {
+				res += a[p*n+q] * vi[q]
+			}
+			if math.Abs(res) > 1e-12*max(norm, 1e-300) {
+				t.Fatalf("%s: vector %d residual %v (||A|| %v)", name, i, res, norm)
+			}
+		}
+	}
+}
+
+func TestEigenSym(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 1))
+	type tc struct {
+		name string
+		lam  []float64
+	}
+	var cases []tc
+	for _, n := range []int{1, 2, 3, 4, 7, 40} {
+		lam := make([]float64, n)
+		for i := range lam {
+			lam[i] = rng.NormFloat64() * 5
+		}
+		cases = append(cases, tc{"random", lam})
+	}
+	graded := make([]float64, 40)
+	for i := range graded {
+		graded[i] = 1600 / float64((i+1)*(i+1)) // a Gram matrix of a key-like span
+	}
+	cases = append(cases, tc{"graded", graded})
+	clustered := make([]float64, 24)
+	for i := range clustered {
+		clustered[i] = 3 + float64(i%3)*1e-13 // three tight clusters of eight
+		if i%3 == 2 {
+			clustered[i] = -1
+		}
+	}
+	cases = append(cases, tc{"clustered", clustered})
+	repeated := make([]float64, 12)
+	for i := range repeated {
+		repeated[i] = 2
+	}
+	repeated[0], repeated[11] = 5, 0
+	cases = append(cases, tc{"repeated", repeated})
+	cases = append(cases, tc{"zero", make([]float64, 5)})
+	for _, c := range cases {
+		n := len(c.lam)
+		a := eigenTestMatrix(rng, c.lam)
+		for _, r := range []int{0, 1, n} {
+			var w eigenWork
+			checkEigen(t, c.name, a, n, r, w.sym)
+		}
+	}
+	// A diagonal matrix is already tridiagonal: no reflector at all.
+	var w eigenWork
+	checkEigen(t, "diagonal", []float64{1, 0, 0, 0, 3, 0, 0, 0, 2}, 3, 3, w.sym)
+}
