@@ -92,6 +92,19 @@ func (r *RoPE) rotate(x []float32, pos int64, apply bool) {
 	shiftRowsF32(x, x, 1, r.headDim, r.rot, r.cfg.Style, cs[:h:h], cs[h:])
 }
 
+// RotateBy rotates x by cs, a table AppendCosSin returned for one position
+// (with or without apply): bit for bit what Rotate or Apply at that
+// position does, without computing the angles again, so that several
+// vectors at one position (the KV heads of a token) share one table. It
+// panics if len(x) != HeadDim() or len(cs) != Rotary().
+func (r *RoPE) RotateBy(x, cs []float32) {
+	if len(x) != r.headDim || len(cs) != r.rot {
+		panic(fmt.Sprintf("reconstruct: rope: vector of %d dims and table of %d, head dim is %d, rotary %d", len(x), len(cs), r.headDim, r.rot))
+	}
+	h := r.rot / 2
+	shiftRowsF32(x, x, 1, r.headDim, r.rot, r.cfg.Style, cs[:h:h], cs[h:])
+}
+
 // AppendCosSin appends to dst the rotation table of position pos and
 // returns the extended slice: Rotary()/2 cosines, then Rotary()/2 sines, of
 // pos*InvFreq()[j], each computed in float64 and rounded to float32 once.

@@ -286,3 +286,50 @@ func TestRotatePanicsOnLength(t *testing.T) {
 	}()
 	r.Rotate(make([]float32, 7), 1)
 }
+
+// TestRotateBy checks that rotating by a table AppendCosSin made is Rotate
+// or Apply at that position, bit for bit, and that bad lengths panic.
+func TestRotateBy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	partial := ropeYaRN4
+	partial.RotaryDims = 96
+	for _, tc := range []struct {
+		name    string
+		cfg     format.RoPE
+		headDim int
+	}{
+		{"stories", ropeStories, 8},
+		{"llama3.1", ropeLlama31, 128},
+		{"yarn partial", partial, 128},
+	} {
+		r := mustRoPE(t, tc.cfg, tc.headDim)
+		for _, pos := range []int64{0, 3, 4095, -17} {
+			for _, apply := range []bool{false, true} {
+				x := ropeRandVec(rng, tc.headDim)
+				want, got := append([]float32(nil), x...), append([]float32(nil), x...)
+				if apply {
+					r.Apply(want, pos)
+				} else {
+					r.Rotate(want, pos)
+				}
+				r.RotateBy(got, r.AppendCosSin(nil, pos, apply))
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s pos %d apply %v dim %d: %v, want %v", tc.name, pos, apply, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+	r := mustRoPE(t, ropeLlama31, 128)
+	for _, c := range []struct{ x, cs int }{{127, 128}, {128, 127}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("RotateBy of %d dims with a table of %d did not panic", c.x, c.cs)
+				}
+			}()
+			r.RotateBy(make([]float32, c.x), make([]float32, c.cs))
+		}()
+	}
+}

@@ -5,95 +5,142 @@ import (
 	"github.com/kvstore/kvstore/reconstruct"
 )
 
-// decodeLowRank reconstructs every head of a low-rank chunk into dst, a
-// batch of rows at a time, RoPE applied at positions 0..tokens-1 for keys.
+// decodeLowRank reconstructs a low-rank chunk into dst, lowRankRows tokens
+// at a time. Keys go a batch at a time, every head of the batch before the
+// next: the batch's rotation table (RoPE.AppendCosSin, one per token) is
+// computed once and shared by the heads (RotateBy), the same bits as
+// RoPE.Apply per row for 1/heads of the sines and cosines. Values, which
+// need no table, go head by head.
 func decodeLowRank(dst, src []byte, d Desc) error {
 	l, err := parseLowRank(src, d)
 	if err != nil {
 		return err
 	}
-	rows := min(d.Tokens, lowRankRows)
-	w := lowRankDecoder{l: &l, d: d, src: src, dst: dst,
-		s: make([]float32, l.maxRank), vt: make([]float32, l.maxRank*d.HeadDim),
-		u: make([]float32, rows*l.maxRank), out: make([]float32, rows*d.HeadDim)}
-	if l.rope != nil {
-		w.pos = make([]int64, rows)
+	w, err := newLowRankDecoder(&l, d, src)
+	if err != nil {
+		return err
 	}
-	off := lowRankHeader + 2*d.Heads
-	for h := range d.Heads {
-		fl := lowRankFactorLayout(d, lowRankRank(src, h), l.fdt)
-		if err := w.head(h, src[off:off+fl.Size()], fl); err != nil {
-			return err
+	if l.rope == nil { // values: head by head, each head's Vt staying in cache
+		for h := range w.heads {
+			for t0 := 0; t0 < d.Tokens; t0 += lowRankRows {
+				if err := w.rows(dst, h, t0, min(lowRankRows, d.Tokens-t0)); err != nil {
+					return err
+				}
+			}
 		}
-		off += fl.Size()
+		return nil
+	}
+	for t0 := 0; t0 < d.Tokens; t0 += lowRankRows {
+		n := min(lowRankRows, d.Tokens-t0)
+		w.cs = w.cs[:0]
+		for i := range n {
+			w.cs = l.rope.AppendCosSin(w.cs, int64(t0+i), true)
+		}
+		for h := range w.heads {
+			if err := w.rows(dst, h, t0, n); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
 
-// lowRankDecoder holds one Decode's scratch: one head's S and Vt, and a
-// batch of rows of U and of output.
-type lowRankDecoder struct {
-	l        *lowRankLayout
-	d        Desc
-	src, dst []byte
-	s, vt    []float32
-	u, out   []float32
-	pos      []int64
+// lowRankHead is one head's checked factors: its encoding b (layout fl)
+// and its S and Vt in f32.
+type lowRankHead struct {
+	b     []byte
+	fl    reconstruct.FactorLayout
+	s, vt []float32
 }
 
-// head checks head h's factor encoding b (layout fl) and reconstructs the
-// head into its rows of dst.
-func (w *lowRankDecoder) head(h int, b []byte, fl reconstruct.FactorLayout) error {
-	c, d := format.CodecLowRank, w.d
-	got, err := reconstruct.ParseFactorLayout(b)
-	if err != nil {
+// lowRankDecoder holds one Decode's scratch: every head's S and Vt, a
+// batch of rows of U and of output, and the batch's rotation table.
+type lowRankDecoder struct {
+	l      *lowRankLayout
+	d      Desc
+	heads  []lowRankHead
+	u, out []float32
+	cs     []float32
+}
+
+// newLowRankDecoder checks every head's factor encoding against the chunk's
+// layout and decodes its S and Vt (src's length was checked, so the
+// scratch is bounded by it: at most 2x its bytes for f16/bf16 factors).
+func newLowRankDecoder(l *lowRankLayout, d Desc, src []byte) (*lowRankDecoder, error) {
+	c := format.CodecLowRank
+	rows := min(d.Tokens, lowRankRows)
+	w := &lowRankDecoder{l: l, d: d, heads: make([]lowRankHead, d.Heads),
+		u: make([]float32, rows*l.maxRank), out: make([]float32, rows*d.HeadDim)}
+	if l.rope != nil {
+		w.cs = make([]float32, 0, rows*l.rope.Rotary())
+	}
+	var total int
+	for h := range d.Heads {
+		total += lowRankRank(src, h) * (1 + d.HeadDim)
+	}
+	sv := make([]float32, total)
+	off := lowRankHeader + 2*d.Heads
+	for h := range d.Heads {
+		fl := lowRankFactorLayout(d, lowRankRank(src, h), l.fdt)
+		b := src[off : off+fl.Size()]
+		off += fl.Size()
+		got, err := reconstruct.ParseFactorLayout(b)
+		if err != nil {
+			return nil, corrupt(c, d, "head %d: %v", h, err)
+		}
+		if got != fl {
+			return nil, corrupt(c, d, "head %d: factors of %dx%d rank %d %v, want %dx%d rank %d %v",
+				h, got.Rows, got.Cols, got.Rank, got.DType, fl.Rows, fl.Cols, fl.Rank, fl.DType)
+		}
+		r := fl.Rank
+		hd := lowRankHead{b: b, fl: fl, s: sv[:r:r], vt: sv[r : r+r*d.HeadDim : r+r*d.HeadDim]}
+		sv = sv[r+r*d.HeadDim:]
+		if err := format.ToF32(hd.s, b[fl.SOffset():fl.VtOffset()], fl.DType); err != nil {
+			return nil, corrupt(c, d, "head %d: %v", h, err)
+		}
+		if err := format.ToF32(hd.vt, b[fl.VtOffset():fl.Size()], fl.DType); err != nil {
+			return nil, corrupt(c, d, "head %d: %v", h, err)
+		}
+		for i, s := range hd.s {
+			if !(s >= 0) || isInf(s) {
+				return nil, corrupt(c, d, "head %d: singular value %d is %v", h, i, s)
+			}
+		}
+		w.heads[h] = hd
+	}
+	return w, nil
+}
+
+// rows reconstructs rows [t0, t0+n) of head h into dst, keys rotated by
+// the batch's table.
+func (w *lowRankDecoder) rows(dst []byte, h, t0, n int) error {
+	c, d, hd := format.CodecLowRank, w.d, &w.heads[h]
+	r, dim, e := hd.fl.Rank, hd.fl.Cols, hd.fl.DType.Size()
+	f := reconstruct.Factors{Rows: n, Cols: dim, Rank: r, U: w.u[:n*r], S: hd.s, Vt: hd.vt}
+	at := hd.fl.UOffset() + t0*r*e
+	if err := format.ToF32(f.U, hd.b[at:at+n*r*e], hd.fl.DType); err != nil {
 		return corrupt(c, d, "head %d: %v", h, err)
 	}
-	if got != fl {
-		return corrupt(c, d, "head %d: factors of %dx%d rank %d %v, want %dx%d rank %d %v",
-			h, got.Rows, got.Cols, got.Rank, got.DType, fl.Rows, fl.Cols, fl.Rank, fl.DType)
-	}
-	r, dim, e := fl.Rank, fl.Cols, fl.DType.Size()
-	f := reconstruct.Factors{Cols: dim, Rank: r, S: w.s[:r], Vt: w.vt[:r*dim]}
-	if err := format.ToF32(f.S, b[fl.SOffset():fl.VtOffset()], fl.DType); err != nil {
+	out := w.out[:n*dim]
+	if err := reconstruct.ReconstructInto(out, &f, nil, nil, nil); err != nil {
 		return corrupt(c, d, "head %d: %v", h, err)
 	}
-	if err := format.ToF32(f.Vt, b[fl.VtOffset():fl.Size()], fl.DType); err != nil {
-		return corrupt(c, d, "head %d: %v", h, err)
+	if rope := w.l.rope; rope != nil {
+		rot := rope.Rotary()
+		for i := range n {
+			rope.RotateBy(out[i*dim:(i+1)*dim], w.cs[i*rot:(i+1)*rot])
+		}
 	}
-	for i, s := range f.S {
-		if !(s >= 0) || isInf(s) {
-			return corrupt(c, d, "head %d: singular value %d is %v", h, i, s)
+	lim := finiteLimit(d.DType)
+	for i, v := range out {
+		if !(abs32(v) < lim) {
+			return corrupt(c, d, "head %d token %d: reconstructs to %v, not finite in %v", h, t0+i/dim, v, d.DType)
 		}
 	}
 	rowBytes := dim * d.DType.Size()
-	for t0 := 0; t0 < d.Tokens; t0 += lowRankRows {
-		n := min(lowRankRows, d.Tokens-t0)
-		f.Rows, f.U = n, w.u[:n*r]
-		if err := format.ToF32(f.U, b[fl.UOffset()+t0*r*e:fl.UOffset()+(t0+n)*r*e], fl.DType); err != nil {
-			return corrupt(c, d, "head %d: %v", h, err)
-		}
-		var pos []int64
-		if w.l.rope != nil {
-			pos = w.pos[:n]
-			for i := range pos {
-				pos[i] = int64(t0 + i)
-			}
-		}
-		out := w.out[:n*dim]
-		if err := reconstruct.ReconstructInto(out, &f, nil, w.l.rope, pos); err != nil {
-			return corrupt(c, d, "head %d: %v", h, err)
-		}
-		lim := finiteLimit(d.DType)
-		for i, v := range out {
-			if !(abs32(v) < lim) {
-				return corrupt(c, d, "head %d token %d: reconstructs to %v, not finite in %v", h, t0+i/dim, v, d.DType)
-			}
-		}
-		at := (h*d.Tokens + t0) * rowBytes
-		if err := format.FromF32(w.dst[at:at+n*rowBytes], out, d.DType); err != nil {
-			return corrupt(c, d, "head %d: %v", h, err)
-		}
+	at = (h*d.Tokens + t0) * rowBytes
+	if err := format.FromF32(dst[at:at+n*rowBytes], out, d.DType); err != nil {
+		return corrupt(c, d, "head %d: %v", h, err)
 	}
 	return nil
 }
