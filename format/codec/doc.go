@@ -7,13 +7,14 @@
 // Encode appends a chunk's stored bytes to a buffer; Decode writes the tensor
 // straight into a caller's buffer of exactly Desc.RawSize bytes, with no
 // full-size intermediate: shuffle-zstd works through one block of pooled
-// scratch at a time (128 KiB for bf16), the quantized codecs a row at a
-// time, low rank 64 rows at a time. Decode checks every byte it
+// scratch at a time (128 KiB for bf16), the quantized codecs a group or
+// block of rows at a time (AVX2 kernels on amd64, bit for bit the portable
+// Go loops), low rank 64 rows at a time. Decode checks every byte it
 // interprets, returns an error wrapping format.ErrCorruption for bad bytes,
 // never panics, and allocates a bounded amount (one block, at most 1 MiB
-// and never more than the tensor, plus zstd's working memory; for low
-// rank, one head's S and Vt, at most twice their stored bytes) whatever
-// the input claims. Encode and Decode are safe for concurrent use;
+// and never more than the tensor, plus zstd's working memory; nothing for
+// the quantized codecs up to head_dim 256; for low rank, every head's S
+// and Vt, at most twice their stored bytes) whatever the input claims. Encode and Decode are safe for concurrent use;
 // DecodeParallel and EncodeParallel run one chunk per goroutine, which is
 // enough parallelism for a packet's 2 x layers chunks.
 //

@@ -39,20 +39,47 @@ func parseQuant(src []byte, c format.Codec, d Desc) (quantLayout, error) {
 	return l, nil
 }
 
+// decodeQuant decodes an int8/int4 chunk: its parameters checked and
+// widened a block at a time, its codes dequantized by the SIMD kernels of
+// quant_amd64.s where the CPU and the shape allow, by the portable row and
+// group kernels elsewhere, with bit-identical results.
 func decodeQuant(dst, src []byte, c format.Codec, d Desc) error {
+	return decodeQuantWith(dst, src, c, d, quantAVX2)
+}
+
+// paramBlock is how many value-group parameters are read and checked at a
+// time, at least: the scratch holds max(head_dim, paramBlock) scales and
+// as many offsets.
+const paramBlock = 256
+
+// decodeQuantWith is decodeQuant with the SIMD kernels on or off (tests
+// compare the two).
+func decodeQuantWith(dst, src []byte, c format.Codec, d Desc, simd bool) error {
 	l, err := parseQuant(src, c, d)
 	if err != nil {
 		return err
 	}
-	q := dequantizer{l: &l, src: src, data: src[l.dataAt():], dst: dst, d: d, c: c,
-		codes: make([]byte, l.dim), sc: make([]float32, l.dim), of: make([]float32, l.dim)}
+	// Scratch on the stack: no allocation up to head_dim 256.
+	var buf [2 * paramBlock]float32
+	var codes [paramBlock]byte
+	scratch := buf[:]
+	q := dequantizer{l: &l, src: src, data: src[l.dataAt():], dst: dst, d: d, c: c, simd: simd, codes: codes[:]}
+	if l.dim > paramBlock {
+		scratch = make([]float32, 2*l.dim)
+		if l.bits == 4 && l.axis == axisTokens {
+			q.codes = make([]byte, l.dim)
+		}
+	}
+	n := len(scratch) / 2
+	q.sc, q.of = scratch[:n:n], scratch[n:]
 	if l.axis == axisTokens {
 		return q.decodeTokens()
 	}
 	return q.decodeChannels()
 }
 
-// dequantizer writes one chunk's tensor into dst, a row at a time.
+// dequantizer writes one chunk's tensor into dst, a group of rows or a
+// block of groups at a time.
 type dequantizer struct {
 	l      *quantLayout
 	src    []byte // the whole chunk
@@ -60,24 +87,28 @@ type dequantizer struct {
 	dst    []byte
 	d      Desc
 	c      format.Codec
-	codes  []byte    // one row's unpacked int4 codes
-	sc, of []float32 // each channel's scale and offset
+	simd   bool      // use the SIMD kernels where they fit
+	codes  []byte    // one key row's unpacked int4 codes
+	sc, of []float32 // a key group's channel parameters, or a block of value groups'
 }
 
 // decodeTokens decodes a chunk grouped along tokens: each group's head_dim
-// scales and offsets are read and checked once, then used for its G rows.
+// scales and offsets are read and checked once, then used for its G rows,
+// which lie one after another.
 func (q *dequantizer) decodeTokens() error {
 	l := q.l
-	dim := l.dim
+	dim, size := l.dim, q.d.DType.Size()
 	for h := range l.heads {
 		for g := range l.ngroups {
-			base := (h*l.ngroups + g) * dim
-			for c := range dim {
-				if err := q.param(base+c, &q.sc[c], &q.of[c]); err != nil {
-					return err
-				}
+			if err := q.params((h*l.ngroups+g)*dim, dim); err != nil {
+				return err
 			}
-			for t := g * l.group; t < min((g+1)*l.group, l.tokens); t++ {
+			t0, t1 := g*l.group, min((g+1)*l.group, l.tokens)
+			e := (h*l.tokens + t0) * dim
+			if q.simd && dequantFast(q.dst[e*size:], q.data, e, t1-t0, dim, l.bits, q.sc[:dim], q.of[:dim], q.d.DType, false) {
+				continue
+			}
+			for t := t0; t < t1; t++ {
 				q.row((h*l.tokens + t) * dim)
 			}
 		}
@@ -85,21 +116,63 @@ func (q *dequantizer) decodeTokens() error {
 	return nil
 }
 
-// decodeChannels decodes a chunk grouped along head_dim, row by row and
-// group by group.
+// decodeChannels decodes a chunk grouped along head_dim, a block of rows
+// (and their groups' parameters) at a time. Where the groups tile each row
+// (G divides head_dim, or G >= head_dim: one group a row) they follow one
+// another through the whole block; otherwise each row is its full groups
+// and one short one.
 func (q *dequantizer) decodeChannels() error {
 	l := q.l
-	dim, size := l.dim, q.d.DType.Size()
-	var s, o float32
-	for r := range l.heads * l.tokens {
-		base := r * dim
-		codes := unpackCodes(q.codes, q.data, base, l.bits)
-		for j := range l.ngroups {
-			if err := q.param(r*l.ngroups+j, &s, &o); err != nil {
-				return err
-			}
-			c0, c1 := j*l.group, min((j+1)*l.group, dim)
-			dequantGroup(q.dst[(base+c0)*size:], codes[c0:c1], s, o, q.d.DType)
+	dim, ng, rows := l.dim, l.ngroups, l.heads*l.tokens
+	group := min(l.group, dim)
+	full, last := dim/group, dim%group
+	blk := len(q.sc) / ng // rows a block: len(q.sc) >= dim >= ng
+	for r0 := 0; r0 < rows; r0 += blk {
+		nr := min(blk, rows-r0)
+		if err := q.params(r0*ng, nr*ng); err != nil {
+			return err
+		}
+		if last == 0 {
+			q.groups(r0*dim, nr*ng, group, q.sc, q.of)
+			continue
+		}
+		for r := range nr {
+			sc, of := q.sc[r*ng:(r+1)*ng], q.of[r*ng:(r+1)*ng]
+			e := (r0 + r) * dim
+			q.groups(e, full, group, sc, of)
+			q.groups(e+full*group, 1, last, sc[full:], of[full:])
+		}
+	}
+	return nil
+}
+
+// groups decodes n groups of m elements starting at element e, group j
+// with scale sc[j] and offset of[j].
+func (q *dequantizer) groups(e, n, m int, sc, of []float32) {
+	size := q.d.DType.Size()
+	if q.simd && dequantFast(q.dst[e*size:], q.data, e, n, m, q.l.bits, sc[:n], of[:n], q.d.DType, true) {
+		return
+	}
+	for j := range n {
+		if q.l.bits == 4 {
+			dequantNibbles(q.dst[(e+j*m)*size:], q.data, e+j*m, m, sc[j], of[j], q.d.DType)
+		} else {
+			dequantGroup(q.dst[(e+j*m)*size:], q.data[e+j*m:e+(j+1)*m], sc[j], of[j], q.d.DType)
+		}
+	}
+}
+
+// params reads and checks parameters [i, i+n) into q.sc and q.of: eight at
+// a time with SIMD, then (or, on a bad one, again) one by one, so that an
+// error names the first bad parameter.
+func (q *dequantizer) params(i, n int) error {
+	k := 0
+	if q.simd && n >= 8 && paramsFast(q.l, q.src, i, n&^7, q.sc, q.of, q.d.DType) {
+		k = n &^ 7
+	}
+	for ; k < n; k++ {
+		if err := q.param(i+k, &q.sc[k], &q.of[k]); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -115,9 +188,15 @@ func (q *dequantizer) param(i int, s, o *float32) error {
 	return nil
 }
 
-// row decodes the row starting at element base into dst.
+// row decodes the row starting at element base into dst with the
+// parameters in q.sc and q.of.
 func (q *dequantizer) row(base int) {
-	size := q.d.DType.Size()
-	codes := unpackCodes(q.codes, q.data, base, q.l.bits)
-	dequantRow(q.dst[base*size:], codes, q.sc, q.of, q.d.DType)
+	l := q.l
+	var codes []byte
+	if l.bits == 4 {
+		codes = unpackCodes(q.codes[:l.dim], q.data, base, 4)
+	} else {
+		codes = q.data[base : base+l.dim]
+	}
+	dequantRow(q.dst[base*q.d.DType.Size():], codes, q.sc[:l.dim], q.of[:l.dim], q.d.DType)
 }

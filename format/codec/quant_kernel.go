@@ -7,9 +7,11 @@ import (
 	"github.com/kvstore/kvstore/format"
 )
 
-// The row kernels of the int8/int4 codecs: a row is the head_dim elements
-// of one (head, token), with per-element scales and offsets (a value row's
-// group parameters are spread over its channels first).
+// The portable row and group kernels of the int8/int4 codecs: a row is the
+// head_dim elements of one (head, token), with per-element scales and
+// offsets (a key row); a group is a stretch of a value row with one scale
+// and offset. quant_amd64.s holds their AVX2 counterparts, which must stay
+// bit-identical to them.
 
 // unpackCodes returns the codes of elements [base, base+len(codes)) of
 // data: the bytes themselves for int8, nibbles unpacked into codes for int4.
@@ -116,6 +118,52 @@ func dequantGroup(out, codes []byte, s, o float32, dt format.DType) {
 		for c, q := range codes {
 			binary.LittleEndian.PutUint32(out[4*c:], math.Float32bits(dequant(float32(q), s, o)))
 		}
+	}
+}
+
+// dequantNibbles decodes the n int4 codes of elements [e, e+n) of data
+// with scale s and offset o into out, rounding to dt to nearest even, as
+// dequantGroup would: each of the 16 codes is dequantized and rounded once,
+// into a table, and each byte of codes then writes two elements.
+func dequantNibbles(out, data []byte, e, n int, s, o float32, dt format.DType) {
+	var tab [16]uint64
+	for q := range tab {
+		v := dequant(float32(q), s, o)
+		switch dt {
+		case format.DTypeBF16:
+			tab[q] = uint64(toBF16(v))
+		case format.DTypeF16:
+			tab[q] = uint64(format.F32ToF16(v))
+		default:
+			tab[q] = uint64(math.Float32bits(v))
+		}
+	}
+	if dt == format.DTypeF32 {
+		out = out[:4*n]
+		for i := range n {
+			binary.LittleEndian.PutUint32(out[4*i:], uint32(tab[data[(e+i)/2]>>(4*((e+i)&1))&0xf]))
+		}
+		return
+	}
+	out = out[:2*n]
+	i := 0
+	if e%2 == 1 {
+		binary.LittleEndian.PutUint16(out, uint16(tab[data[e/2]>>4]))
+		i = 1
+	}
+	in := data[(e+i)/2:]
+	for ; i+8 <= n; i += 8 { // four bytes, eight elements
+		w := binary.LittleEndian.Uint32(in)
+		binary.LittleEndian.PutUint64(out[2*i:], tab[w&0xf]|tab[w>>4&0xf]<<16|tab[w>>8&0xf]<<32|tab[w>>12&0xf]<<48)
+		binary.LittleEndian.PutUint64(out[2*i+8:], tab[w>>16&0xf]|tab[w>>20&0xf]<<16|tab[w>>24&0xf]<<32|tab[w>>28]<<48)
+		in = in[4:]
+	}
+	for ; i+2 <= n; i += 2 {
+		binary.LittleEndian.PutUint32(out[2*i:], uint32(tab[in[0]&0xf]|tab[in[0]>>4]<<16))
+		in = in[1:]
+	}
+	if i < n {
+		binary.LittleEndian.PutUint16(out[2*i:], uint16(tab[in[0]&0xf]))
 	}
 }
 
