@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kvstore/kvstore/format"
 )
 
@@ -157,8 +159,13 @@ func interleave(cfg Config, ms []*measurer, assemble bool) {
 // a step, so that every round starts with the same free memory, whatever
 // the stores read or wrote before: measured here, writes slowed down 4-5x
 // as the page cache grew, whoever wrote. A warm Get warms its own packet
-// right before it is timed.
+// right before it is timed. First it flushes every dirty page of the
+// machine (sync(2)): writeback left by other processes (a build that just
+// wrote its cache) would otherwise slow the first rounds' syncs, whichever
+// store ran them (seen here: a whole case's Puts 3x slower after a test run
+// wrote 900 MB).
 func dropAll(ms []*measurer) {
+	unix.Sync()
 	for _, m := range ms {
 		m.do(func() error { return DropCache(m.dir) })
 	}
