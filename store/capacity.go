@@ -179,22 +179,18 @@ type victim struct {
 	uses uint64
 }
 
-// makeRoom evicts packets so that an extent of chunks chunks of chunkLen
-// bytes fits under MaxBytes (writer lock held).
-func (db *DB) makeRoom(chunks int, chunkLen uint64) error {
+// makeRoom evicts packets so that an extent of need bytes (as it will be
+// stored: encoded, pruned) fits under MaxBytes (writer lock held).
+func (db *DB) makeRoom(need uint64) error {
 	max := uint64(db.opts.MaxBytes)
 	if max == 0 {
 		return nil
-	}
-	lay, err := newLayout(chunks, chunkLen)
-	if err != nil {
-		return err
 	}
 	var live uint64
 	for _, r := range db.BlobFiles() {
 		live += r.LiveBytes
 	}
-	if live+lay.length <= max {
+	if live+need <= max {
 		return nil
 	}
 	if err := db.loadTable(); err != nil {
@@ -203,12 +199,12 @@ func (db *DB) makeRoom(chunks int, chunkLen uint64) error {
 	vs := db.candidates()
 	var freed uint64
 	n := 0
-	for ; n < len(vs) && live-freed+lay.length > max; n++ {
+	for ; n < len(vs) && live-freed+need > max; n++ {
 		freed += vs[n].size
 	}
-	if live-freed+lay.length > max {
+	if live-freed+need > max {
 		return fmt.Errorf("%w: %d live bytes + %d needed exceed %d, and only %d bytes are evictable",
-			ErrNoSpace, live, lay.length, max, freed)
+			ErrNoSpace, live, need, max, freed)
 	}
 	return db.evict(vs[:n])
 }

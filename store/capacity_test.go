@@ -230,3 +230,39 @@ func TestEvictConcurrent(t *testing.T) {
 	}
 	wantClean(t, db, "after concurrent eviction")
 }
+
+// TestEvictSizesEncodedExtent: room is made for the extent as it will be
+// stored. Two 16 KiB packets and an int4 packet of the same shape (an
+// 8 KiB extent) fit under 40 KiB: nothing is evicted, as it would be if
+// the int4 packet were sized by its raw bytes.
+func TestEvictSizesEncodedExtent(t *testing.T) {
+	fs := vfs.NewMem()
+	o := capOptions(fs, 2, EvictLRU)
+	o.MaxBytes += 8 << 10
+	db := openMem(t, fs, o)
+	defer db.Close()
+	a, b := putCap(t, db, 1), putCap(t, db, 2)
+	p := smoothPacket(capPacket(0).Model, "ns", 100, 0, 0, 3, format.CodecInt4)
+	d, err := db.Put(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := db.Get("ns", p.Model.Fingerprint(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := v.Header().ExtentLength
+	v.Release()
+	if ext != 8<<10 {
+		t.Fatalf("int4 extent of %d bytes, the test expects 8 KiB", ext)
+	}
+	s := db.Stats()
+	if s.Evictions != 0 || !present(t, db, a) || !present(t, db, b) {
+		t.Fatalf("evictions %d (a present %v, b %v): the int4 packet was sized by its raw bytes",
+			s.Evictions, present(t, db, a), present(t, db, b))
+	}
+	if s.LiveBytes != 2*capExtent+8<<10 || s.LiveBytes > uint64(o.MaxBytes) {
+		t.Fatalf("live %d bytes, max %d", s.LiveBytes, o.MaxBytes)
+	}
+	wantClean(t, db, "after an encoded put")
+}

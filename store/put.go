@@ -47,26 +47,29 @@ func (db *DB) Put(p *Packet) (format.PacketID, error) {
 		}
 		return id, err
 	}
-	q := p.compacted()
-	if err := db.makeRoom(q.chunks(), chunkLen); err != nil {
-		return id, fmt.Errorf("put packet %s: %w", id.Short(), err)
-	}
-	q, err = q.normalized()
+	q, err := p.compacted().normalized()
 	if err != nil {
 		return id, err
 	}
-	if err := db.put(q, fp, id, chunkLen); err != nil {
+	// Encoded first, so that room is made for the extent as it will be
+	// stored (compressed chunks, a pruned packet's positions at their own
+	// size), and a packet the codec refuses evicts nothing.
+	q, lay, err := encodeChunks(q, chunkLen)
+	if err != nil {
+		return id, err
+	}
+	if err := db.makeRoom(lay.length); err != nil {
+		return id, fmt.Errorf("put packet %s: %w", id.Short(), err)
+	}
+	if err := db.put(q, &lay, fp, id); err != nil {
 		return id, fmt.Errorf("put packet %s: %w", id.Short(), err)
 	}
 	return id, nil
 }
 
-// put writes, syncs and catalogues a packet known to be new.
-func (db *DB) put(p *Packet, fp format.Fingerprint, id format.PacketID, chunkLen uint64) error {
-	p, lay, err := encodeChunks(p, chunkLen)
-	if err != nil {
-		return err
-	}
+// put writes, syncs and catalogues a packet known to be new, encoded and
+// laid out as lay.
+func (db *DB) put(p *Packet, lay *extentLayout, fp format.Fingerprint, id format.PacketID) error {
 	a, err := db.w.prepare(lay.length)
 	if err != nil {
 		return err
@@ -74,7 +77,7 @@ func (db *DB) put(p *Packet, fp format.Fingerprint, id format.PacketID, chunkLen
 	if a.fresh {
 		db.addFile(BlobFileInfo{Num: a.num, Size: a.end})
 	}
-	if err := db.append(a, &lay, p, fp, id); err != nil {
+	if err := db.append(a, lay, p, fp, id); err != nil {
 		if a.fresh {
 			db.dropFile(a.num)
 		}
