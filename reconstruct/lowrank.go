@@ -2,6 +2,7 @@ package reconstruct
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/kvstore/kvstore/format"
 )
@@ -48,7 +49,9 @@ func ReconstructInto(dst []float32, f *Factors, gates []float32, rope *RoPE, pos
 		return fmt.Errorf("%w: reconstruct: dst of %d floats for %dx%d", format.ErrInvalidArgument, len(dst), f.Rows, f.Cols)
 	}
 	w := lowrankWeights(f, gates)
-	c := make([]float32, min(f.Rows, lowrankChunk)*f.Rank)
+	cp := lowrankScratch(min(f.Rows, lowrankChunk) * f.Rank)
+	defer lowrankPool.Put(cp)
+	c := *cp
 	for t0 := 0; t0 < f.Rows; t0 += lowrankChunk {
 		n := min(lowrankChunk, f.Rows-t0)
 		out := dst[t0*f.Cols : (t0+n)*f.Cols]
@@ -124,6 +127,22 @@ func lowrankWeights(f *Factors, gates []float32) []float32 {
 // lowrankChunk is how many rows are computed at a time: enough to keep the
 // kernel busy, few enough that the scratch stays in L1/L2.
 const lowrankChunk = 64
+
+// lowrankPool holds the c scratch of ReconstructInto (lowrankChunk x Rank
+// floats, 8 KiB at rank 32), which decoders call once per 64 rows of each
+// head: pooled rather than allocated per call.
+var lowrankPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// lowrankScratch returns a pooled scratch of at least n floats, resliced
+// to n; put it back in lowrankPool when done.
+func lowrankScratch(n int) *[]float32 {
+	p := lowrankPool.Get().(*[]float32)
+	if cap(*p) < n {
+		*p = make([]float32, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
 
 // lowrankRows computes rows t0..t0+n-1 into out (n x Cols) in the
 // documented order: c[t][i] = w[i] * U[t][i] for the n rows (into c), then

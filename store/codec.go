@@ -48,12 +48,10 @@ func encodeChunks(p *Packet, chunkLen uint64) (*Packet, extentLayout, error) {
 	if err != nil {
 		return nil, extentLayout{}, err
 	}
-	opts := p.CodecOptions
-	if opts.RoPE == nil {
-		// The low-rank codec factors keys un-rotated: the packet's own RoPE.
-		r := p.Model.RoPE
-		opts.RoPE = &r
-	}
+	// The low-rank codec factors keys un-rotated, by the RoPE they were
+	// stored with: the model's, whatever CodecOptions.RoPE says.
+	opts, rope := p.CodecOptions, p.Model.RoPE
+	opts.RoPE = &rope
 	if err := codec.EncodeParallel(jobs, opts, 0); err != nil {
 		return nil, extentLayout{}, fmt.Errorf("%w: packet: %v", ErrInvalidArgument, err)
 	}

@@ -65,7 +65,7 @@ func lowRankPacket(t *testing.T, spec *format.ModelSpec, tokens, r int, seed uin
 
 // TestCodecLowRankInStore stores a packet of rank-3 keys (before RoPE) and
 // values under the low-rank codec: Put takes the RoPE from the packet's
-// model, every chunk is stored low rank and smaller, reads come back
+// model (not from the options), every chunk is stored low rank and smaller, reads come back
 // within the factors' f16 rounding, and Assemble at an offset equals the
 // reference assembly of the decoded packet.
 func TestCodecLowRankInStore(t *testing.T) {
@@ -76,7 +76,10 @@ func TestCodecLowRankInStore(t *testing.T) {
 			spec := testSpec(dt, 2, 2, 32)
 			const tokens = 48
 			p := lowRankPacket(t, spec, tokens, 3, 1)
-			p.CodecOptions = codec.Options{Rank: 3}
+			// A RoPE in the options is not the one keys were stored with:
+			// Put must un-rotate with the model's.
+			other := format.RoPE{Style: format.RoPEInterleaved, Theta: 500}
+			p.CodecOptions = codec.Options{Rank: 3, RoPE: &other}
 			id, err := db.Put(p)
 			if err != nil {
 				t.Fatal(err)

@@ -37,8 +37,8 @@ type Packet struct {
 	// smaller is stored raw; the header records each chunk's codec.
 	Codec format.Codec
 	// CodecOptions are the codec's settings (group size, scale dtype, zstd
-	// level, rank); the zero value means codec's defaults. Put fills RoPE,
-	// when it is nil, from Model.
+	// level, rank); the zero value means codec's defaults. Put sets RoPE
+	// to Model's, the rotation the keys are stored with.
 	CodecOptions codec.Options
 	// Keep, when not nil, stores the packet pruned (see pruned.go): only
 	// the rows it keeps, k per (layer, KV head) (the same k for every

@@ -13,6 +13,9 @@ func pwritev(fd uintptr, bufs [][]byte, off int64) (int, error) {
 	for len(bufs) > 0 {
 		batch := bufs[:min(len(bufs), iovMax)]
 		n, err := unix.Pwritev(int(fd), batch, off)
+		if err == unix.EINTR {
+			continue // as os.File's writes do
+		}
 		if err != nil {
 			return total, err
 		}
