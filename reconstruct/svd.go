@@ -186,7 +186,7 @@ func svdGrow64(b *[]float64, n int) []float64 {
 type denseSVD struct {
 	rows, cols int
 	s, vt      []float64
-	left       func(u []float32, r int, sign []float64)
+	left       func(u []float32, r int, sign []float32)
 }
 
 // exact is dgesvd of the whole matrix (thin U and Vt) in float64.
@@ -202,10 +202,13 @@ func (w *svdWork) exact(a []float32, rows, cols int) (*denseSVD, bool) {
 	if !w.small(blas64.General{Rows: rows, Cols: cols, Stride: cols, Data: a64}, u, vt, s) {
 		return nil, false
 	}
-	return &denseSVD{rows: rows, cols: cols, s: s, vt: vt.Data, left: func(dst []float32, r int, sign []float64) {
+	return &denseSVD{rows: rows, cols: cols, s: s, vt: vt.Data, left: func(dst []float32, r int, sign []float32) {
+		sign = sign[:r]
 		for t := 0; t < rows; t++ {
-			for i, v := range u.Data[t*m : t*m+r] {
-				dst[t*r+i] = float32(sign[i] * v)
+			row, out := u.Data[t*m:t*m+r], dst[t*r:(t+1)*r]
+			row, out = row[:len(sign)], out[:len(sign)]
+			for i, sg := range sign {
+				out[i] = sg * float32(row[i])
 			}
 		}
 	}}, true
@@ -222,13 +225,14 @@ func (w *svdWork) exact(a []float32, rows, cols int) (*denseSVD, bool) {
 // accuracy is lost if anywhere, are float64. The intermediate bases of the
 // power iterations get one CholeskyQR pass (orthonormal to about 2^-12,
 // which is all the next product needs), the final Q two; rangeFinder says
-// which basis of the first iteration does without.
+// which basis of the first iteration does without, and why A^T is kept
+// scaled.
 func (w *svdWork) randomized(a []float32, rows, cols, k, target, q int, seed uint64, norm float64) (*denseSVD, bool) {
 	at := svdGrow32(&w.at, rows*cols)
-	svdTranspose(at, a, rows, cols)
+	svdTranspose(at, a, rows, cols, atScale(norm))
 	yt := svdGrow32(&w.yt, k*rows)
 	zt := svdGrow32(&w.zt, k*cols)
-	w.rangeFinder(a, at, yt, zt, rows, cols, k, q, seed, norm)
+	w.rangeFinder(a, at, yt, zt, rows, cols, k, q, seed)
 	// B = Q^T A (k x cols) = Ub diag(s) Vt, so A ~ Q B = (Q Ub) diag(s) Vt.
 	matmulF32(zt, cols, yt, rows, a, cols, k, cols, rows)
 	r := min(target, k)
@@ -238,32 +242,34 @@ func (w *svdWork) randomized(a []float32, rows, cols, k, target, q int, seed uin
 	if !w.gram(zt, k, cols, r, ubt, vt, s) {
 		return nil, false
 	}
-	return &denseSVD{rows: rows, cols: cols, s: s, vt: vt, left: func(dst []float32, rr int, sign []float64) {
+	return &denseSVD{rows: rows, cols: cols, s: s, vt: vt, left: func(dst []float32, rr int, sign []float32) {
 		// U^T = Ub[:, :rr]^T Q^T (rr x rows), then transposed into dst.
 		ub32 := svdGrow32(&w.ubt, rr*k)
-		for i := 0; i < rr; i++ {
-			for p, v := range ubt[i*k : (i+1)*k] {
-				ub32[i*k+p] = float32(sign[i] * v)
+		for i, sg := range sign[:rr] {
+			row, out := ubt[i*k:(i+1)*k], ub32[i*k:(i+1)*k]
+			out = out[:len(row)]
+			for p, v := range row {
+				out[p] = sg * float32(v)
 			}
 		}
 		ut := svdGrow32(&w.ut, rr*rows)
 		matmulF32(ut, rows, ub32, k, yt, rows, rr, rows, k)
-		for i := 0; i < rr; i++ {
-			for t, v := range ut[i*rows : (i+1)*rows] {
-				dst[t*rr+i] = v
-			}
-		}
+		svdTranspose(dst, ut, rr, rows, 1)
 	}}, true
 }
 
 // rangeFinder leaves in yt (k x rows) the orthonormal basis Q^T of the
-// range of (A A^T)^q A Omega. Every product of a power iteration is
+// range of (A A^T)^q A Omega, given at = c A^T, c the power of two near
+// 1/||A||_F of atScale. Every product of a power iteration is
 // orthonormalised before the next one, but in the first iteration only
 // the shorter of A Omega (rows long) and A^T Q0 (cols long) is: the other
-// one is scaled exactly, by a power of two near 1/||A||_F (norm), so that
-// the product after it has the size it would have after orthonormalising
-// and neither overflows nor underflows float32 where A does not. That
-// changes no span, only conditioning: the product after it has a condition
+// one is not, but as every product with at carries the factor c (a power
+// of two, so the same float32 bits as scaling the product once made,
+// unless a subnormal value appears), the product after it has the size it
+// would have after orthonormalising and neither overflows nor underflows
+// float32 where A does not. Every other product with at is orthonormalised
+// before it is used, which takes the factor out. Skipping a basis changes
+// no span, only conditioning: the product after it has a condition
 // number near kappa^2, kappa that of A on the sketch, and its own pass,
 // with the usual pivot bound cholFirstTol, accepts it only when that is
 // at most 2^12, when its float32 rounding blurs the weakest direction by
@@ -271,21 +277,18 @@ func (w *svdWork) randomized(a []float32, rows, cols, k, target, q int, seed uin
 // allowed anyway. Past that bound, the skipped basis is orthonormalised
 // after all and the product made again: the result is then that of
 // orthonormalising every step.
-func (w *svdWork) rangeFinder(a, at, yt, zt []float32, rows, cols, k, q int, seed uint64, norm float64) {
-	matmulF32(yt, rows, w.sketch(k, cols, seed), cols, at, rows, k, rows, cols) // (A Omega)^T
+func (w *svdWork) rangeFinder(a, at, yt, zt []float32, rows, cols, k, q int, seed uint64) {
+	matmulF32(yt, rows, w.sketch(k, cols, seed), cols, at, rows, k, rows, cols) // c (A Omega)^T
 	if q == 0 {
 		w.qr.orthonormalizeRows32(yt, k, rows, false)
 		return
 	}
-	_, e := math.Frexp(norm)
-	scale := math.Ldexp(1, -e)
 	it := 0
 	if rows <= cols {
 		// Orthonormalise A Omega, not A^T Q0.
 		w.qr.orthonormalizeRows32(yt, k, rows, true)
-		matmulF32(zt, cols, yt, rows, a, cols, k, cols, rows) // (A^T Q0)^T
-		svdScale(zt, scale)
-		matmulF32(yt, rows, zt, cols, at, rows, k, rows, cols) // (A Z)^T
+		matmulF32(zt, cols, yt, rows, a, cols, k, cols, rows)  // (A^T Q0)^T
+		matmulF32(yt, rows, zt, cols, at, rows, k, rows, cols) // c (A A^T Q0)^T
 		if !w.qr.cholRows32(yt, k, rows, cholFirstTol) {
 			w.qr.orthonormalizeRows32(zt, k, cols, true)
 			matmulF32(yt, rows, zt, cols, at, rows, k, rows, cols)
@@ -295,8 +298,7 @@ func (w *svdWork) rangeFinder(a, at, yt, zt []float32, rows, cols, k, q int, see
 		}
 		it = 1
 	} else {
-		// Orthonormalise A^T (A Omega), not A Omega.
-		svdScale(yt, scale)
+		// Orthonormalise A^T (c A Omega), not c A Omega.
 		matmulF32(zt, cols, yt, rows, a, cols, k, cols, rows) // (A^T Y0)^T
 		if !w.qr.cholRows32(zt, k, cols, cholFirstTol) {
 			w.qr.orthonormalizeRows32(yt, k, rows, true)
@@ -315,28 +317,35 @@ func (w *svdWork) rangeFinder(a, at, yt, zt []float32, rows, cols, k, q int, see
 	}
 }
 
-// svdScale multiplies x by f, a power of two: exact, as x stays in range.
-func svdScale(x []float32, f float64) {
-	for i, v := range x {
-		x[i] = float32(float64(v) * f)
-	}
+// atScale is the factor c of at = c A^T (see rangeFinder): 2^-e for
+// ||A||_F = norm in [2^(e-1), 2^e), so that c A is at most 1 in magnitude,
+// kept within [2^-126, 2^127], the normal float32 powers of two (beyond
+// them A is all subnormal, or so large that B = Q^T A nears overflow
+// anyway).
+func atScale(norm float64) float32 {
+	_, e := math.Frexp(norm)
+	return float32(math.Ldexp(1, min(max(-e, -126), 127)))
 }
 
-// svdTranspose sets at (cols x rows) to the transpose of a (rows x cols),
-// eight rows of a at a time so that the writes are runs of eight.
-func svdTranspose(at, a []float32, rows, cols int) {
+// svdTranspose sets at (cols x rows) to f times the transpose of a (rows x
+// cols), each element one float32 product (exact for f a power of two,
+// unless it is subnormal). Eight rows of a are read at a time, each a run
+// along the row, so that the writes are runs of eight.
+func svdTranspose(at, a []float32, rows, cols int, f float32) {
 	i := 0
 	for ; i+8 <= rows; i += 8 {
-		for j := 0; j < cols; j++ {
-			out := at[j*rows+i : j*rows+i+8]
-			for p := range out {
-				out[p] = a[(i+p)*cols+j]
-			}
+		r0, r1, r2, r3 := a[i*cols:(i+1)*cols], a[(i+1)*cols:(i+2)*cols], a[(i+2)*cols:(i+3)*cols], a[(i+3)*cols:(i+4)*cols]
+		r4, r5, r6, r7 := a[(i+4)*cols:(i+5)*cols], a[(i+5)*cols:(i+6)*cols], a[(i+6)*cols:(i+7)*cols], a[(i+7)*cols:(i+8)*cols]
+		r1, r2, r3, r4, r5, r6, r7 = r1[:len(r0)], r2[:len(r0)], r3[:len(r0)], r4[:len(r0)], r5[:len(r0)], r6[:len(r0)], r7[:len(r0)]
+		for j, v := range r0 {
+			out := at[j*rows+i : j*rows+i+8 : j*rows+i+8]
+			out[0], out[1], out[2], out[3] = v*f, r1[j]*f, r2[j]*f, r3[j]*f
+			out[4], out[5], out[6], out[7] = r4[j]*f, r5[j]*f, r6[j]*f, r7[j]*f
 		}
 	}
 	for ; i < rows; i++ {
 		for j, v := range a[i*cols : (i+1)*cols] {
-			at[j*rows+i] = v
+			at[j*rows+i] = v * f
 		}
 	}
 }
@@ -353,8 +362,9 @@ func (w *svdWork) small(a, u, vt blas64.General, s []float64) bool {
 // through the eigen-decomposition of its Gram matrix b b^T (k x k):
 // b = Ub diag(s) Vt with Vt = diag(1/s) Ub^T b. The Gram matrix is exact
 // products summed in float64 (gramF32), the eigen-decomposition float64
-// (eigenWork.sym), and Vt's rows the float64 products of Ub's columns with
-// b (mulF64F32). It writes all k values s and the first r rows of Ub^T (ubt,
+// (eigenWork.sym), and Vt's rows the float64 products of Ub's columns,
+// each scaled by 1/s_i first (k elements rather than cols; 0 for a
+// component set to 0), with b (mulF64F32). It writes all k values s and the first r rows of Ub^T (ubt,
 // r x k) and of Vt (r x cols). Squaring b squares its condition number:
 // an eigenvector is accurate to about 2^-52 (s_1/s_i)^2, so components
 // with s_i <= 2^-16 s_1, whose vectors would carry errors near 2^-20, are
@@ -368,22 +378,21 @@ func (w *svdWork) gram(b []float32, k, cols, r int, ubt, vt, s []float64) bool {
 		return false
 	}
 	for i := range s {
-		s[i] = math.Sqrt(max(ev[i], 0))
-	}
-	mulF64F32(vt, cols, ubt, k, b, cols, r, cols, k) // Ub^T b
-	for i := range s {
-		if s[i] <= s[0]*0x1p-16 {
+		if s[i] = math.Sqrt(max(ev[i], 0)); s[i] <= s[0]*0x1p-16 {
 			s[i] = 0
-			continue
-		}
-		if i < r {
-			row := vt[i*cols : (i+1)*cols]
-			inv := 1 / s[i]
-			for j := range row {
-				row[j] *= inv
-			}
 		}
 	}
+	ubs := g[:r*k] // diag(1/s) Ub^T; g is free once sym is done
+	for i := 0; i < r; i++ {
+		var inv float64
+		if s[i] > 0 {
+			inv = 1 / s[i]
+		}
+		for p, v := range ubt[i*k : (i+1)*k] {
+			ubs[i*k+p] = v * inv
+		}
+	}
+	mulF64F32(vt, cols, ubs, k, b, cols, r, cols, k)
 	return true
 }
 
@@ -427,7 +436,9 @@ func chooseRank(s []float64, total float64, o SVDOptions) int {
 	return n
 }
 
-// factors truncates to rank r, fixes signs and rounds to float32.
+// factors truncates to rank r, rounds to float32 and fixes signs on the
+// float32 Vt rows (svdRowSign), so that the rule holds for what is
+// returned.
 func (d *denseSVD) factors(r int) *Factors {
 	// One allocation for the three, each capped at its length.
 	nu, nv := d.rows*r, r*d.cols
@@ -437,22 +448,48 @@ func (d *denseSVD) factors(r int) *Factors {
 	if r == 0 {
 		return f
 	}
-	sign := make([]float64, r)
+	sign := make([]float32, r)
 	for i := range sign {
-		row := d.vt[i*d.cols : (i+1)*d.cols]
-		best, big := 0, math.Abs(row[0])
-		for j, v := range row {
-			if a := math.Abs(v); a > big {
-				best, big = j, a
-			}
-		}
-		sign[i] = math.Copysign(1, row[best])
 		f.S[i] = float32(d.s[i])
-		out := f.Vt[i*d.cols : (i+1)*d.cols]
-		for j, v := range row {
-			out[j] = float32(sign[i] * v)
-		}
+		sign[i] = svdRowSign(f.Vt[i*d.cols:(i+1)*d.cols], d.vt[i*d.cols:(i+1)*d.cols])
 	}
 	d.left(f.U, r, sign)
 	return f
+}
+
+// svdRowSign rounds row into out (float32, as long) and negates out if its
+// largest-magnitude element, the first on ties, is negative; it returns the
+// sign applied, +1 or -1. Magnitudes order as the low 31 bits of a
+// float32, so the signed maximum of the bits is the largest positive
+// element (negative when there is none) and the unsigned maximum, when its
+// top bit is set, the largest negative one: one pass of integer maxima,
+// and a search only on a tie.
+func svdRowSign(out []float32, row []float64) float32 {
+	out = out[:len(row)]
+	pos, all := int32(-1), uint32(0)
+	for j, v := range row {
+		x := float32(v)
+		out[j] = x
+		b := math.Float32bits(x)
+		pos, all = max(pos, int32(b)), max(all, b)
+	}
+	neg := int32(-1)
+	if all>>31 != 0 {
+		neg = int32(all &^ (1 << 31))
+	}
+	if neg == pos {
+		for _, x := range out {
+			if b := math.Float32bits(x); int32(b&^(1<<31)) == pos {
+				neg = pos + int32(b>>31) // the first is the negative one
+				break
+			}
+		}
+	}
+	if neg <= pos {
+		return 1
+	}
+	for j := range out {
+		out[j] = -out[j]
+	}
+	return -1
 }

@@ -374,3 +374,98 @@ func TestSVDIllConditioned(t *testing.T) {
 		svdCheckOrthonormal(t, f, 1e-5)
 	}
 }
+
+// TestSVDRowSign checks the sign rule on rows built to tie, to differ only
+// in float64, to hold zeros of either sign, and on random rows, against a
+// plain scan of the float32 row for its first largest magnitude.
+func TestSVDRowSign(t *testing.T) {
+	negZero := math.Copysign(0, -1)
+	rows := [][]float64{
+		{1, -2, 0.5},
+		{-1, 2, -0.5},
+		{2, -2},
+		{-2, 2},
+		{0.5, -0.5000000001}, // a tie only once rounded to float32
+		{-0.5000000001, 0.5},
+		{0, 0, 0},
+		{negZero, 0},
+		{0, negZero},
+		{-3},
+		{3},
+	}
+	rng := rand.New(rand.NewPCG(21, 22))
+	for range 200 {
+		row := make([]float64, 1+rng.IntN(40))
+		for j := range row {
+			row[j] = rng.NormFloat64() * math.Ldexp(1, rng.IntN(40)-20)
+			if rng.IntN(4) == 0 {
+				row[j] = float64(rng.IntN(5) - 2)
+			}
+		}
+		rows = append(rows, row)
+	}
+	for _, row := range rows {
+		want := make([]float32, len(row))
+		for j, v := range row {
+			want[j] = float32(v)
+		}
+		best := 0
+		for j, v := range want {
+			if math.Abs(float64(v)) > math.Abs(float64(want[best])) {
+				best = j
+			}
+		}
+		wantSign := float32(1)
+		if math.Signbit(float64(want[best])) {
+			wantSign = -1
+		}
+		for j := range want {
+			want[j] *= wantSign
+		}
+		got := make([]float32, len(row))
+		sign := svdRowSign(got, row)
+		same := sign == wantSign
+		for j := range got {
+			same = same && math.Float32bits(got[j]) == math.Float32bits(want[j])
+		}
+		if !same {
+			t.Errorf("%v: sign %v, row %v; want %v, %v", row, sign, got, wantSign, want)
+		}
+	}
+}
+
+// TestSVDTranspose checks the scaled transpose on shapes around its blocks
+// of eight rows.
+func TestSVDTranspose(t *testing.T) {
+	for _, rows := range []int{1, 7, 8, 9, 16, 21} {
+		for _, cols := range []int{1, 3, 8, 13} {
+			a := make([]float32, rows*cols)
+			for i := range a {
+				a[i] = float32(i + 1)
+			}
+			at := make([]float32, rows*cols)
+			svdTranspose(at, a, rows, cols, 0.25)
+			for i := 0; i < rows; i++ {
+				for j := 0; j < cols; j++ {
+					if got, want := at[j*rows+i], a[i*cols+j]*0.25; got != want {
+						t.Fatalf("%dx%d: at[%d][%d] = %v, want %v", rows, cols, j, i, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSVDAtScale(t *testing.T) {
+	for _, tc := range []struct {
+		norm float64
+		want float32
+	}{
+		{1, 0.5}, {0.75, 1}, {3, 0.25}, {1024, 0x1p-11},
+		{1e-45, 0x1p127}, {1e45, 0x1p-126},
+	} {
+		if got := atScale(tc.norm); got != tc.want {
+			t.Errorf("atScale(%v) = %v, want %v", tc.norm, got, tc.want)
+		}
+	}
+}
