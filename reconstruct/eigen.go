@@ -14,6 +14,12 @@ const eigenMaxIter = 30
 type eigenWork struct {
 	d, e, tau, tmp []float64
 	vt             []float64 // n x n: Q^T, then the eigenvectors as rows
+	// Scratch of byTwisted: eigenvalues, squared off-diagonal (a copy for
+	// rootFreeQL and one kept), the pivots of twisted factorisations, the
+	// vectors side by side and one at a time, the refined eigenvalues.
+	lam, e2, esq, dp, dm, ip, im, x, z, rq []float64
+	// fast reports whether the last decomposition took the fast path.
+	fast bool
 }
 
 // sym computes the eigen-decomposition of the symmetric n x n matrix a
@@ -23,18 +29,34 @@ type eigenWork struct {
 // the QL iteration did not converge (at most eigenMaxIter iterations per
 // eigenvalue), which does not happen on finite input in practice.
 //
-// It is the textbook method (Golub and Van Loan, 8.3; LAPACK's dsytd2,
-// dorg2l and dsteqr): a Householder reduction to tridiagonal form
-// T = Q^T A Q in float64, Q formed explicitly, then implicit QL with
-// Wilkinson shifts on T, every rotation applied to Q as well so that its
-// columns become the eigenvectors. All of it is backward stable: the
-// eigenvalues are exact for a matrix within about n 2^-53 ||A|| of a, and
-// the eigenvectors are orthonormal to about n 2^-53 whatever the spacing
-// of the eigenvalues (clusters included), each accurate to about
-// 2^-53 ||A|| / gap. The matrix is first scaled by a power of two so that
-// its largest diagonal element is near 1: sums of squares inside then
-// neither overflow nor underflow, and the scaling is exact.
+// It starts with a Householder reduction to tridiagonal form
+// T = Q^T A Q in float64 (Golub and Van Loan, 8.3; LAPACK's dsytd2). The
+// matrix is first scaled by a power of two so that its largest diagonal
+// element is near 1: sums of squares inside then neither overflow nor
+// underflow, and the scaling is exact. Then:
+//
+//   - The fast path (byTwisted): the eigenvalues of T by the root-free QL
+//     iteration, each wanted eigenvector of T by a twisted factorisation,
+//     and the reflectors of Q applied to those vectors. It is taken when
+//     every wanted vector is provably within fastAngleTol (2^-30) of an
+//     exact eigenvector of T, by its residual and its gap to the other
+//     eigenvalues: the vectors are then orthonormal to about 2^-29.
+//   - Otherwise (clusters, repeated or zero eigenvalues, splits) the
+//     textbook method (LAPACK's dorg2l and dsteqr): Q formed explicitly,
+//     then implicit QL with Wilkinson shifts on T, every rotation applied
+//     to Q as well so that its columns become the eigenvectors. The
+//     eigenvectors are then orthonormal to about n 2^-53 whatever the
+//     spacing of the eigenvalues.
+//
+// Either way the eigenvalues are exact for a matrix within about
+// n 2^-53 ||A|| of a, and each eigenvector is accurate to about
+// 2^-53 ||A|| / gap.
 func (w *eigenWork) sym(a []float64, n int, vals, vecs []float64, r int) bool {
+	return w.decompose(a, n, vals, vecs, r, true)
+}
+
+// decompose is sym, with the fast path tried only when fast is set.
+func (w *eigenWork) decompose(a []float64, n int, vals, vecs []float64, r int, fast bool) bool {
 	if n == 0 {
 		return true
 	}
@@ -61,6 +83,9 @@ func (w *eigenWork) sym(a []float64, n int, vals, vecs []float64, r int) bool {
 	w.d, w.e, w.tau, w.tmp = svdGrow64(&w.d, n), svdGrow64(&w.e, n), svdGrow64(&w.tau, n), svdGrow64(&w.tmp, n)
 	w.vt = svdGrow64(&w.vt, n*n)
 	w.tridiagonalize(a, n)
+	if w.fast = fast && w.byTwisted(a, n, vals, vecs, r, scale); w.fast {
+		return true
+	}
 	w.formQt(a, n)
 	w.orient(n)
 	if !w.ql(n) {

@@ -15,6 +15,21 @@ func eigenGer2AVX2(a *float64, lda, m, n int, x, u, y, v *float64)
 func eigenGemvAVX2(y, a *float64, lda, m, n int, v *float64)
 
 //go:noescape
+func eigenGemvTAVX2(y, a *float64, lda, m, n int, v *float64)
+
+//go:noescape
+func eigenPivots8AVX2(d, esq, lam *float64, n int, dp, ip, dm, im *float64) float64
+
+// eigenPivotsFast does all of pivots, returning the smallest |pivot|, and
+// reports whether it did.
+func eigenPivotsFast(d, esq []float64, lam *[8]float64, n int, dp, ip, dm, im []float64) (float64, bool) {
+	if !dotFMA || n < 1 || len(d) < n || len(esq) < n || len(dp) < 8*n || len(ip) < 8*n || len(dm) < 8*n || len(im) < 8*n {
+		return 0, false
+	}
+	return eigenPivots8AVX2(&d[0], &esq[0], &lam[0], n, &dp[0], &ip[0], &dm[0], &im[0]), true
+}
+
+//go:noescape
 func eigenRotAVX2(x, y *float64, n int, c, s float64)
 
 // eigenGerFast does all of ger and reports whether it did.
@@ -52,6 +67,16 @@ func eigenGemvFast(y, a []float64, lda, m, n int, v []float64) bool {
 		}
 	}
 	return true
+}
+
+// eigenGemvTFast does the columns n &^ 3 of gemvT, and reports how many
+// it did.
+func eigenGemvTFast(y, a []float64, lda, m, n int, v []float64) int {
+	if !dotFMA || m == 0 || n < 4 {
+		return 0
+	}
+	eigenGemvTAVX2(&y[0], &a[0], lda, m, n&^3, &v[0])
+	return n &^ 3
 }
 
 // eigenRotFast does all of rot (len(y) == len(x)) and reports whether it

@@ -66,6 +66,24 @@ func gemvGo(y, a []float64, lda, m, n int, v []float64) {
 	}
 }
 
+// gemvT sets y[l] = fma(v[m-1], a[m-1][l], ... fma(v[0], a[0][l], 0))
+// for l < n: y = a^T v (a m x n), summed down the rows in order.
+func gemvT(y, a []float64, lda, m, n int, v []float64) {
+	kernelCheck(len(a), lda, m, n, len(y) < n || len(v) < m)
+	gemvTGo(y, a, lda, m, n, v, eigenGemvTFast(y, a, lda, m, n, v))
+}
+
+// gemvTGo is the portable gemvT of the columns from l0 on.
+func gemvTGo(y, a []float64, lda, m, n int, v []float64, l0 int) {
+	for l := l0; l < n; l++ {
+		var acc float64
+		for i, vi := range v[:m] {
+			acc = math.FMA(vi, a[i*lda+l], acc)
+		}
+		y[l] = acc
+	}
+}
+
 // rot applies the plane rotation (c, s) to the rows x and y (of x's
 // length, y at least as long): x, y = c x - s y, s x + c y, each product
 // rounded on its own.

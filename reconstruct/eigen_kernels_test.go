@@ -29,7 +29,7 @@ func TestEigenKernels(t *testing.T) {
 		}
 	}
 	for _, m := range []int{0, 1, 3, 4, 5, 13} {
-		for _, n := range []int{0, 1, 2, 3, 4, 5, 8, 11, 40} {
+		for _, n := range []int{0, 1, 2, 3, 4, 5, 8, 11, 16, 21, 40} {
 			lda := n + 3
 			a := fill(max(m*lda, 1))
 			x, y, u, v := fill(max(m, n)), fill(max(m, n)), fill(n), fill(n)
@@ -62,6 +62,20 @@ func TestEigenKernels(t *testing.T) {
 				}
 				if math.Abs(wy[i]-s) > 1e-13 {
 					t.Fatalf("gemv %dx%d row %d = %v, sum %v", m, n, i, wy[i], s)
+				}
+			}
+
+			gt, wt := fill(max(n, 1)), fill(max(n, 1))
+			gemvT(gt, a, lda, m, n, x)
+			gemvTGo(wt, a, lda, m, n, x, 0)
+			same("gemvT", m, n, gt[:n], wt[:n])
+			for l := 0; l < n; l++ {
+				var s float64
+				for i := 0; i < m; i++ {
+					s += a[i*lda+l] * x[i]
+				}
+				if math.Abs(wt[l]-s) > 1e-13 {
+					t.Fatalf("gemvT %dx%d column %d = %v, sum %v", m, n, l, wt[l], s)
 				}
 			}
 

@@ -35,8 +35,9 @@ func eigenTestMatrix(rng *rand.Rand, lam []float64) []float64 {
 }
 
 // checkEigen checks vals against LAPACK's dsyev and the r vectors for
-// orthonormality and residual ||A v - lambda v||, all relative to ||A||.
-func checkEigen(t *testing.T, name string, a []float64, n, r int, sym func(a []float64, n int, vals, vecs []float64, r int) bool) {
+// orthonormality (to orth) and residual ||A v - lambda v||, all relative
+// to ||A||.
+func checkEigen(t *testing.T, name string, a []float64, n, r int, orth float64, sym func(a []float64, n int, vals, vecs []float64, r int) bool) {
 	t.Helper()
 	work := slices.Clone(a)
 	vals := make([]float64, n)
@@ -74,7 +75,7 @@ func checkEigen(t *testing.T, name string, a []float64, n, r int, sym func(a []f
 			if i == j {
 				d--
 			}
-			if math.Abs(d) > 1e-12 {
+			if math.Abs(d) > orth {
 				t.Fatalf("%s: v%d.v%d off by %v", name, i, j, d)
 			}
 		}
@@ -124,15 +125,44 @@ func TestEigenSym(t *testing.T) {
 	repeated[0], repeated[11] = 5, 0
 	cases = append(cases, tc{"repeated", repeated})
 	cases = append(cases, tc{"zero", make([]float64, 5)})
+	// The fast path where it is expected: where the wanted eigenvalues
+	// are apart from the others (no vector wanted at all, or only the
+	// isolated top one of repeated); the QL iteration for vectors of
+	// clusters and repeats, and for the zero matrix.
+	wantFast := func(name string, r int) bool {
+		switch name {
+		case "random", "graded":
+			return true
+		case "repeated":
+			return r <= 1
+		case "zero":
+			return false
+		}
+		return r == 0
+	}
 	for _, c := range cases {
 		n := len(c.lam)
 		a := eigenTestMatrix(rng, c.lam)
 		for _, r := range []int{0, 1, n} {
 			var w eigenWork
-			checkEigen(t, c.name, a, n, r, w.sym)
+			checkEigen(t, c.name, a, n, r, 0x1p-29, w.sym)
+			if want := wantFast(c.name, r); w.fast != want {
+				t.Errorf("%s n=%d r=%d: fast path %v, want %v", c.name, n, r, w.fast, want)
+			}
+			ql := func(a []float64, n int, vals, vecs []float64, r int) bool {
+				return w.decompose(a, n, vals, vecs, r, false)
+			}
+			checkEigen(t, c.name+" (QL)", a, n, r, 1e-12, ql)
+			if w.fast {
+				t.Errorf("%s: decompose without the fast path took it", c.name)
+			}
 		}
 	}
-	// A diagonal matrix is already tridiagonal: no reflector at all.
+	// A diagonal matrix is already tridiagonal: no reflector at all, and
+	// a zero pivot for the fast path, which gives way.
 	var w eigenWork
-	checkEigen(t, "diagonal", []float64{1, 0, 0, 0, 3, 0, 0, 0, 2}, 3, 3, w.sym)
+	checkEigen(t, "diagonal", []float64{1, 0, 0, 0, 3, 0, 0, 0, 2}, 3, 3, 1e-12, w.sym)
+	if w.fast {
+		t.Error("diagonal: took the fast path")
+	}
 }

@@ -151,13 +151,13 @@ func (w *qrWork) lowerTimes(m, x []float32, k, n int) {
 // false, leaving m as it was, when a pivot squared is at most tol^2 times
 // the largest diagonal element of the Gram matrix. The Gram matrix is
 // gramUpperF32 (exact products, float64 sums); the Cholesky factor R
-// (m m^T = R^T R) and its inverse are float64, by the row kernels of
-// eigen_kernels.go; only the product R^-T m is float32.
+// (m m^T = R^T R) is float64, by the row kernels of eigen_kernels.go; the
+// solve R^T q = m (solveRows) is float32.
 func (w *qrWork) cholRows32(m []float32, k, n int, tol float64) bool {
 	if cap(w.gram) < 2*k*k {
 		w.gram = make([]float64, 2*k*k)
 	}
-	g, xt := w.gram[:k*k], w.gram[k*k:2*k*k]
+	g := w.gram[:k*k]
 	gramUpperF32(g, m, k, n)
 	var big float64
 	for i := 0; i < k; i++ {
@@ -166,19 +166,61 @@ func (w *qrWork) cholRows32(m []float32, k, n int, tol float64) bool {
 	if !cholUpper(g, k, tol*tol*big) {
 		return false
 	}
-	w.work = svdGrow64(&w.work, k)
-	triInverse(xt, g, k, w.work)
-	if cap(w.inv) < k*k {
-		w.inv = make([]float32, k*k)
-	}
-	x := w.inv[:k*k]
-	for c := 0; c < k; c++ {
-		for i, v := range xt[c*k : (c+1)*k] {
-			x[i*k+c] = float32(v)
-		}
-	}
-	w.lowerTimes(m, x, k, n) // x = R^-T
+	w.solveRows(m, g, k, n)
 	return true
+}
+
+// solveRows replaces m (k x n, float32) by R^-T m, R upper triangular (the
+// upper triangle of the float64 k x k r), by block forward substitution
+// four rows at a time. With L = R^T, the block of rows i..i+3 is
+// q_b = L_bb^-1 (m_b - L_b,<i q_<i): one matmulF32 of the rows m[:i+4],
+// solved already above i, with the coefficients [-L_bb^-1 L_b,<i | L_bb^-1]
+// worked out in float64 and rounded to float32 once (as lowerTimes does
+// with a whole inverse). It is block forward substitution with the
+// diagonal blocks inverted exactly, backward stable as the product with
+// a float32 inverse is, without the k^3/6 operations of forming one.
+func (w *qrWork) solveRows(m []float32, r []float64, k, n int) {
+	if cap(w.tmp) < 4*n {
+		w.tmp = make([]float32, 4*n)
+	}
+	if cap(w.inv) < 4*k {
+		w.inv = make([]float32, 4*k)
+	}
+	out := w.tmp[:4*n]
+	for i := 0; i < k; i += 4 {
+		rb := min(4, k-i)
+		// li = L_bb^-1, lower triangular: row t solves li[t] L_bb = e_t
+		// from the right, L_bb[s][u] = r[(i+u)*k+i+s].
+		var li [4][4]float64
+		for t := 0; t < rb; t++ {
+			li[t][t] = 1 / r[(i+t)*k+i+t]
+			for u := t - 1; u >= 0; u-- {
+				var acc float64
+				for s := u + 1; s <= t; s++ {
+					acc += li[t][s] * r[(i+u)*k+i+s]
+				}
+				li[t][u] = -acc / r[(i+u)*k+i+u]
+			}
+		}
+		c := w.inv[:rb*(i+rb)]
+		for t := 0; t < rb; t++ {
+			row := c[t*(i+rb) : (t+1)*(i+rb)]
+			for j := 0; j < i; j++ {
+				// -(L_bb^-1 L_b,<i)[t][j], L[i+s][j] = r[j*k+i+s].
+				rj := r[j*k+i : j*k+i+rb]
+				var acc float64
+				for s := 0; s <= t; s++ {
+					acc += li[t][s] * rj[s]
+				}
+				row[j] = float32(-acc)
+			}
+			for s := 0; s < rb; s++ {
+				row[i+s] = float32(li[t][s])
+			}
+		}
+		matmulF32(out, n, c, i+rb, m, n, rb, n, i+rb)
+		copy(m[i*n:(i+rb)*n], out[:rb*n])
+	}
 }
 
 // cholUpper overwrites the upper triangle of the symmetric k x k matrix g
@@ -205,28 +247,6 @@ func cholUpper(g []float64, k int, floor float64) bool {
 		}
 	}
 	return true
-}
-
-// triInverse sets x (k x k) to the inverse of the upper triangular r (the
-// upper triangle of a k x k row-major matrix), upper triangular too. Row c
-// of x solves x[c] r = e_c; all rows advance together, column by column:
-// x[c][p] = t[c][p] / r[p][p], then the rows so far lose x[:, p] times
-// r[p][p+1:] (ger). col is scratch of length k.
-func triInverse(x, r []float64, k int, col []float64) {
-	clear(x[:k*k])
-	for i := 0; i < k; i++ {
-		x[i*k+i] = 1
-	}
-	for p := 0; p < k; p++ {
-		inv := 1 / r[p*k+p]
-		for c := 0; c <= p; c++ {
-			x[c*k+p] *= inv
-			col[c] = x[c*k+p]
-		}
-		if p+1 < k {
-			ger(x[p+1:], k, p+1, k-p-1, col, r[p*k+p+1:(p+1)*k])
-		}
-	}
 }
 
 // householderRows32 is orthonormalizeRows of the k x n float32 matrix m,

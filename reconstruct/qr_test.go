@@ -151,12 +151,13 @@ func TestRefineRows32Rejects(t *testing.T) {
 	}
 }
 
-// TestCholUpperInverse checks cholUpper (R^T R = G) and triInverse
-// (X R = I) on a random positive definite matrix, and that cholUpper
-// refuses a singular one.
-func TestCholUpperInverse(t *testing.T) {
+// TestCholUpperSolve checks cholUpper (R^T R = G) and solveRows
+// (R^T Q = M) on random positive definite matrices of sizes around the
+// four-row blocks, and that cholUpper refuses a singular one.
+func TestCholUpperSolve(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
-	for _, k := range []int{1, 2, 3, 5, 17, 40} {
+	for _, k := range []int{1, 2, 3, 4, 5, 8, 17, 40} {
+		const n = 23
 		b := make([]float32, k*(k+3))
 		for i := range b {
 			b[i] = float32(rng.NormFloat64())
@@ -167,26 +168,33 @@ func TestCholUpperInverse(t *testing.T) {
 		if !cholUpper(r, k, 0) {
 			t.Fatalf("k=%d: positive definite matrix refused", k)
 		}
-		x := make([]float64, k*k)
-		triInverse(x, r, k, make([]float64, k))
 		for i := 0; i < k; i++ {
-			for j := 0; j < k; j++ {
-				var rtr, xr float64
-				for p := 0; p <= min(i, j); p++ {
+			for j := i; j < k; j++ {
+				var rtr float64
+				for p := 0; p <= i; p++ {
 					rtr += r[p*k+i] * r[p*k+j]
-				}
-				for p := i; p <= j; p++ {
-					xr += x[i*k+p] * r[p*k+j]
 				}
 				if math.Abs(rtr-g[i*k+j]) > 1e-12*g[i*k+i] {
 					t.Fatalf("k=%d: (R^T R)[%d][%d] = %v, G %v", k, i, j, rtr, g[i*k+j])
 				}
-				want := 0.0
-				if i == j {
-					want = 1
+			}
+		}
+		m := make([]float32, k*n)
+		for i := range m {
+			m[i] = float32(rng.NormFloat64())
+		}
+		q := append([]float32(nil), m...)
+		var w qrWork
+		w.solveRows(q, r, k, n)
+		for i := 0; i < k; i++ {
+			for l := 0; l < n; l++ {
+				var rq, size float64 // (R^T Q)[i][l] and the sum of |terms|
+				for p := 0; p <= i; p++ {
+					rq += r[p*k+i] * float64(q[p*n+l])
+					size += math.Abs(r[p*k+i] * float64(q[p*n+l]))
 				}
-				if j >= i && math.Abs(xr-want) > 1e-10 {
-					t.Fatalf("k=%d: (X R)[%d][%d] = %v", k, i, j, xr)
+				if d := math.Abs(rq - float64(m[i*n+l])); d > float64(k)*0x1p-22*size {
+					t.Fatalf("k=%d: (R^T Q)[%d][%d] = %v, M %v", k, i, l, rq, m[i*n+l])
 				}
 			}
 		}
