@@ -23,9 +23,11 @@ const (
 // which orthonormalizes several times, allocates it once.
 type qrWork struct {
 	tau, work []float64
-	f64       []float64 // float64 copy for orthonormalizeRows32
-	gram      []float64 // k x k Gram matrix, then its Cholesky factor R; R^-1
-	inv, tmp  []float32 // inverse Cholesky factor; the product with it
+	f64       []float64    // float64 copy for orthonormalizeRows32
+	gram      []float64    // k x k Gram matrix, then its Cholesky factor R
+	lt        []float64    // R^T (solveRows)
+	sums      [4][]float64 // a block's coefficients in float64 (solveRows)
+	inv, tmp  []float32    // a lower triangular factor (or a block of one); the product with it
 }
 
 // orthonormalizeRows replaces the rows of m (Rows <= Cols) by an
@@ -186,36 +188,46 @@ func (w *qrWork) solveRows(m []float32, r []float64, k, n int) {
 	if cap(w.inv) < 4*k {
 		w.inv = make([]float32, 4*k)
 	}
+	// lt = L = R^T, rows contiguous (lower triangle).
+	lt := svdGrow64(&w.lt, k*k)
+	for j := 0; j < k; j++ {
+		for u, v := range r[j*k+j : (j+1)*k] {
+			lt[(j+u)*k+j] = v
+		}
+	}
 	out := w.tmp[:4*n]
+	var sum [4][]float64
+	for t := range sum {
+		sum[t] = svdGrow64(&w.sums[t], k)
+	}
 	for i := 0; i < k; i += 4 {
 		rb := min(4, k-i)
-		// li = L_bb^-1, lower triangular: row t solves li[t] L_bb = e_t
-		// from the right, L_bb[s][u] = r[(i+u)*k+i+s].
+		// li = L_bb^-1, lower triangular: li[t] L_bb = e_t, solved from
+		// the right.
 		var li [4][4]float64
 		for t := 0; t < rb; t++ {
-			li[t][t] = 1 / r[(i+t)*k+i+t]
+			li[t][t] = 1 / lt[(i+t)*k+i+t]
 			for u := t - 1; u >= 0; u-- {
 				var acc float64
 				for s := u + 1; s <= t; s++ {
-					acc += li[t][s] * r[(i+u)*k+i+s]
+					acc += li[t][s] * lt[(i+s)*k+i+u]
 				}
-				li[t][u] = -acc / r[(i+u)*k+i+u]
+				li[t][u] = -acc / lt[(i+u)*k+i+u]
 			}
 		}
 		c := w.inv[:rb*(i+rb)]
 		for t := 0; t < rb; t++ {
 			row := c[t*(i+rb) : (t+1)*(i+rb)]
-			for j := 0; j < i; j++ {
-				// -(L_bb^-1 L_b,<i)[t][j], L[i+s][j] = r[j*k+i+s].
-				rj := r[j*k+i : j*k+i+rb]
-				var acc float64
-				for s := 0; s <= t; s++ {
-					acc += li[t][s] * rj[s]
+			if i > 0 {
+				// (L_bb^-1 L_b,<i)[t] = li[t][:t+1] times rows i..i+t of
+				// L, their first i columns.
+				gemvT(sum[t], lt[i*k:], k, t+1, i, li[t][:t+1])
+				for j, v := range sum[t][:i] {
+					row[j] = float32(-v)
 				}
-				row[j] = float32(-acc)
 			}
-			for s := 0; s < rb; s++ {
-				row[i+s] = float32(li[t][s])
+			for u := 0; u < rb; u++ {
+				row[i+u] = float32(li[t][u])
 			}
 		}
 		matmulF32(out, n, c, i+rb, m, n, rb, n, i+rb)

@@ -281,7 +281,18 @@ func (w *svdWork) randomized(a []float32, rows, cols, k, target, q int, seed uin
 // rounding.
 func (w *svdWork) wideRange(a, at, yt, zt []float32, rows, cols, k, q int, seed uint64) {
 	c := svdGrow32(&w.c, rows*rows)
-	matmulF32(c, rows, a, cols, at, rows, rows, rows, cols)
+	// C is symmetric: each block of four rows from the 16-column tile
+	// holding its diagonal on, then the rest mirrored (about 5/8 of the
+	// products of the whole).
+	for i := 0; i < rows; i += 4 {
+		j0 := i &^ 15
+		matmulF32(c[i*rows+j0:], rows, a[i*cols:], cols, at[j0:], rows, min(4, rows-i), rows-j0, cols)
+	}
+	for i := 16; i < rows; i++ {
+		for j := range i &^ 15 {
+			c[i*rows+j] = c[j*rows+i]
+		}
+	}
 	wt := zt[:k*rows]
 	matmulF32(yt, rows, w.sketch(k, rows, seed), rows, c, rows, k, rows, rows) // (C Omega)^T
 	for it := 0; it < q; it++ {
