@@ -48,9 +48,12 @@ type eigenWork struct {
 //     eigenvectors are then orthonormal to about n 2^-53 whatever the
 //     spacing of the eigenvalues.
 //
-// Either way the eigenvalues are exact for a matrix within about
-// n 2^-53 ||A|| of a, and each eigenvector is accurate to about
-// 2^-53 ||A|| / gap.
+// Either way the first r eigenvalues are exact for a matrix within about
+// n 2^-53 ||A|| of a (the fast path refines them to the Rayleigh quotients
+// of their vectors), and the QL iteration's others too; the fast path's
+// others, which only bound gaps, are within about 2^-29 ||A||
+// (fastDeflateTol). Each eigenvector is accurate to about
+// 2^-53 ||A|| / gap on either path.
 func (w *eigenWork) sym(a []float64, n int, vals, vecs []float64, r int) bool {
 	return w.decompose(a, n, vals, vecs, r, true)
 }

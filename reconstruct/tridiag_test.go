@@ -47,7 +47,7 @@ func TestRootFreeQL(t *testing.T) {
 			e2[i] = c.e[i] * c.e[i]
 		}
 		got := slices.Clone(c.d)
-		if !rootFreeQL(got, e2) {
+		if !rootFreeQL(got, e2, 0x1p-53) {
 			t.Fatalf("%s n=%d: did not converge", c.name, n)
 		}
 		want := slices.Clone(c.d)
@@ -118,7 +118,7 @@ func TestTwistedMatchesQL(t *testing.T) {
 			t.Fatalf("%s: fast path %v, want %v", c.name, fast.fast, c.wantFast)
 		}
 		if !fast.fast {
-			checkEigen(t, c.name, a, n, n, 1e-12, fast.sym)
+			checkEigen(t, c.name, a, n, n, 1e-12, 1e-13, fast.sym)
 			continue
 		}
 		for i := 0; i < n; i++ {
