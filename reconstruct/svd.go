@@ -92,9 +92,12 @@ func (o *SVDOptions) Validate() error {
 // orthonormalised, in the first iteration only one of two where that is
 // safe (CholeskyQR with a float64 Gram matrix, Householder QR in float64
 // when the sketch is nearly rank-deficient; see orthonormalizeRows32 and
-// rangeFinder), then the SVD of
+// rangeFinder). A span no taller than it is wide (rows <= cols) is
+// sketched through C = c A A^T instead, Y = C^(q+1) Omega (wideRange): one
+// power of A A^T more for the same q, with fewer products. Then the SVD of
 // the small B = Q^T A (k x cols) from the eigen-decomposition of B B^T in
-// float64 (Householder tridiagonalisation and implicit QL, see
+// float64 (Householder tridiagonalisation, then eigenvectors by twisted
+// factorisations where the gaps allow and implicit QL otherwise, see
 // eigenWork.sym). The products with A are float32 (see randomized for why
 // that is enough); a component below 2^-16 sigma_1 of B is treated as zero
 // (see gram). When k would reach min(rows, cols) the sketch saves
