@@ -92,9 +92,10 @@ func (o *SVDOptions) Validate() error {
 // orthonormalised, in the first iteration only one of two where that is
 // safe (CholeskyQR with a float64 Gram matrix, Householder QR in float64
 // when the sketch is nearly rank-deficient; see orthonormalizeRows32 and
-// rangeFinder). A span no taller than it is wide (rows <= cols) is
-// sketched through C = c A A^T instead, Y = C^(q+1) Omega (wideRange): one
-// power of A A^T more for the same q, with fewer products. Then the SVD of
+// rangeFinder). A span well short of its width (wideCheaper: under 98
+// rows of 128 dims at rank 32) is sketched through C = c A A^T instead,
+// Y = C^(q+1) Omega (wideRange): one power of A A^T more for the same q,
+// with fewer products. Then the SVD of
 // the small B = Q^T A (k x cols) from the eigen-decomposition of B B^T in
 // float64 (Householder tridiagonalisation, then eigenvectors by twisted
 // factorisations where the gaps allow and implicit QL otherwise, see
@@ -236,7 +237,7 @@ func (w *svdWork) randomized(a []float32, rows, cols, k, target, q int, seed uin
 	svdTranspose(at, a, rows, cols, atScale(norm))
 	yt := svdGrow32(&w.yt, k*rows)
 	zt := svdGrow32(&w.zt, k*cols)
-	if rows <= cols {
+	if wideCheaper(rows, cols, k) {
 		w.wideRange(a, at, yt, zt, rows, cols, k, q, seed)
 	} else {
 		w.rangeFinder(a, at, yt, zt, rows, cols, k, q, seed)
@@ -264,6 +265,16 @@ func (w *svdWork) randomized(a []float32, rows, cols, k, target, q int, seed uin
 		matmulF32(ut, rows, ub32, k, yt, rows, rr, rows, k)
 		svdTranspose(dst, ut, rr, rows, 1)
 	}}, true
+}
+
+// wideCheaper says whether wideRange is the cheaper range finder for a
+// rows x cols matrix and k sketch vectors (q = 1): forming C costs about
+// 0.6 rows^2 cols multiply-adds (the upper half in 16-column tiles) and its
+// two products 2 k rows^2, against rangeFinder's 3 k rows cols, so below
+// rows = 3 k cols / (0.6 cols + 2 k): 98 rows for 128-dim heads and
+// k = 40, every span for 64-dim ones.
+func wideCheaper(rows, cols, k int) bool {
+	return rows <= cols && rows*(3*cols+10*k) < 15*k*cols
 }
 
 // wideRange is rangeFinder for a matrix no taller than it is wide (rows
@@ -297,7 +308,9 @@ func (w *svdWork) wideRange(a, at, yt, zt []float32, rows, cols, k, q int, seed 
 		}
 	}
 	wt := zt[:k*rows]
-	matmulF32(yt, rows, w.sketch(k, rows, seed), rows, c, rows, k, rows, rows) // (C Omega)^T
+	// Omega^T is the first rows columns of the k x cols sketch: Gaussian as
+	// well, and cached across spans of every length for one head dim.
+	matmulF32(yt, rows, w.sketch(k, cols, seed), cols, c, rows, k, rows, rows) // (C Omega)^T
 	for it := 0; it < q; it++ {
 		w.qr.orthonormalizeRows32(yt, k, rows, true)
 		matmulF32(wt, rows, yt, rows, c, rows, k, rows, rows) // (C Q)^T

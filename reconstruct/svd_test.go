@@ -469,3 +469,20 @@ func TestSVDAtScale(t *testing.T) {
 		}
 	}
 }
+
+// TestWideCheaper pins where SVD switches range finders: the cost model's
+// break-even (98 rows of 128 dims for k = 40), every wide span of 64 dims,
+// and never a tall one.
+func TestWideCheaper(t *testing.T) {
+	for _, c := range []struct {
+		rows, cols, k int
+		want          bool
+	}{
+		{64, 128, 40, true}, {97, 128, 40, true}, {98, 128, 40, false}, {128, 128, 40, false},
+		{64, 64, 40, true}, {41, 64, 40, true}, {129, 128, 40, false}, {512, 128, 40, false},
+	} {
+		if got := wideCheaper(c.rows, c.cols, c.k); got != c.want {
+			t.Errorf("wideCheaper(%d, %d, %d) = %v, want %v", c.rows, c.cols, c.k, got, c.want)
+		}
+	}
+}

@@ -40,6 +40,9 @@ func TestRootFreeQL(t *testing.T) {
 	split := []float64{2, -1, 3, 0.5, 4, 1}
 	cases = append(cases, tc{"split", slices.Clone(split), []float64{0.7, 0, 0.2, 0, 0.9, 0}})
 	cases = append(cases, tc{"2x2 tail", []float64{1, 5, 5, 1}, []float64{0, 1e-3, 0, 0}})
+	// The shift from the top 2 x 2 is -1 = d[2]: gamma and p start at
+	// exactly 0, dsterf's special case (dsterfSweep).
+	cases = append(cases, tc{"zero p", []float64{0, 0, -1}, []float64{1, 0.5, 0}})
 	for _, c := range cases {
 		n := len(c.d)
 		e2 := make([]float64, n)
