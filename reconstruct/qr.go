@@ -177,10 +177,11 @@ func (w *qrWork) cholRows32(m []float32, k, n int, tol float64) bool {
 // four rows at a time. With L = R^T, the block of rows i..i+3 is
 // q_b = L_bb^-1 (m_b - L_b,<i q_<i): one matmulF32 of the rows m[:i+4],
 // solved already above i, with the coefficients [-L_bb^-1 L_b,<i | L_bb^-1]
-// worked out in float64 and rounded to float32 once (as lowerTimes does
-// with a whole inverse). It is block forward substitution with the
-// diagonal blocks inverted exactly, backward stable as the product with
-// a float32 inverse is, without the k^3/6 operations of forming one.
+// worked out in float64 (the off-diagonal block with gemvT on a copy of
+// R^T, rows contiguous) and rounded to float32 once. It is block forward
+// substitution with the 4 x 4 diagonal blocks inverted in float64, as
+// accurate as the product with a float32 R^-T that this code made before,
+// without the k^3/6 operations of forming that inverse.
 func (w *qrWork) solveRows(m []float32, r []float64, k, n int) {
 	if cap(w.tmp) < 4*n {
 		w.tmp = make([]float32, 4*n)

@@ -75,7 +75,7 @@ func (w *eigenWork) byTwisted(a []float64, n int, vals, vecs []float64, r int, s
 	// The gaps as the eigenvalues' own error may have widened them.
 	slack := 4 * fastDeflateTol * norm
 	if lam[0] == 0 && lam[n-1] == 0 {
-		return false // T = 0: every vector is one, the QL path picks
+		return false // T = 0: any vector is an eigenvector; QL picks them
 	}
 	// The vectors go into x (n x r) as columns, each row of x then r long
 	// for backTransform; z holds one vector at a time.
