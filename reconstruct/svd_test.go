@@ -486,3 +486,49 @@ func TestWideCheaper(t *testing.T) {
 		}
 	}
 }
+
+// TestSVDSweep runs SVD over shapes on both sides of every path switch
+// (exact when k reaches min(rows, cols), the wide range finder below its
+// break-even, the tall one above it), four spectra (key-like, flat,
+// exactly rank 5, geometric) plus noise, and ranks 1 to 32: the error is
+// within 1.1x the optimal rank-r error (plus float32 noise) and the
+// factors orthonormal. It is the net for the eigensolver's fast path and
+// its fallback as much as for the range finders.
+func TestSVDSweep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(99, 1))
+	for _, rows := range []int{1, 3, 8, 33, 41, 64, 97, 98, 129, 200} {
+		for _, cols := range []int{1, 8, 64, 128} {
+			for _, spec := range []string{"key", "flat", "rank5", "geometric"} {
+				m := min(rows, cols)
+				sig := make([]float64, m)
+				for i := range sig {
+					switch spec {
+					case "key":
+						sig[i] = 40 / float64(i+1)
+					case "flat":
+						sig[i] = 3 + 0.01*float64(i)
+					case "rank5":
+						if i < 5 {
+							sig[i] = 10
+						}
+					case "geometric":
+						sig[i] = math.Pow(0.5, float64(i))
+					}
+				}
+				a := svdTestMatrix(rng, rows, cols, sig, 1e-3)
+				norm := math.Sqrt(sumSquaresF32(a))
+				for _, r := range []int{1, 16, 32} {
+					f, err := SVD(a, rows, cols, SVDOptions{Rank: r})
+					if err != nil {
+						t.Fatal(err)
+					}
+					opt := svdOptimalError(t, a, rows, cols, r)
+					if got := svdError(a, f); got > 1.1*opt+1e-5*norm {
+						t.Errorf("%dx%d %s rank %d: error %v, optimal %v", rows, cols, spec, r, got, opt)
+					}
+					svdCheckOrthonormal(t, f, 1e-5)
+				}
+			}
+		}
+	}
+}
