@@ -1,6 +1,8 @@
 package codec
 
 import (
+	"sync"
+
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/reconstruct"
 )
@@ -16,8 +18,9 @@ func decodeLowRank(dst, src []byte, d Desc) error {
 	if err != nil {
 		return err
 	}
-	w, err := newLowRankDecoder(&l, d, src)
-	if err != nil {
+	w := lowRankPool.Get().(*lowRankDecoder)
+	defer w.release()
+	if err := w.reset(&l, d, src); err != nil {
 		return err
 	}
 	if l.rope == nil { // values: head by head, each head's Vt staying in cache
@@ -53,32 +56,60 @@ type lowRankHead struct {
 	s, vt []float32
 }
 
-// lowRankDecoder holds one Decode's scratch: every head's S and Vt, a
-// batch of rows of U and of output, and the batch's rotation table.
+// lowRankDecoder holds one Decode's scratch: every head's S and Vt (in
+// sv), a batch of rows of U and of output, and the batch's rotation table.
+// Decoders are pooled (lowRankPool): a cold load decodes one chunk per
+// layer, K and V, and their scratch is the same size every time.
 type lowRankDecoder struct {
-	l      *lowRankLayout
-	d      Desc
-	heads  []lowRankHead
-	u, out []float32
-	cs     []float32
+	l          *lowRankLayout
+	d          Desc
+	heads      []lowRankHead
+	u, out, sv []float32
+	cs         []float32
 }
 
-// newLowRankDecoder checks every head's factor encoding against the chunk's
-// layout and decodes its S and Vt (src's length was checked, so the
-// scratch is bounded by it: at most 2x its bytes for f16/bf16 factors).
-func newLowRankDecoder(l *lowRankLayout, d Desc, src []byte) (*lowRankDecoder, error) {
+var lowRankPool = sync.Pool{New: func() any { return new(lowRankDecoder) }}
+
+// release drops w's references into the chunk (its source may be a
+// mapping about to be unmapped, or a buffer to be freed) and returns w to
+// the pool.
+func (w *lowRankDecoder) release() {
+	clear(w.heads)
+	w.l = nil
+	lowRankPool.Put(w)
+}
+
+// lowRankGrow returns b with length n, reallocated only when too short;
+// every element is overwritten before it is read.
+func lowRankGrow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+// reset readies w for one chunk: it checks every head's factor encoding
+// against the chunk's layout and decodes its S and Vt (src's length was
+// checked, so the scratch is bounded by it: at most 2x its bytes for
+// f16/bf16 factors).
+func (w *lowRankDecoder) reset(l *lowRankLayout, d Desc, src []byte) error {
 	c := format.CodecLowRank
 	rows := min(d.Tokens, lowRankRows)
-	w := &lowRankDecoder{l: l, d: d, heads: make([]lowRankHead, d.Heads),
-		u: make([]float32, rows*l.maxRank), out: make([]float32, rows*d.HeadDim)}
+	w.l, w.d = l, d
+	if cap(w.heads) < d.Heads {
+		w.heads = make([]lowRankHead, d.Heads)
+	}
+	w.heads = w.heads[:d.Heads]
+	w.u, w.out = lowRankGrow(w.u, rows*l.maxRank), lowRankGrow(w.out, rows*d.HeadDim)
 	if l.rope != nil {
-		w.cs = make([]float32, 0, rows*l.rope.Rotary())
+		w.cs = lowRankGrow(w.cs, rows*l.rope.Rotary())[:0]
 	}
 	var total int
 	for h := range d.Heads {
 		total += lowRankRank(src, h) * (1 + d.HeadDim)
 	}
-	sv := make([]float32, total)
+	w.sv = lowRankGrow(w.sv, total)
+	sv := w.sv
 	off := lowRankHeader + 2*d.Heads
 	for h := range d.Heads {
 		fl := lowRankFactorLayout(d, lowRankRank(src, h), l.fdt)
@@ -86,29 +117,29 @@ func newLowRankDecoder(l *lowRankLayout, d Desc, src []byte) (*lowRankDecoder, e
 		off += fl.Size()
 		got, err := reconstruct.ParseFactorLayout(b)
 		if err != nil {
-			return nil, corrupt(c, d, "head %d: %v", h, err)
+			return corrupt(c, d, "head %d: %v", h, err)
 		}
 		if got != fl {
-			return nil, corrupt(c, d, "head %d: factors of %dx%d rank %d %v, want %dx%d rank %d %v",
+			return corrupt(c, d, "head %d: factors of %dx%d rank %d %v, want %dx%d rank %d %v",
 				h, got.Rows, got.Cols, got.Rank, got.DType, fl.Rows, fl.Cols, fl.Rank, fl.DType)
 		}
 		r := fl.Rank
 		hd := lowRankHead{b: b, fl: fl, s: sv[:r:r], vt: sv[r : r+r*d.HeadDim : r+r*d.HeadDim]}
 		sv = sv[r+r*d.HeadDim:]
 		if err := format.ToF32(hd.s, b[fl.SOffset():fl.VtOffset()], fl.DType); err != nil {
-			return nil, corrupt(c, d, "head %d: %v", h, err)
+			return corrupt(c, d, "head %d: %v", h, err)
 		}
 		if err := format.ToF32(hd.vt, b[fl.VtOffset():fl.Size()], fl.DType); err != nil {
-			return nil, corrupt(c, d, "head %d: %v", h, err)
+			return corrupt(c, d, "head %d: %v", h, err)
 		}
 		for i, s := range hd.s {
 			if !(s >= 0) || isInf(s) {
-				return nil, corrupt(c, d, "head %d: singular value %d is %v", h, i, s)
+				return corrupt(c, d, "head %d: singular value %d is %v", h, i, s)
 			}
 		}
 		w.heads[h] = hd
 	}
-	return w, nil
+	return nil
 }
 
 // rows reconstructs rows [t0, t0+n) of head h into dst, keys rotated by
