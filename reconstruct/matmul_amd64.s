@@ -97,3 +97,75 @@ loop1:
 	VMOVUPS Y1, 32(DI)
 	VZEROUPPER
 	RET
+
+// STEP8(arow, acc): acc += broadcast(A[arow]) * Y8.
+#define STEP8(arow, acc) \
+	VBROADCASTSS (arow), Y10; \
+	VMULPS Y8, Y10, Y11; \
+	VADDPS Y11, acc, acc
+
+// func matmul4x8AVX2(c, a, b *float32, ldc, lda, ldb, k int)
+TEXT ·matmul4x8AVX2(SB), NOSPLIT, $0-56
+	MOVQ c+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ ldc+24(FP), R8
+	MOVQ lda+32(FP), R9
+	MOVQ ldb+40(FP), R10
+	MOVQ k+48(FP), CX
+	SHLQ $2, R8
+	SHLQ $2, R9
+	SHLQ $2, R10
+	LEAQ (SI)(R9*1), R11
+	LEAQ (R11)(R9*1), R12
+	LEAQ (R12)(R9*1), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y2, Y2, Y2
+	VXORPS Y4, Y4, Y4
+	VXORPS Y6, Y6, Y6
+
+loop48:
+	VMOVUPS (DX), Y8
+	STEP8(SI, Y0)
+	STEP8(R11, Y2)
+	STEP8(R12, Y4)
+	STEP8(R13, Y6)
+	ADDQ $4, SI
+	ADDQ $4, R11
+	ADDQ $4, R12
+	ADDQ $4, R13
+	ADDQ R10, DX
+	DECQ CX
+	JNZ  loop48
+
+	VMOVUPS Y0, (DI)
+	ADDQ    R8, DI
+	VMOVUPS Y2, (DI)
+	ADDQ    R8, DI
+	VMOVUPS Y4, (DI)
+	ADDQ    R8, DI
+	VMOVUPS Y6, (DI)
+	VZEROUPPER
+	RET
+
+// func matmul1x8AVX2(c, a, b *float32, ldb, k int)
+TEXT ·matmul1x8AVX2(SB), NOSPLIT, $0-40
+	MOVQ c+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ ldb+24(FP), R10
+	MOVQ k+32(FP), CX
+	SHLQ $2, R10
+	VXORPS Y0, Y0, Y0
+
+loop18:
+	VMOVUPS (DX), Y8
+	STEP8(SI, Y0)
+	ADDQ $4, SI
+	ADDQ R10, DX
+	DECQ CX
+	JNZ  loop18
+
+	VMOVUPS Y0, (DI)
+	VZEROUPPER
+	RET

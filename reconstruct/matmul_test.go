@@ -20,7 +20,7 @@ func TestMatmulF32(t *testing.T) {
 		return x
 	}
 	for _, m := range []int{1, 3, 4, 9} {
-		for _, n := range []int{1, 15, 16, 17, 48, 130} {
+		for _, n := range []int{1, 7, 8, 9, 15, 16, 17, 24, 31, 41, 48, 130} {
 			for _, k := range []int{0, 1, 5, 40} {
 				lda, ldb, ldc := k+3, n+5, n+2
 				a, b := fill(m*lda), fill(max(k, 1)*ldb)
