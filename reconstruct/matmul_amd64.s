@@ -20,21 +20,26 @@
 	VADDPS Y11, acc0, acc0; \
 	VADDPS Y12, acc1, acc1
 
+// PROLOGUE4: load the arguments of a four-row kernel, strides in bytes,
+// and the pointers to A's rows 1-3.
+#define PROLOGUE4 \
+	MOVQ c+0(FP), DI; \
+	MOVQ a+8(FP), SI; \
+	MOVQ b+16(FP), DX; \
+	MOVQ ldc+24(FP), R8; \
+	MOVQ lda+32(FP), R9; \
+	MOVQ ldb+40(FP), R10; \
+	MOVQ k+48(FP), CX; \
+	SHLQ $2, R8; \
+	SHLQ $2, R9; \
+	SHLQ $2, R10; \
+	LEAQ (SI)(R9*1), R11; \
+	LEAQ (R11)(R9*1), R12; \
+	LEAQ (R12)(R9*1), R13
+
 // func matmul4x16AVX2(c, a, b *float32, ldc, lda, ldb, k int)
 TEXT ·matmul4x16AVX2(SB), NOSPLIT, $0-56
-	MOVQ c+0(FP), DI
-	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DX
-	MOVQ ldc+24(FP), R8
-	MOVQ lda+32(FP), R9
-	MOVQ ldb+40(FP), R10
-	MOVQ k+48(FP), CX
-	SHLQ $2, R8
-	SHLQ $2, R9
-	SHLQ $2, R10
-	LEAQ (SI)(R9*1), R11
-	LEAQ (R11)(R9*1), R12
-	LEAQ (R12)(R9*1), R13
+	PROLOGUE4
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -106,19 +111,7 @@ loop1:
 
 // func matmul4x8AVX2(c, a, b *float32, ldc, lda, ldb, k int)
 TEXT ·matmul4x8AVX2(SB), NOSPLIT, $0-56
-	MOVQ c+0(FP), DI
-	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DX
-	MOVQ ldc+24(FP), R8
-	MOVQ lda+32(FP), R9
-	MOVQ ldb+40(FP), R10
-	MOVQ k+48(FP), CX
-	SHLQ $2, R8
-	SHLQ $2, R9
-	SHLQ $2, R10
-	LEAQ (SI)(R9*1), R11
-	LEAQ (R11)(R9*1), R12
-	LEAQ (R12)(R9*1), R13
+	PROLOGUE4
 	VXORPS Y0, Y0, Y0
 	VXORPS Y2, Y2, Y2
 	VXORPS Y4, Y4, Y4
