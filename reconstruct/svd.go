@@ -194,9 +194,9 @@ type denseSVD struct {
 
 // whole is the SVD of the whole matrix, for when the sketch would span it
 // or nearly (min(rows, cols) <= 1.5 k: at 64 x 128 and k = 40 it takes as
-// long as randomized, below that less): gram's route with Q = I, on A itself when
-// rows <= cols (B = A: U = Ub) and on A^T otherwise (B = A^T: gram's Ub is
-// V and its Vt is U^T). The Gram matrix of the float32 rows is exact
+// long as randomized, below that less): gram's route with Q = I, on A
+// itself when rows <= cols (B = A: U = Ub) and on A^T otherwise (B = A^T:
+// gram's Ub is V and its Vt is U^T). The Gram matrix of the float32 rows is exact
 // products summed in float64, so this is the exact SVD to the level gram
 // states: components below 2^-16 sigma_1 are set to 0 (and dropped), the
 // others' vectors are accurate to about 2^-53 (sigma_1/sigma_i)^2. It
