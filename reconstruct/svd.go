@@ -89,7 +89,8 @@ func (o *SVDOptions) Validate() error {
 // safe (CholeskyQR with a float64 Gram matrix, Householder QR in float64
 // when the sketch is nearly rank-deficient; see orthonormalizeRows32 and
 // rangeFinder). A span well short of its width (wideCheaper: under 98
-// rows of 128 dims at rank 32) is sketched through C = c A A^T instead,
+// rows of 128 dims at rank 32, past the shorter ones of the next
+// paragraph) is sketched through C = c A A^T instead,
 // Y = C^(q+1) Omega (wideRange): one power of A A^T more for the same q,
 // with fewer products. Then the SVD of
 // the small B = Q^T A (k x cols) from the eigen-decomposition of B B^T in
