@@ -72,11 +72,11 @@ func (w *eigenWork) byTwisted(a []float64, n int, vals, vecs []float64, r int, s
 		}
 		norm = max(norm, math.Abs(v))
 	}
-	// The gaps as the eigenvalues' own error may have widened them.
-	slack := 4 * fastDeflateTol * norm
-	if lam[0] == 0 && lam[n-1] == 0 {
+	if norm == 0 {
 		return false // T = 0: any vector is an eigenvector; QL picks them
 	}
+	// The gaps as the eigenvalues' own error may have widened them.
+	slack := 4 * fastDeflateTol * norm
 	// The vectors go into x (n x r) as columns, each row of x then r long
 	// for backTransform; z holds one vector at a time.
 	x, z, rqs := svdGrow64(&w.x, n*r), svdGrow64(&w.z, n), svdGrow64(&w.rq, r)
