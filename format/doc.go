@@ -21,7 +21,7 @@
 //	                       payload crc32c u32 | crc32c of bytes 0..60
 //
 // A chunk is a tensor [kv_heads][rows][head_dim] of the header's dtype,
-// stored under its codec (format/codec draws the encoded layouts). A pruned
+// stored under its codec (codec draws the encoded layouts). A pruned
 // packet (PacketHeader.KeptTokens = k > 0) keeps k rows per (layer, KV
 // head), so its K and V chunks are [kv_heads][k][head_dim], and one more
 // chunk, 2L, after layer L-1's V, holds the kept local positions as

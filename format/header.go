@@ -40,7 +40,7 @@ const (
 )
 
 // Valid reports whether c is a codec this version knows. The byte layouts
-// are in docs/format.md, "Chunk codecs", and package format/codec.
+// are in docs/format.md, "Chunk codecs", and package codec.
 func (c Codec) Valid() bool { return c <= CodecLowRank }
 
 func (c Codec) String() string {

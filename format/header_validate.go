@@ -133,7 +133,7 @@ func (h *PacketHeader) validateExtent() error {
 // MaxStoredLength is the most bytes any codec stores for a chunk of raw
 // bytes: 5*raw + 64. The largest encoding is int8 with one-element groups and
 // f32 scales and offsets, 9 bytes per 2-byte element plus an 8-byte header
-// (format/codec's Bound gives each codec's exact limit). raw comes from a
+// (codec's Bound gives each codec's exact limit). raw comes from a
 // validated shape (< 2^56), so the result does not overflow.
 func MaxStoredLength(raw uint64) uint64 { return 5*raw + 64 }
 

@@ -8,8 +8,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/kvstore/kvstore/codec"
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/format/codec"
 	"github.com/kvstore/kvstore/format/safetensors"
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/kvstore/kvstore/codec"
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/format/codec"
 )
 
 // A FuzzCodecDecode input is a 5-byte prefix saying what the chunk is,

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/kvstore/kvstore/codec"
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/format/codec"
 )
 
 // Chunk codecs in the store.

@@ -20,7 +20,7 @@ var coldCodecs = []format.Codec{format.CodecRaw, format.CodecShuffleZstd, format
 
 // kvLikePacket is a packet of KV-like bf16 data: per (layer, K|V) each
 // channel has its own offset and log-normal scale, every 37th channel a
-// 15x outlier, as format/codec's benchmarks use.
+// 15x outlier, as codec's benchmarks use.
 func kvLikePacket(spec *format.ModelSpec, tokens int, c format.Codec) *store.Packet {
 	rng := rand.New(rand.NewPCG(1, 2))
 	p := &store.Packet{Namespace: "cold", Model: spec, TokenIDs: make([]uint32, tokens), Codec: c}

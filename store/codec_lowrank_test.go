@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/kvstore/kvstore/codec"
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/format/codec"
 	"github.com/kvstore/kvstore/reconstruct"
 )
 

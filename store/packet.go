@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/kvstore/kvstore/codec"
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/format/codec"
 	"github.com/kvstore/kvstore/prune"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/kvstore/kvstore/codec"
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/format/codec"
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/prune"
 	"github.com/kvstore/kvstore/store"

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvstore/kvstore/codec"
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/format/codec"
 	"github.com/kvstore/kvstore/internal/llama"
 )
 

@@ -17,7 +17,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kvstore/kvstore/format/codec"
+	"github.com/kvstore/kvstore/codec"
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/internal/quality"
 )

@@ -3,8 +3,8 @@ package codec_test
 import (
 	"fmt"
 
+	"github.com/kvstore/kvstore/codec"
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/format/codec"
 )
 
 // A writer encodes each chunk and records its codec and length in the
