@@ -14,8 +14,18 @@ import (
 	"github.com/kvstore/kvstore/format"
 )
 
-// MaxHeaderSize is the largest JSON header accepted: upstream's limit.
-const MaxHeaderSize = 100_000_000
+// Limits on the JSON header, checked before (size) and while (entries,
+// rank) it is parsed, so that a hostile header costs memory in proportion
+// to MaxHeaderSize, never to what it claims. Upstream's size limit is
+// 100 MB; kvstore's own files need far less (a KV packet's header is two
+// tensors and about 30 metadata keys, an adapter's two tensors and a
+// config), and a 100 MB header cost 890 MiB and 35 s to parse.
+const (
+	MaxHeaderSize      = 16 << 20 // bytes of JSON
+	MaxTensors         = 1 << 16  // tensor entries
+	MaxMetadataEntries = 1 << 12  // __metadata__ keys
+	MaxRank            = 16       // dimensions of one tensor's shape
+)
 
 // metadataKey is the reserved header entry holding the string metadata.
 const metadataKey = "__metadata__"
@@ -175,10 +185,13 @@ func parseEntries(hb []byte) (*header, []uint64, error) {
 		}
 		seen[name] = true
 		if name == metadataKey {
-			if err := dec.Decode(&h.metadata); err != nil {
-				return nil, nil, corrupt("%s: %v", metadataKey, err)
+			if h.metadata, err = parseMetadata(dec); err != nil {
+				return nil, nil, err
 			}
 			continue
+		}
+		if len(h.tensors) == MaxTensors {
+			return nil, nil, corrupt("more than %d tensors", MaxTensors)
 		}
 		var e entry
 		if err := dec.Decode(&e); err != nil {
@@ -199,6 +212,52 @@ func parseEntries(hb []byte) (*header, []uint64, error) {
 	return h, ends, nil
 }
 
+// parseMetadata reads the __metadata__ object token by token: string keys
+// and values only, no key twice (encoding/json's map would keep the last
+// silently), at most MaxMetadataEntries keys.
+func parseMetadata(dec *json.Decoder) (map[string]string, error) {
+	bad := func(f string, args ...any) error {
+		return corrupt("%s: %s", metadataKey, fmt.Sprintf(f, args...))
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	if tok == nil { // null: no metadata, as upstream accepts
+		return nil, nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, bad("not an object")
+	}
+	meta := map[string]string{}
+	for dec.More() {
+		if len(meta) == MaxMetadataEntries {
+			return nil, bad("more than %d keys", MaxMetadataEntries)
+		}
+		kt, err := dec.Token()
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		key, _ := kt.(string)
+		vt, err := dec.Token()
+		if err != nil {
+			return nil, bad("key %q: %v", key, err)
+		}
+		val, ok := vt.(string)
+		if !ok {
+			return nil, bad("key %q: value is not a string", key)
+		}
+		if _, dup := meta[key]; dup {
+			return nil, bad("duplicate key %q", key)
+		}
+		meta[key] = val
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return nil, bad("%v", err)
+	}
+	return meta, nil
+}
+
 // tensor checks one entry: known dtype, two offsets, and a length equal to
 // the shape's product times the dtype size (checked arithmetic).
 func (e *entry) tensor(name string) (Tensor, uint64, uint64, error) {
@@ -212,6 +271,9 @@ func (e *entry) tensor(name string) (Tensor, uint64, uint64, error) {
 	off := *e.DataOffsets
 	if len(off) != 2 || off[0] > off[1] {
 		return Tensor{}, 0, 0, corrupt("tensor %q: data_offsets %v: want [begin, end] with begin <= end", name, off)
+	}
+	if len(*e.Shape) > MaxRank {
+		return Tensor{}, 0, 0, corrupt("tensor %q: rank %d exceeds %d", name, len(*e.Shape), MaxRank)
 	}
 	n, ok := byteLen(*e.Shape, size)
 	if !ok {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -79,6 +80,12 @@ func TestDecodeBad(t *testing.T) {
 		{"short buffer", "cover", file(`{"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}`, ten[:3])},
 		{"reversed offsets", "begin <= end", file(`{"x":{"dtype":"U8","shape":[0],"data_offsets":[2,1]}}`, nil)},
 		{"metadata not strings", "__metadata__", file(`{"__metadata__":{"a":1}}`, nil)},
+		{"metadata not object", "not an object", file(`{"__metadata__":["a"]}`, nil)},
+		{"metadata duplicate key", "duplicate key", file(`{"__metadata__":{"a":"1","b":"2","a":"3"}}`, nil)},
+		{"metadata twice", "duplicate entry", file(`{"__metadata__":{"a":"1"},"__metadata__":{"b":"2"}}`, nil)},
+		{"metadata too many keys", "more than", file(manyKeys(MaxMetadataEntries+1), nil)},
+		{"tensors too many", "more than", file(manyTensors(MaxTensors+1), nil)},
+		{"rank too high", "rank", file(`{"x":{"dtype":"U8","shape":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"data_offsets":[0,1]}}`, ten[:1])},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Decode(tc.b)
@@ -105,6 +112,77 @@ func TestDecodeHugeClaimAllocatesLittle(t *testing.T) {
 	}
 	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
 		t.Fatalf("allocated %d bytes for a %d-byte header", got, len(b))
+	}
+}
+
+// manyKeys is a header whose metadata has n keys.
+func manyKeys(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"__metadata__":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":""`, i)
+	}
+	b.WriteString("}}")
+	return b.String()
+}
+
+// manyTensors is a header of n empty U8 tensors.
+func manyTensors(n int) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"t%d":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}`, i)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// The limits hold right at them: MaxMetadataEntries keys and MaxTensors
+// tensors decode.
+func TestDecodeAtLimits(t *testing.T) {
+	f, err := Decode(file(manyKeys(MaxMetadataEntries), nil))
+	if err != nil || len(f.Metadata) != MaxMetadataEntries {
+		t.Fatalf("%d metadata keys: %v", MaxMetadataEntries, err)
+	}
+	if f, err = Decode(file(manyTensors(MaxTensors), nil)); err != nil || len(f.Tensors) != MaxTensors {
+		t.Fatalf("%d tensors: %v", MaxTensors, err)
+	}
+}
+
+// The worst header that fits the size limit, a MaxHeaderSize object of
+// short metadata keys, is refused at the key limit having cost memory in
+// proportion to the limit: a few times MaxHeaderSize at most.
+func TestDecodeLargestHeaderBoundedMemory(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"__metadata__":{`)
+	for i := 0; b.Len() < MaxHeaderSize-16; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%x":""`, i)
+	}
+	b.WriteString("}}")
+	hdr := b.String()
+	for len(hdr) < MaxHeaderSize {
+		hdr += " "
+	}
+	in := file(hdr[:MaxHeaderSize], nil)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := Read(bytes.NewReader(in), int64(len(in)))
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, format.ErrCorruption) {
+		t.Fatalf("Read: %v, want corruption", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 4*MaxHeaderSize {
+		t.Fatalf("a %d-byte header cost %d bytes", MaxHeaderSize, got)
 	}
 }
 

@@ -19,7 +19,9 @@
 //	          "data_offsets": [begin, end]}, ...}
 //
 // Decode validates the way the upstream Rust crate does, and a bit more:
-// N at most MaxHeaderSize (100 MB, upstream's limit) and within the input;
+// N at most MaxHeaderSize (16 MiB; upstream allows 100 MB) and within the
+// input; at most MaxTensors entries, MaxMetadataEntries metadata keys (no
+// key twice) and MaxRank dimensions, counted while parsing;
 // valid UTF-8 JSON that starts with '{' and has nothing but spaces after
 // it; no duplicate names (upstream's serde map would keep one silently);
 // no unknown fields in a tensor entry; known dtypes only; offsets, sorted,
