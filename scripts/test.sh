@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The project's test command (README, and exactly what .ci/run calls).
+#
+# It installs what the tests need that Go does not bring, into ignored
+# folders of the checkout (reused when already there), then runs the whole
+# suite with the race detector:
+#
+#   libllama   @node-llama-cpp/linux-x64 from npm      scripts/install-libllama.sh
+#
+# and sets KVSTORE_REQUIRE so that a test that needs one of these, the
+# models in ../shared/testdata or g++, fails instead of skipping.
+#
+# Usage: scripts/test.sh [go test flags and packages]   (default: -race ./...)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)" >&2; }
+
+go version
+command -v g++ >/dev/null || { echo "scripts/test.sh: g++ is required (apt-get install g++)" >&2; exit 1; }
+
+step "libllama"
+KVSTORE_LLAMA_LIB=$(bash scripts/install-libllama.sh)
+export KVSTORE_LLAMA_LIB
+
+export KVSTORE_REQUIRE=${KVSTORE_REQUIRE-model,gxx,libllama}
+step "go test (KVSTORE_REQUIRE=$KVSTORE_REQUIRE)"
+if [ $# -eq 0 ]; then
+	set -- -race ./...
+fi
+go test "$@"
