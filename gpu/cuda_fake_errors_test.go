@@ -271,3 +271,99 @@ func TestFakeCUDACloseConcurrent(t *testing.T) {
 	ctl.expect(t, map[string]int64{"calls:cuCtxSynchronize": 1, "calls:cuModuleUnload": 2, "unload:ok": 2,
 		"release:ok": 1, "release:bad": 0, "free:bad": 0})
 }
+
+// TestFakeCUDACloseReportsFailure: a failed step of Close is its error, and
+// the rest of the teardown still happens.
+func TestFakeCUDACloseReportsFailure(t *testing.T) {
+	lib, ctl := fakeDriver(t)
+	for _, c := range []struct {
+		inject string
+		code   int32
+		want   map[string]int64
+	}{
+		{"cuCtxSetCurrent", 201, map[string]int64{"calls:cuCtxSynchronize": 0, "unload:ok": 2, "release:ok": 1}},
+		{"cuModuleUnload", 400, map[string]int64{"unload:ok": 1, "release:ok": 1, "reclaimed:module": 1}},
+		{"cuDevicePrimaryCtxRelease_v2", 201, map[string]int64{"unload:ok": 2, "primary:refs": 1}},
+	} {
+		ctl.reset()
+		dev, err := OpenCUDA(CUDAOptions{Library: lib})
+		must(t, err)
+		ctl.failNext(c.inject, c.code)
+		var ce *CUDAError
+		if err := dev.Close(); !errors.As(err, &ce) || ce.Code != int(c.code) || !strings.Contains(err.Error(), c.inject) {
+			t.Errorf("Close with %s failing: %v", c.inject, err)
+		}
+		ctl.expect(t, c.want)
+		if err := dev.Close(); err != nil {
+			t.Errorf("second Close after a failed one: %v", err)
+		}
+	}
+	// The injected release failure left the primary context retained.
+	ctl.reset()
+	dev, err := OpenCUDA(CUDAOptions{Library: lib})
+	must(t, err)
+	d := dev.(*cudaDevice)
+	must(t, d.Close())
+	must(t, d.releaseContext())
+	ctl.expect(t, map[string]int64{"primary:refs": 0, "live:module": 0})
+}
+
+// TestFakeCUDAArgumentErrors: bad arguments are ErrInvalidArgument and
+// empty work is nil, both without a driver call.
+func TestFakeCUDAArgumentErrors(t *testing.T) {
+	dev, ctl := openFake(t, CUDAOptions{})
+	sc := newFaultScene(t, dev)
+	cpu := CPU()
+	foreign := mustAlloc(t, cpu, 64)
+	cpuHost, err := cpu.AllocHost(64)
+	must(t, err)
+	cpuEv := mustEvent(t, cpu)
+	sub, _ := sc.buf.Sub(0, 32)
+	s := sc.s
+	ctl.reset()
+	for name, op := range map[string]func() error{
+		"Alloc(0)":          func() error { _, err := dev.Alloc(0); return err },
+		"AllocHost(-1)":     func() error { _, err := dev.AllocHost(-1); return err },
+		"Free(cpu)":         func() error { return dev.Free(foreign) },
+		"Free(empty)":       func() error { return dev.Free(Buffer{}) },
+		"FreeHost(cpu)":     func() error { return dev.FreeHost(cpuHost) },
+		"FreeHost(empty)":   func() error { return dev.FreeHost(HostBuffer{}) },
+		"CopyHtoD(cpu)":     func() error { return s.CopyHtoD(foreign, make([]byte, 64)) },
+		"CopyHtoD(short)":   func() error { return s.CopyHtoD(sc.buf, make([]byte, 63)) },
+		"CopyDtoH(cpu)":     func() error { return s.CopyDtoH(make([]byte, 64), foreign) },
+		"CopyDtoH(long)":    func() error { return s.CopyDtoH(make([]byte, 65), sc.buf) },
+		"CopyDtoD(cpu)":     func() error { return s.CopyDtoD(sc.buf, foreign) },
+		"CopyDtoD(sizes)":   func() error { return s.CopyDtoD(sc.buf, sub) },
+		"Memset(cpu)":       func() error { return s.Memset(foreign, 1) },
+		"Record(cpu)":       func() error { return s.Record(cpuEv) },
+		"Wait(cpu)":         func() error { return s.Wait(cpuEv) },
+		"Reconstruct(zero)": func() error { return s.Reconstruct(&ReconstructLaunch{}) },
+		"Shift(cpu src)": func() error {
+			l := sc.shift
+			l.Src = foreign
+			return s.Shift(&l)
+		},
+	} {
+		if err := op(); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	for name, op := range map[string]func() error{
+		"CopyHtoD(empty)":    func() error { return s.CopyHtoD(Buffer{}, nil) },
+		"CopyDtoH(empty)":    func() error { return s.CopyDtoH(nil, Buffer{}) },
+		"CopyDtoD(empty)":    func() error { return s.CopyDtoD(Buffer{}, Buffer{}) },
+		"Memset(empty)":      func() error { return s.Memset(Buffer{}, 1) },
+		"Reconstruct(0 job)": func() error { l := sc.recon; l.NumJobs = 0; return s.Reconstruct(&l) },
+		"Shift(0 tokens)":    func() error { l := sc.shift; l.Tokens, l.Src = 0, Buffer{}; return s.Shift(&l) },
+	} {
+		if err := op(); err != nil {
+			t.Errorf("%s: %v, want nil", name, err)
+		}
+	}
+	for _, call := range []string{"cuMemAlloc_v2", "cuMemFree_v2", "cuMemHostAlloc", "cuMemFreeHost", "cuMemcpyHtoDAsync_v2",
+		"cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2", "cuMemsetD8Async", "cuEventRecord", "cuStreamWaitEvent", "cuLaunchKernel"} {
+		if n := ctl.stat("calls:" + call); n != 0 {
+			t.Errorf("%s called %d times for bad or empty arguments", call, n)
+		}
+	}
+}
