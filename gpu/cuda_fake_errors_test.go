@@ -234,10 +234,17 @@ func TestFakeCUDACloseOnce(t *testing.T) {
 }
 
 // TestFakeCUDACloseConcurrent: Close from many goroutines while others
-// still allocate tears down once; the others see ErrClosed. Run it under
+// still allocate tears down once; the others see ErrClosed. Slow work left
+// on a stream keeps the first Close in cuCtxSynchronize for about 20 ms, so
+// the other Close calls arrive while it is still tearing down. Run it under
 // -race.
 func TestFakeCUDACloseConcurrent(t *testing.T) {
 	dev, ctl := openFake(t, CUDAOptions{})
+	s, buf := mustStream(t, dev), mustAlloc(t, dev, 64)
+	ctl.setDelayUS(2000)
+	for range 10 {
+		must(t, s.Memset(buf, 1))
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for range 4 {
