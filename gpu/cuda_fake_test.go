@@ -13,6 +13,7 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/gpu/kernels"
 	"github.com/kvstore/kvstore/internal/testenv"
 )
 
@@ -110,8 +111,16 @@ func TestFakeCUDAOpen(t *testing.T) {
 	if got := dev.Info(); got != want {
 		t.Fatalf("Info = %+v, want %+v", got, want)
 	}
-	// Both kernels' compute_90 PTX was loaded and their functions found.
-	ctl.expect(t, map[string]int64{"live:module": 2, "module:target": 90, "calls:cuModuleGetFunction": 2, "primary:refs": 1})
+	// Both kernels' compute_90 PTX was loaded whole and their functions
+	// found.
+	var ptxBytes int64
+	for _, m := range kernels.Modules {
+		ptx, err := kernels.PTX(m, 90)
+		must(t, err)
+		ptxBytes += int64(len(ptx) - 1) // without the NUL
+	}
+	ctl.expect(t, map[string]int64{"live:module": 2, "module:target": 90, "module:bytes": ptxBytes,
+		"calls:cuModuleGetFunction": 2, "primary:refs": 1})
 	if err := dev.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -38,10 +38,11 @@
 // named entry point no thread has a current context, as when other CUDA
 // code in the process switches contexts), fake_set_device, fake_set_delay_us
 // (each stream operation sleeps first, so ordering bugs show), and
-// fake_stat (counters: calls:<name>, unload:ok|no_ctx|wrong_ctx,
-// free:ok|bad, hostfree:ok|bad, release:ok|bad, reclaimed:<kind>,
-// fault:address|shared, launch:<entry>, module:target, and live:mem|host|
-// stream|event|module|ctx, primary:refs).
+// fake_stat (counters since the last reset: calls:<name>, injected:<name>,
+// unload:ok|no_ctx|wrong_ctx, free:ok|bad, hostfree:ok|bad, release:ok|bad,
+// destroy:ok|bad, reclaimed:<kind>, fault:address|shared, launch:<entry>,
+// module:target (of the last load), module:bytes (PTX text loaded); and
+// the state now: live:mem|host|stream|event|module|ctx, primary:refs).
 //
 // What it cannot check is the GPU: the PTX JIT itself, warps, shared
 // memory races, DMA, real timings.
@@ -883,6 +884,7 @@ CUresult cuModuleLoadDataEx(void** mod, const void* image, unsigned nopts, int* 
     for (auto& f : m->funcs) funcs.insert(f.get());
     modules.insert(m);
     stats["module:target"] = target;
+    stats["module:bytes"] += strlen(static_cast<const char*>(image));
     *mod = m;
     return OK;
   }, true);
