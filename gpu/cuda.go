@@ -1,9 +1,10 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
-	"sync/atomic"
+	"sync"
 	"unsafe"
 
 	"github.com/kvstore/kvstore/gpu/internal/cuda"
@@ -52,7 +53,9 @@ type CUDAOptions struct {
 }
 
 // cudaDevice is a Device on the CUDA driver API. Every driver call runs
-// with the device's context current on a locked OS thread.
+// with the device's context made current, in the same locked OS thread
+// section: the thread may have had any context current before (other CUDA
+// code in the process sets its own).
 type cudaDevice struct {
 	drv     *cuda.Driver
 	dev     int32
@@ -62,8 +65,14 @@ type cudaDevice struct {
 	modules []uintptr
 	fnRecon uintptr
 	fnShift uintptr
-	closed  atomic.Bool
 	pinned  pinnedSet
+
+	// mu orders driver calls (shared) before Close (exclusive): Close
+	// waits for the calls in flight, and later calls see closed and fail
+	// with ErrClosed instead of reaching a released context.
+	mu        sync.RWMutex
+	closed    bool
+	closeOnce sync.Once
 }
 
 // OpenCUDA opens a CUDA device. Errors wrap ErrNoDevice when there is no
@@ -153,12 +162,11 @@ func (d *cudaDevice) open() error {
 		return err
 	}
 	if err := cudaErr(drv, "cuCtxSetCurrent", drv.CtxSetCurrent(d.ctx)); err != nil {
-		d.releaseContext()
+		_ = d.releaseContext() // the failed call is the news
 		return err
 	}
 	if err := d.loadKernels(); err != nil {
-		d.unloadKernels()
-		d.releaseContext()
+		_ = d.teardown()
 		return err
 	}
 	return nil
@@ -225,26 +233,39 @@ func indexNUL(b []byte) int {
 	return len(b)
 }
 
-func (d *cudaDevice) unloadKernels() {
-	for _, m := range d.modules {
-		d.drv.ModuleUnload(m)
+// teardown unloads the kernels and releases the context, in one locked OS
+// thread section that first makes the context current: cuModuleUnload acts
+// in the current context, and whatever was current on this thread before is
+// not ours to trust. When the context cannot be made current the modules
+// are left to go with it.
+func (d *cudaDevice) teardown() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	err := cudaErr(d.drv, "cuCtxSetCurrent", d.drv.CtxSetCurrent(d.ctx))
+	if err == nil {
+		for _, m := range d.modules {
+			err = errors.Join(err, cudaErr(d.drv, "cuModuleUnload", d.drv.ModuleUnload(m)))
+		}
 	}
-	d.modules = nil
+	d.modules, d.fnRecon, d.fnShift = nil, 0, 0
+	return errors.Join(err, d.releaseContext())
 }
 
-func (d *cudaDevice) releaseContext() {
+func (d *cudaDevice) releaseContext() error {
 	if d.private {
-		if d.drv.CtxDestroy != nil {
-			d.drv.CtxDestroy(d.ctx)
+		if d.drv.CtxDestroy == nil {
+			return nil
 		}
-		return
+		return cudaErr(d.drv, "cuCtxDestroy_v2", d.drv.CtxDestroy(d.ctx))
 	}
-	d.drv.DevicePrimaryCtxRelease(d.dev)
+	return cudaErr(d.drv, "cuDevicePrimaryCtxRelease_v2", d.drv.DevicePrimaryCtxRelease(d.dev))
 }
 
 // do runs driver calls with the device's context current on this thread.
 func (d *cudaDevice) do(call string, f func() cuda.Result) error {
-	if d.closed.Load() {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.closed {
 		return fmt.Errorf("%w: cuda device: %s", ErrClosed, call)
 	}
 	runtime.LockOSThread()
@@ -273,15 +294,28 @@ func (d *cudaDevice) NewEvent() (Event, error) {
 	return &cudaEvent{d: d, e: e}, nil
 }
 
+// Close waits for the device's work, unloads the kernels and releases the
+// context. It does so once: a later or concurrent Close waits for the first
+// and returns nil. The error is the first Close's: a failed
+// cuCtxSynchronize (a kernel's fault) or a failed unload or release, the
+// rest of the teardown done regardless.
 func (d *cudaDevice) Close() error {
-	if d.closed.Load() {
-		return nil
-	}
-	err := d.do("cuCtxSynchronize", func() cuda.Result { return d.drv.CtxSynchronize() })
-	runtime.LockOSThread()
-	d.unloadKernels()
-	d.releaseContext()
-	runtime.UnlockOSThread()
-	d.closed.Store(true)
+	var err error
+	d.closeOnce.Do(func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.closed = true
+		err = errors.Join(d.synchronize(), d.teardown())
+	})
 	return err
+}
+
+// synchronize waits for all work in the context (Close, under d.mu).
+func (d *cudaDevice) synchronize() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cudaErr(d.drv, "cuCtxSetCurrent", d.drv.CtxSetCurrent(d.ctx)); err != nil {
+		return err
+	}
+	return cudaErr(d.drv, "cuCtxSynchronize", d.drv.CtxSynchronize())
 }

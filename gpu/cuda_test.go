@@ -12,11 +12,12 @@ import (
 	"unsafe"
 
 	"github.com/kvstore/kvstore/gpu/kernels"
+	"github.com/kvstore/kvstore/internal/testenv"
 )
 
-// GPU tests run when gpu.Open finds a device. With KVSTORE_GPU=1 (the
-// device check script sets it) a missing device is a failure instead of a
-// skip.
+// GPU tests run when gpu.Open finds a device, and skip through testenv
+// otherwise. KVSTORE_REQUIRE=gpu, or KVSTORE_GPU=1 (the device check script
+// sets both), makes a missing device a failure instead.
 func openCUDA(t testing.TB) Device {
 	t.Helper()
 	dev, err := Open()
@@ -24,10 +25,7 @@ func openCUDA(t testing.TB) Device {
 		if !errors.Is(err, ErrNoDevice) {
 			t.Fatalf("Open failed without wrapping ErrNoDevice: %v", err)
 		}
-		if os.Getenv("KVSTORE_GPU") == "1" {
-			t.Fatalf("KVSTORE_GPU=1 but no device: %v", err)
-		}
-		t.Skipf("no CUDA device (set KVSTORE_GPU=1 to require one): %v", err)
+		needGPU(t, err)
 	}
 	t.Cleanup(func() {
 		if err := dev.Close(); err != nil {
@@ -35,6 +33,16 @@ func openCUDA(t testing.TB) Device {
 		}
 	})
 	return dev
+}
+
+// needGPU skips t, or fails it when a GPU is required, because Open failed
+// with err.
+func needGPU(t testing.TB, err error) {
+	t.Helper()
+	if os.Getenv("KVSTORE_GPU") == "1" {
+		t.Fatalf("KVSTORE_GPU=1 but no device: %v", err)
+	}
+	testenv.Need(t, testenv.GPU, false, fmt.Sprintf("no CUDA device (KVSTORE_GPU=1 also requires one): %v", err))
 }
 
 // TestOpenWithoutLibrary: a missing driver library is ErrNoDevice, never a
@@ -56,8 +64,8 @@ func TestOpen(t *testing.T) {
 		if !errors.Is(err, ErrNoDevice) {
 			t.Fatalf("Open: %v does not wrap ErrNoDevice", err)
 		}
-		if os.Getenv("KVSTORE_GPU") == "1" {
-			t.Fatalf("KVSTORE_GPU=1 but Open failed: %v", err)
+		if os.Getenv("KVSTORE_GPU") == "1" || testenv.Required(testenv.GPU) {
+			t.Fatalf("a GPU is required (KVSTORE_GPU=1 or KVSTORE_REQUIRE=gpu) but Open failed: %v", err)
 		}
 		t.Logf("no GPU, as a CPU node should report it: %v", err)
 		return
@@ -176,8 +184,9 @@ func TestCUDAPipelineMatchesReference(t *testing.T) {
 
 // TestCUDAMemory: copies through pinned and pageable memory, device to
 // device and memset round-trip; a huge allocation fails with ErrBudget.
-func TestCUDAMemory(t *testing.T) {
-	dev := openCUDA(t)
+func TestCUDAMemory(t *testing.T) { checkMemory(t, openCUDA(t)) }
+
+func checkMemory(t *testing.T, dev Device) {
 	s, err := dev.NewStream()
 	if err != nil {
 		t.Fatal(err)

@@ -65,7 +65,9 @@ type Device interface {
 	// NewEvent creates an event, initially complete.
 	NewEvent() (Event, error)
 	// Close releases the device. Buffers, streams and events of the device
-	// must not be used afterwards.
+	// must not be used afterwards (on CUDA their calls return ErrClosed).
+	// It is safe to call more than once, also concurrently: calls after
+	// the first return nil.
 	Close() error
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"unsafe"
+
+	"github.com/kvstore/kvstore/internal/testenv"
 )
 
 // The CUDA C kernels, compiled for the host by g++ (testdata/kernel-emu.cc
@@ -21,45 +23,60 @@ import (
 
 var emu struct {
 	once sync.Once
-	dir  string // removed by TestMain
 	bin  string
 	err  error
 }
 
+// hostBuilds are the temporary directories of what the tests built with
+// g++; TestMain removes them.
+var hostBuilds struct {
+	mu   sync.Mutex
+	dirs []string
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if emu.dir != "" {
-		os.RemoveAll(emu.dir)
+	for _, d := range hostBuilds.dirs {
+		os.RemoveAll(d)
 	}
 	os.Exit(code)
+}
+
+// compileHost builds testdata/src with g++ into a new temporary directory
+// and returns the path of out there. The kernels' directory and testdata
+// are on the include path. The test reads the sources it names (g++ reads
+// src from stdin) so that go test's cache sees them; the kernel sources are
+// embedded in the binary already.
+func compileHost(gxx, src, out string, flags ...string) (string, error) {
+	code, err := os.ReadFile(filepath.Join("testdata", src))
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.ReadFile("testdata/cuda-shim.h"); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "kvstore-gpu-host")
+	if err != nil {
+		return "", err
+	}
+	hostBuilds.mu.Lock()
+	hostBuilds.dirs = append(hostBuilds.dirs, dir)
+	hostBuilds.mu.Unlock()
+	path := filepath.Join(dir, out)
+	args := append([]string{"-std=c++14", "-O1", "-ffp-contract=off", "-Wall", "-Werror", "-Ikernels", "-Itestdata"}, flags...)
+	cmd := exec.Command(gxx, append(args, "-o", path, "-x", "c++", "-")...)
+	cmd.Stdin = bytes.NewReader(code)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("g++ %s: %v\n%s", src, err, out)
+	}
+	return path, nil
 }
 
 // emuDevice is a CPU device whose kernels are the compiled .cu sources.
 func emuDevice(t *testing.T) Device {
 	t.Helper()
-	gxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++ to compile the CUDA C kernels for the host")
-	}
-	emu.once.Do(func() {
-		if emu.dir, emu.err = os.MkdirTemp("", "kvstore-kernel-emu"); emu.err != nil {
-			return
-		}
-		// Read the harness here (not by g++) so that go test's cache sees
-		// it; the kernel sources are embedded in the binary already.
-		src, err := os.ReadFile("testdata/kernel-emu.cc")
-		if err != nil {
-			emu.err = err
-			return
-		}
-		emu.bin = filepath.Join(emu.dir, "kernel-emu")
-		cmd := exec.Command(gxx, "-std=c++14", "-O1", "-ffp-contract=off", "-Wall", "-Werror",
-			"-Ikernels", "-o", emu.bin, "-x", "c++", "-")
-		cmd.Stdin = bytes.NewReader(src)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			emu.err = fmt.Errorf("g++: %v\n%s", err, out)
-		}
-	})
+	gxx := testenv.GxxPath(t)
+	emu.once.Do(func() { emu.bin, emu.err = compileHost(gxx, "kernel-emu.cc", "kernel-emu") })
 	if emu.err != nil {
 		t.Fatal(emu.err)
 	}

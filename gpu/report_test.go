@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/internal/testenv"
 	"github.com/kvstore/kvstore/reconstruct"
 )
 
@@ -36,9 +37,8 @@ var (
 )
 
 func TestDeviceReport(t *testing.T) {
-	if os.Getenv("KVSTORE_GPU_REPORT") != "1" {
-		t.Skip("set KVSTORE_GPU_REPORT=1 to measure the GPU (scripts/device-check.sh does)")
-	}
+	testenv.Need(t, testenv.GPU, os.Getenv("KVSTORE_GPU_REPORT") == "1",
+		"set KVSTORE_GPU_REPORT=1 to measure the GPU (scripts/device-check.sh does)")
 	deviceReport(t, openCUDA(t), fullReport)
 }
 

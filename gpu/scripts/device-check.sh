@@ -11,7 +11,7 @@
 # throughput next to it. Exit status is non-zero if anything failed.
 set -u
 dir=$(cd "$(dirname "$0")" && pwd)
-export KVSTORE_GPU=1 KVSTORE_GPU_REPORT=1
+export KVSTORE_GPU=1 KVSTORE_GPU_REPORT=1 KVSTORE_REQUIRE=gpu
 status=0
 
 if command -v nvidia-smi >/dev/null 2>&1; then

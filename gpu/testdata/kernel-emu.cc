@@ -2,12 +2,9 @@
 // test their indexing, layouts, conversions and float order without a GPU
 // (gpu/emu_test.go builds it with g++ when one is installed).
 //
-// A small shim maps the CUDA built-ins to C++: one thread per CTA
-// (blockDim = 1), so every grid-stride and block-stride loop of the
-// kernels runs whole in one thread and __syncthreads is a no-op; the
-// _rn intrinsics are IEEE float operations rounded on their own
-// (-ffp-contract=off, SSE2). What it cannot check is the GPU itself:
-// warps, shared-memory races, the PTX JIT.
+// The CUDA built-ins come from cuda-shim.h (one thread per CTA, _rn
+// intrinsics as IEEE operations rounded on their own). What it cannot check
+// is the GPU itself: warps, shared-memory races, the PTX JIT.
 //
 // Protocol, little endian, stdin -> stdout:
 //   in:  u32 kernel (1 reconstruct, 2 shift), u32 n, n bytes of the
@@ -16,29 +13,11 @@
 //        u64 fake device address, u64 length, bytes
 //   out: the first buffer's bytes (the destination's allocation) after the
 //        kernel ran; the kernels write nothing else
-#include <algorithm>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <vector>
 
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __shared__
-using std::min;
-
-struct dim3v { unsigned x, y, z; };
-static dim3v threadIdx, blockIdx, blockDim, gridDim;
-float smem[1 << 16];  // the kernels' extern __shared__ array
-
-static inline void __syncthreads() {}
-static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
-static inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
-static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
-static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
-static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+#include "cuda-shim.h"
 
 #include "reconstruct.cu"
 #include "shift.cu"
