@@ -1,0 +1,64 @@
+// Package crc32c computes CRC32C (Castagnoli), bit for bit what hash/crc32
+// computes with crc32.MakeTable(crc32.Castagnoli), faster on long inputs:
+// on amd64 it folds the message with carry-less multiplication instead of
+// the CRC32 instruction's dependency chain. It also combines CRCs of parts
+// (Combine) and copies while checksumming in one pass (Copy).
+//
+// # Kernels
+//
+// On amd64, chosen at run time:
+//
+//	avx512  AVX-512F/VL + VPCLMULQDQ: 4 ZMM accumulators (256 bytes a
+//	        step, 16 lanes of 128 bits), for inputs >= 256 bytes
+//	sse     SSE4.2 + PCLMULQDQ: 4 XMM accumulators (64 bytes a step),
+//	        for inputs >= 64 bytes
+//
+// Shorter inputs, other CPUs and architectures, and builds with the purego
+// tag use hash/crc32 (itself the CRC32 instruction on amd64 and arm64).
+//
+// # Folding
+//
+// Write polynomials over GF(2); P = 0x1EDC6F41 with x^32 (reflected
+// 0x82F63B78). For a message M of n bytes, read as a polynomial with the
+// first bit of the first byte as its highest coefficient, the register
+// after it is R = (S*x^(8n) + M*x^32) mod P from register S; Update
+// inverts S on the way in and R on the way out. S*x^(8n) is S added to the
+// first 32 bits of M, so the kernels xor the register into the first four
+// bytes and continue from zero.
+//
+// Only M mod P matters, so any 128-bit block A followed by d more bits of
+// message may be replaced by any B == A*x^d (mod P) added into the block d
+// bits later. Split A = H*x^64 + L (H, L of degree < 64):
+//
+//	A*x^d = H*x^(d+64) + L*x^d == H*(x^(d+64) mod P) + L*(x^d mod P)
+//
+// two 64x32-bit carry-less products of degree < 96, which fit the 128
+// bits. A kernel keeps k such accumulators over consecutive 16-byte lanes
+// and folds each by d = 128k bits into the next k lanes of input; at the
+// end the lanes are folded into the last one (lane i by 128(k-1-i) bits),
+// the rest of the input 16 bytes at a time (d = 128), and the last 128
+// bits A are a 16-byte message whose register from zero, two CRC32Q
+// instructions, is the register of everything; the last < 16 bytes go
+// through CRC32 instructions too.
+//
+// # Constants
+//
+// Sixteen bytes loaded little-endian hold the first message bit in bit 0,
+// so the register is bit-reflected: bit j of the low qword is the
+// coefficient of x^(127-j), of H's x^(63-j). PCLMULQDQ multiplies reflected
+// operands and returns the product reflected in 127 bits, one short of 128:
+// read as a 128-bit reflected value it is the product times x. So the
+// constant for H is x^(d+63) mod P and for L x^(d-1) mod P, each a
+// polynomial of degree < 32 stored reflected in 64 bits
+// (bits.Reverse64 of its natural form: its low 32 bits are zero). foldK
+// holds them for d = 2048, 512, 128 and the lane folds 384, 256, 128;
+// TestFoldConstants derives each by long division, and TestModel runs the
+// same folding in Go with a software multiply for 1 to 16 lanes against
+// hash/crc32.
+//
+// # Combining
+//
+// Combine uses CRC(a||b) = CRC(a)*x^(8 len(b)) + CRC(b) mod P (the
+// inversions cancel), x^(8n) from a table of x^(2^k): O(log n)
+// multiplications, no bytes.
+package crc32c

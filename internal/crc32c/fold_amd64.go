@@ -1,0 +1,75 @@
+//go:build amd64 && !purego
+
+package crc32c
+
+import (
+	"hash/crc32"
+
+	"golang.org/x/sys/cpu"
+)
+
+// The kernels of fold_amd64.s. Each takes and returns a CRC as Update does
+// and handles any length from its minimum up; the tail is summed with the
+// CRC32 instruction.
+var (
+	// hasAVX512 says whether updateAVX512 and copyAVX512 run: 4 ZMM
+	// accumulators folded with VPCLMULQDQ.
+	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL &&
+		cpu.X86.HasAVX512VPCLMULQDQ && cpu.X86.HasAVX2 &&
+		cpu.X86.HasPCLMULQDQ && cpu.X86.HasSSE42
+	// hasSSE says whether updateSSE and copySSE run: 4 XMM accumulators
+	// folded with PCLMULQDQ.
+	hasSSE = cpu.X86.HasPCLMULQDQ && cpu.X86.HasSSE41 && cpu.X86.HasSSE42
+)
+
+// Minimum lengths the kernels accept, and below which hash/crc32 is used.
+const (
+	avx512Min = 256
+	sseMin    = 64
+)
+
+//go:noescape
+func updateAVX512(crc uint32, p []byte) uint32
+
+//go:noescape
+func copyAVX512(crc uint32, dst, src []byte) uint32
+
+//go:noescape
+func updateSSE(crc uint32, p []byte) uint32
+
+//go:noescape
+func copySSE(crc uint32, dst, src []byte) uint32
+
+// kernel names the folding kernel Update uses on this CPU.
+var kernel = func() string {
+	switch {
+	case hasAVX512:
+		return "avx512"
+	case hasSSE:
+		return "sse"
+	}
+	return "none"
+}()
+
+func update(crc uint32, p []byte) uint32 {
+	switch {
+	case hasAVX512 && len(p) >= avx512Min:
+		return updateAVX512(crc, p)
+	case hasSSE && len(p) >= sseMin:
+		return updateSSE(crc, p)
+	}
+	return crc32.Update(crc, table, p)
+}
+
+// copyUpdate is Copy for len(dst) == len(src) and no overlap.
+func copyUpdate(dst, src []byte, crc uint32) uint32 {
+	switch {
+	case hasAVX512 && len(src) >= avx512Min:
+		return copyAVX512(crc, dst, src)
+	case hasSSE && len(src) >= sseMin:
+		return copySSE(crc, dst, src)
+	}
+	crc = crc32.Update(crc, table, src)
+	copy(dst, src)
+	return crc
+}
