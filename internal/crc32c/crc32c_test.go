@@ -85,6 +85,34 @@ func TestKernels(t *testing.T) {
 	t.Logf("%d of %d kernels ran", ran, len(kernels))
 }
 
+// TestKernelBlocks checks each kernel on lengths around the AVX-512
+// kernel's hybrid blocks (256 bytes, then blockBytes each), at every
+// alignment.
+func TestKernelBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	buf := randBytes(r, 256+4*blockBytes+64)
+	for _, k := range kernels {
+		if !k.ok {
+			continue
+		}
+		for m := range 4 {
+			for _, extra := range []int{-1, 0, 1, 15, 16, 17, 63, 64, 255, 256, 257, 4000} {
+				n := 256 + m*blockBytes + extra
+				if n < k.min || n+64 > len(buf) {
+					continue
+				}
+				for align := range 64 {
+					p := buf[align : align+n]
+					seed := r.Uint32()
+					if got, w := k.update(seed, p), want(seed, p); got != w {
+						t.Fatalf("%s(%#x, len %d, align %d) = %#08x, want %#08x", k.name, seed, n, align, got, w)
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestLarge checks Update on large random inputs of odd lengths and
 // alignments.
 func TestLarge(t *testing.T) {

@@ -17,6 +17,24 @@
 #define K512 16
 #define K128 32
 #define KLANES 48
+#define KBLOCK 112
+#define KSTREAM1 128
+#define KSTREAM2 144
+#define KSTREAM3 160
+
+// The hybrid block (foldk.go's blockIters, blockStream, blockBytes):
+// BLOCKITERS steps of 256 bytes, then three streams of STREAM bytes.
+#define BLOCKITERS 32
+#define STREAM 1280
+#define STREAM2 2560
+#define BLOCKBYTES 12032
+#define VECBYTES 8192
+
+// STREAMSTEP sums 8 bytes at off of each of the three streams at DI.
+#define STREAMSTEP(off) \
+	CRC32Q off(DI), R9; \
+	CRC32Q STREAM+off(DI), R10; \
+	CRC32Q STREAM2+off(DI), R11
 
 // FOLDZ folds each 128-bit lane of acc forward by the distance of k and
 // adds data: acc = acc.lo*k.lo ^ acc.hi*k.hi ^ data. Works on X, Y or Z.
@@ -103,6 +121,59 @@ TEXT ·updateAVX512(SB), NOSPLIT, $0-36
 	ADDQ            $256, SI
 	SUBQ            $256, CX
 	VBROADCASTI32X4 K2048(BX), Z8
+	VBROADCASTI32X4 KBLOCK(BX), Z11
+
+	// Hybrid blocks: the vector unit folds BLOCKITERS steps of 256 bytes
+	// while the CRC32 instruction sums the three streams after them from
+	// zero (R9-R11). Then the accumulators fold forward over the streams
+	// and the stream registers, each times x^(its distance to the block
+	// end - 65), are added to the last lane.
+block:
+	CMPQ CX, $BLOCKBYTES
+	JB   loop256
+	LEAQ VECBYTES(SI), DI
+	XORL R9, R9
+	XORL R10, R10
+	XORL R11, R11
+	MOVL $BLOCKITERS, DX
+
+blockstep:
+	FOLDZ(Z8, 0(SI), Z0, Z4)
+	STREAMSTEP(0)
+	STREAMSTEP(8)
+	FOLDZ(Z8, 64(SI), Z1, Z5)
+	STREAMSTEP(16)
+	FOLDZ(Z8, 128(SI), Z2, Z6)
+	STREAMSTEP(24)
+	FOLDZ(Z8, 192(SI), Z3, Z7)
+	STREAMSTEP(32)
+	ADDQ $256, SI
+	ADDQ $40, DI
+	DECL DX
+	JNZ  blockstep
+
+	VMOVD         R9, X12
+	VMOVD         R10, X13
+	VMOVD         R11, X14
+	VPCLMULQDQ    $0x00, KSTREAM1(BX), X12, X12
+	VPCLMULQDQ    $0x00, KSTREAM2(BX), X13, X13
+	VPCLMULQDQ    $0x00, KSTREAM3(BX), X14, X14
+	VPTERNLOGQ    $0x96, X14, X13, X12
+	VPXORQ        Z10, Z10, Z10
+	VINSERTI32X4  $3, X12, Z10, Z10
+	VPCLMULQDQ    $0x00, Z11, Z0, Z4
+	VPCLMULQDQ    $0x11, Z11, Z0, Z0
+	VPXORQ        Z4, Z0, Z0
+	VPCLMULQDQ    $0x00, Z11, Z1, Z5
+	VPCLMULQDQ    $0x11, Z11, Z1, Z1
+	VPXORQ        Z5, Z1, Z1
+	VPCLMULQDQ    $0x00, Z11, Z2, Z6
+	VPCLMULQDQ    $0x11, Z11, Z2, Z2
+	VPXORQ        Z6, Z2, Z2
+	FOLDZ(Z11, Z10, Z3, Z7)
+	ADDQ          $(3*STREAM), SI
+	SUBQ          $BLOCKBYTES, CX
+	JMP           block
 
 loop256:
 	CMPQ  CX, $256

@@ -5,42 +5,52 @@ import (
 	"testing"
 )
 
-// xPowNaive returns x^n mod P by n multiplications by x: the long division
-// written out, independent of mulMod and its table.
+// xPowNaive returns x^n mod P, n >= 0 by n multiplications by x, n < 0 by
+// -n multiplications by x^-1: the long division written out, independent of
+// mulMod and its table.
 func xPowNaive(n int) uint32 {
 	r := uint64(1)
-	for range n {
+	for ; n > 0; n-- {
 		r <<= 1
 		if r&(1<<32) != 0 {
 			r ^= 1<<32 | poly
 		}
 	}
+	for ; n < 0; n++ { // r/x: P's constant term makes r+P even
+		if r&1 != 0 {
+			r ^= 1<<32 | poly
+		}
+		r >>= 1
+	}
 	return uint32(r)
 }
+
+// rev64 is a polynomial of degree < 32 as foldK stores it.
+func rev64(p uint32) uint64 { return bits.Reverse64(uint64(p)) }
 
 // foldPair returns the constant lane for folding 128 bits forward by d
 // bits, as foldK stores it.
 func foldPair(d int) [2]uint64 {
-	return [2]uint64{
-		bits.Reverse64(uint64(xPowNaive(d + 63))),
-		bits.Reverse64(uint64(xPowNaive(d - 1))),
-	}
+	return [2]uint64{rev64(xPowNaive(d + 63)), rev64(xPowNaive(d - 1))}
 }
 
 // TestFoldConstants derives every constant of foldK again; on a mismatch
 // it prints the table to check in.
 func TestFoldConstants(t *testing.T) {
-	var got [len(foldK)]uint64
-	for i, d := range foldDistances {
-		if d == 0 {
-			continue
-		}
+	var w []uint64
+	for _, d := range []int{2048, 512, 128, 384, 256, 128} {
 		p := foldPair(d)
-		got[2*i], got[2*i+1] = p[0], p[1]
+		w = append(w, p[0], p[1])
 	}
-	if got != foldK {
-		for i := 0; i < len(got); i += 2 {
-			t.Logf("0x%016x, 0x%016x, // d = %d", got[i], got[i+1], foldDistances[i/2])
+	w = append(w, 0, 0)
+	p := foldPair(8 * 3 * blockStream)
+	w = append(w, p[0], p[1])
+	for _, e := range []int{8*2*blockStream - 65, 8*blockStream - 65, -65} {
+		w = append(w, rev64(xPowNaive(e)), 0)
+	}
+	if [len(foldK)]uint64(w) != foldK {
+		for i := 0; i < len(w); i += 2 {
+			t.Logf("%3d: %#016x, %#016x,", 8*i, w[i], w[i+1])
 		}
 		t.Fatal("foldK differs from the derivation")
 	}
@@ -60,6 +70,9 @@ func TestPolynomial(t *testing.T) {
 			if got, w := xPowMod(uint64(n/8), 3), xPowNaive(n); got != w {
 				t.Fatalf("xPowMod(%d bytes) = %#x, want %#x", n/8, got, w)
 			}
+		}
+		if got := mulMod(xPowNaive(-n), xPowNaive(n)); got != 1 {
+			t.Fatalf("x^-%d * x^%d = %#x, want 1", n, n, got)
 		}
 	}
 	// x^a * x^b == x^(a+b) far beyond the naive range.
