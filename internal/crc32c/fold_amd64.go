@@ -24,7 +24,7 @@ var (
 
 // Minimum lengths the kernels accept, and below which hash/crc32 is used.
 const (
-	avx512Min = 256
+	avx512Min = 64
 	sseMin    = 64
 )
 

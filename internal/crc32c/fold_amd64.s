@@ -4,8 +4,7 @@
 
 // Folding CRC32C kernels; the package comment derives the method and the
 // constants. All take and return a CRC as Update does (inverted in, out).
-// updateAVX512 and copyAVX512 need len >= 256, updateSSE and copySSE
-// len >= 64; copy's dst has src's length and does not overlap it.
+// All need len >= 64; copy's dst has src's length and does not overlap it.
 //
 // Registers: AX the CRC register, SI src, DI dst, CX bytes left, BX
 // ·foldK, DX and R8 scratch. AVX-512: Z0-Z3 accumulators, Z4-Z7 products,
@@ -69,39 +68,63 @@
 // instruction.
 #define SUMTAIL \
 	CMPQ   CX, $8; \
-	JB     tail1; \
+	JB     tail4; \
 	CRC32Q 0(SI), AX; \
 	ADDQ   $8, SI; \
 	SUBQ   $8, CX; \
+tail4: \
+	CMPQ   CX, $4; \
+	JB     tail2; \
+	CRC32L 0(SI), AX; \
+	ADDQ   $4, SI; \
+	SUBQ   $4, CX; \
+tail2: \
+	CMPQ   CX, $2; \
+	JB     tail1; \
+	CRC32W 0(SI), AX; \
+	ADDQ   $2, SI; \
+	SUBQ   $2, CX; \
 tail1: \
 	TESTQ  CX, CX; \
 	JZ     tail0; \
 	CRC32B 0(SI), AX; \
-	INCQ   SI; \
-	DECQ   CX; \
-	JMP    tail1; \
 tail0:
 
-// COPYTAIL is SUMTAIL that also copies the bytes to DI.
+// COPYTAIL is SUMTAIL that also copies the bytes to DI (which does not
+// overlap SI, so the CRC reads them from SI after the store).
 #define COPYTAIL \
 	CMPQ   CX, $8; \
-	JB     tail1; \
+	JB     tail4; \
 	MOVQ   0(SI), DX; \
 	MOVQ   DX, 0(DI); \
 	CRC32Q DX, AX; \
 	ADDQ   $8, SI; \
 	ADDQ   $8, DI; \
 	SUBQ   $8, CX; \
+tail4: \
+	CMPQ   CX, $4; \
+	JB     tail2; \
+	MOVL   0(SI), DX; \
+	MOVL   DX, 0(DI); \
+	CRC32L 0(SI), AX; \
+	ADDQ   $4, SI; \
+	ADDQ   $4, DI; \
+	SUBQ   $4, CX; \
+tail2: \
+	CMPQ   CX, $2; \
+	JB     tail1; \
+	MOVW   0(SI), DX; \
+	MOVW   DX, 0(DI); \
+	CRC32W 0(SI), AX; \
+	ADDQ   $2, SI; \
+	ADDQ   $2, DI; \
+	SUBQ   $2, CX; \
 tail1: \
 	TESTQ  CX, CX; \
 	JZ     tail0; \
 	MOVB   0(SI), DX; \
 	MOVB   DX, 0(DI); \
 	CRC32B 0(SI), AX; \
-	INCQ   SI; \
-	INCQ   DI; \
-	DECQ   CX; \
-	JMP    tail1; \
 tail0:
 
 // func updateAVX512(crc uint32, p []byte) uint32
@@ -111,7 +134,18 @@ TEXT ·updateAVX512(SB), NOSPLIT, $0-36
 	MOVQ p_len+16(FP), CX
 	LEAQ ·foldK(SB), BX
 	NOTL AX
+	CMPQ CX, $256
+	JAE  wide
 
+	// Under 256 bytes: one accumulator, the register added to it.
+	VMOVD           AX, X4
+	VPXORQ          0(SI), Z4, Z0
+	ADDQ            $64, SI
+	SUBQ            $64, CX
+	VBROADCASTI32X4 K512(BX), Z9
+	JMP             loop64
+
+wide:
 	// The first 256 bytes, the register added to the first 4.
 	VMOVD           AX, X4
 	VPXORQ          0(SI), Z4, Z0
@@ -228,7 +262,20 @@ TEXT ·copyAVX512(SB), NOSPLIT, $0-60
 	MOVQ src_len+40(FP), CX
 	LEAQ ·foldK(SB), BX
 	NOTL AX
+	CMPQ CX, $256
+	JAE  wide
 
+	VMOVDQU64       0(SI), Z0
+	VMOVDQU64       Z0, 0(DI)
+	VMOVD           AX, X4
+	VPXORQ          Z4, Z0, Z0
+	ADDQ            $64, SI
+	ADDQ            $64, DI
+	SUBQ            $64, CX
+	VBROADCASTI32X4 K512(BX), Z9
+	JMP             loop64
+
+wide:
 	VMOVDQU64       0(SI), Z0
 	VMOVDQU64       64(SI), Z1
 	VMOVDQU64       128(SI), Z2
