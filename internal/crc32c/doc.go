@@ -10,7 +10,7 @@
 //
 //	avx512  AVX-512F/VL + VPCLMULQDQ: 4 ZMM accumulators (256 bytes a
 //	        step, 16 lanes of 128 bits), for inputs >= 256 bytes; from
-//	        12 KiB on, hybrid blocks that also keep the CRC32
+//	        15.5 KiB on, hybrid blocks that also keep the CRC32
 //	        instruction busy (below)
 //	sse     SSE4.2 + PCLMULQDQ: 4 XMM accumulators (64 bytes a step),
 //	        for inputs >= 64 bytes
@@ -63,13 +63,14 @@
 //
 // VPCLMULQDQ and the CRC32 instruction run in different units, and on the
 // development machine (AMD Zen 5) the folding alone is bound by VPCLMULQDQ
-// throughput, about 2x the CRC32 chain. So the AVX-512 kernel takes blocks
-// of blockBytes (12032): 8 KiB folded as above, in 32 steps of 256 bytes,
-// while each step also sums 40 bytes of each of three streams of 1280
-// bytes that follow the 8 KiB, with the CRC32 instruction from a zero
-// register. At the block's end the accumulators fold forward over the
-// streams (d = 8*3*1280 bits) and each stream's register c, which is
-// S*x^32 mod P for its bytes S, is added to the last lane as
+// throughput, about as fast as six interleaved CRC32 chains and 2x the
+// three of hash/crc32. So the AVX-512 kernel takes blocks of blockBytes
+// (15872): 8 KiB folded as above, in 32 steps of 256 bytes, while each
+// step also sums 40 bytes of each of six streams of 1280 bytes that follow
+// the 8 KiB, with the CRC32 instruction from a zero register, and
+// prefetches ahead in all seven. At the block's end the accumulators fold
+// forward over the streams (d = 8*6*1280 bits) and each stream's register
+// c, which is S*x^32 mod P for its bytes S, is added to the last lane as
 // c*x^(e-65) mod P, e its distance in bits to the block's end (one
 // carry-less product: the -65 undoes the x^32 of the register, the x^32
 // of its place in the lane and the x of the product).

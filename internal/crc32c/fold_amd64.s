@@ -17,23 +17,37 @@
 #define K128 32
 #define KLANES 48
 #define KBLOCK 112
-#define KSTREAM1 128
-#define KSTREAM2 144
-#define KSTREAM3 160
+#define KSTREAM 128
 
-// The hybrid block (foldk.go's blockIters, blockStream, blockBytes):
-// BLOCKITERS steps of 256 bytes, then three streams of STREAM bytes.
+// The hybrid block (foldk.go's blockIters, blockStreams, blockStream,
+// blockBytes): BLOCKITERS steps of 256 bytes (VECBYTES), then six streams
+// of STREAM bytes.
 #define BLOCKITERS 32
 #define STREAM 1280
-#define STREAM2 2560
-#define BLOCKBYTES 12032
+#define BLOCKBYTES 15872
 #define VECBYTES 8192
 
-// STREAMSTEP sums 8 bytes at off of each of the three streams at DI.
+// Prefetch distances in a block, for the folded bytes and each stream
+// (measured on 2 MiB inputs, which come from L3: 78 GB/s without, 88-90
+// with).
+#define PFV 1024
+#define PFS 256
+
+// STREAMSTEP sums 8 bytes at off of each of the six streams at DI into
+// R8-R13.
 #define STREAMSTEP(off) \
-	CRC32Q off(DI), R9; \
-	CRC32Q STREAM+off(DI), R10; \
-	CRC32Q STREAM2+off(DI), R11
+	CRC32Q off(DI), R8; \
+	CRC32Q 1*STREAM+off(DI), R9; \
+	CRC32Q 2*STREAM+off(DI), R10; \
+	CRC32Q 3*STREAM+off(DI), R11; \
+	CRC32Q 4*STREAM+off(DI), R12; \
+	CRC32Q 5*STREAM+off(DI), R13
+
+// STREAMREG turns stream register r into its term for the last lane in x:
+// r times its constant, the i-th at KSTREAM+16*i.
+#define STREAMREG(r, koff, x) \
+	VMOVD      r, x; \
+	VPCLMULQDQ $0x00, koff(BX), x, x
 
 // FOLDZ folds each 128-bit lane of acc forward by the distance of k and
 // adds data: acc = acc.lo*k.lo ^ acc.hi*k.hi ^ data. Works on X, Y or Z.
@@ -158,24 +172,37 @@ wide:
 	VBROADCASTI32X4 KBLOCK(BX), Z11
 
 	// Hybrid blocks: the vector unit folds BLOCKITERS steps of 256 bytes
-	// while the CRC32 instruction sums the three streams after them from
-	// zero (R9-R11). Then the accumulators fold forward over the streams
+	// while the CRC32 instruction sums the six streams after them from
+	// zero (R8-R13). Then the accumulators fold forward over the streams
 	// and the stream registers, each times x^(its distance to the block
 	// end - 65), are added to the last lane.
 block:
 	CMPQ CX, $BLOCKBYTES
 	JB   loop256
 	LEAQ VECBYTES(SI), DI
+	XORL R8, R8
 	XORL R9, R9
 	XORL R10, R10
 	XORL R11, R11
+	XORL R12, R12
+	XORL R13, R13
 	MOVL $BLOCKITERS, DX
 
 blockstep:
+	PREFETCHT0 PFV(SI)
+	PREFETCHT0 PFV+64(SI)
+	PREFETCHT0 PFV+128(SI)
+	PREFETCHT0 PFV+192(SI)
+	PREFETCHT0 PFS(DI)
+	PREFETCHT0 1*STREAM+PFS(DI)
+	PREFETCHT0 2*STREAM+PFS(DI)
+	PREFETCHT0 3*STREAM+PFS(DI)
+	PREFETCHT0 4*STREAM+PFS(DI)
+	PREFETCHT0 5*STREAM+PFS(DI)
 	FOLDZ(Z8, 0(SI), Z0, Z4)
 	STREAMSTEP(0)
-	STREAMSTEP(8)
 	FOLDZ(Z8, 64(SI), Z1, Z5)
+	STREAMSTEP(8)
 	STREAMSTEP(16)
 	FOLDZ(Z8, 128(SI), Z2, Z6)
 	STREAMSTEP(24)
@@ -186,13 +213,15 @@ blockstep:
 	DECL DX
 	JNZ  blockstep
 
-	VMOVD         R9, X12
-	VMOVD         R10, X13
-	VMOVD         R11, X14
-	VPCLMULQDQ    $0x00, KSTREAM1(BX), X12, X12
-	VPCLMULQDQ    $0x00, KSTREAM2(BX), X13, X13
-	VPCLMULQDQ    $0x00, KSTREAM3(BX), X14, X14
+	STREAMREG(R8, KSTREAM+0, X12)
+	STREAMREG(R9, KSTREAM+16, X13)
+	STREAMREG(R10, KSTREAM+32, X14)
+	STREAMREG(R11, KSTREAM+48, X16)
+	STREAMREG(R12, KSTREAM+64, X17)
+	STREAMREG(R13, KSTREAM+80, X18)
 	VPTERNLOGQ    $0x96, X14, X13, X12
+	VPTERNLOGQ    $0x96, X18, X17, X16
+	VPXORQ        X16, X12, X12
 	VPXORQ        Z10, Z10, Z10
 	VINSERTI32X4  $3, X12, Z10, Z10
 	VPCLMULQDQ    $0x00, Z11, Z0, Z4
@@ -205,7 +234,7 @@ blockstep:
 	VPCLMULQDQ    $0x11, Z11, Z2, Z2
 	VPXORQ        Z6, Z2, Z2
 	FOLDZ(Z11, Z10, Z3, Z7)
-	ADDQ          $(3*STREAM), SI
+	ADDQ          $(6*STREAM), SI
 	SUBQ          $BLOCKBYTES, CX
 	JMP           block
 

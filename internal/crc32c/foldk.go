@@ -2,12 +2,13 @@ package crc32c
 
 // Blocks of the AVX-512 kernel's hybrid loop: each is blockIters steps of
 // 256 bytes folded in the vector unit while the CRC32 instruction sums
-// three streams of blockStream bytes that follow them, in the integer
-// unit (fold_amd64.s has the same numbers as defines).
+// blockStreams streams of blockStream bytes that follow them, in the
+// integer unit (fold_amd64.s has the same numbers as defines).
 const (
-	blockIters  = 32
-	blockStream = 40 * blockIters
-	blockBytes  = 256*blockIters + 3*blockStream
+	blockIters   = 32
+	blockStreams = 6
+	blockStream  = 40 * blockIters
+	blockBytes   = 256*blockIters + blockStreams*blockStream
 )
 
 // foldK holds the constants the amd64 kernels load, as 128-bit lanes (low
@@ -15,7 +16,7 @@ const (
 // (bit j the coefficient of x^(63-j)). The doc comment says why; the
 // comments say which power of x mod P; TestFoldConstants derives every
 // one again.
-var foldK = [22]uint64{
+var foldK = [28]uint64{
 	// 0: fold 4 ZMM accumulators over 256 bytes: x^(2048+63), x^(2048-1)
 	0xe9a5d8be00000000, 0x1426a81500000000,
 	// 16: fold 64 bytes (d = 512): one ZMM, or 4 XMM accumulators
@@ -28,11 +29,14 @@ var foldK = [22]uint64{
 	0x33ccbbbc00000000, 0xa2158b3400000000,
 	0x3743f7bd00000000, 0x3171d43000000000,
 	0, 0,
-	// 112: a block's accumulators over its three streams:
-	// d = 8*3*blockStream
-	0x7f991a6400000000, 0x0466380200000000,
-	// 128: a block's stream registers into the last lane:
-	// x^(8*2*blockStream-65), x^(8*blockStream-65), x^-65
+	// 112: a block's accumulators over its streams:
+	// d = 8*blockStreams*blockStream
+	0x8ee575b900000000, 0xb1d4f7ff00000000,
+	// 128: a block's stream registers into the last lane, stream i
+	// times x^(8*(blockStreams-1-i)*blockStream-65)
+	0x15d6e07b00000000, 0,
+	0x4b9fba3300000000, 0,
+	0x543e4ab100000000, 0,
 	0x5370837900000000, 0,
 	0xbd77c2cf00000000, 0,
 	0xc915ea3b00000000, 0,

@@ -43,10 +43,11 @@ func TestFoldConstants(t *testing.T) {
 		w = append(w, p[0], p[1])
 	}
 	w = append(w, 0, 0)
-	p := foldPair(8 * 3 * blockStream)
+	p := foldPair(8 * blockStreams * blockStream)
 	w = append(w, p[0], p[1])
-	for _, e := range []int{8*2*blockStream - 65, 8*blockStream - 65, -65} {
-		w = append(w, rev64(xPowNaive(e)), 0)
+	for i := range blockStreams {
+		e := 8 * (blockStreams - 1 - i) * blockStream
+		w = append(w, rev64(xPowNaive(e-65)), 0)
 	}
 	if [len(foldK)]uint64(w) != foldK {
 		for i := 0; i < len(w); i += 2 {
