@@ -6,10 +6,13 @@
 // constants. All take and return a CRC as Update does (inverted in, out).
 // All need len >= 64; copy's dst has src's length and does not overlap it.
 //
-// Registers: AX the CRC register, SI src, DI dst, CX bytes left, BX
-// ·foldK, DX and R8 scratch. AVX-512: Z0-Z3 accumulators, Z4-Z7 products,
-// Z8 the 256-byte constants, Z9 the 64-byte ones, Z16-Z19 copied data.
-// SSE: X1-X4 accumulators, X0 constants, X5 products, X9-X12 data.
+// Registers: AX the CRC register, SI src, DI dst (in updateAVX512's
+// blocks: the streams), CX bytes left, BX ·foldK, DX and R8 scratch (in
+// the blocks: DX the step count, R8-R13 the stream registers). AVX-512:
+// Z0-Z3 accumulators, Z4-Z7 products, Z8 the 256-byte constants, Z9 the
+// 64-byte ones, Z11 the block's, Z10 and X12-X18 the block's stream terms,
+// Z16-Z19 copied data. SSE: X1-X4 accumulators, X0 constants, X5-X8
+// products, X9-X12 data.
 
 // Byte offsets into ·foldK.
 #define K2048 0
