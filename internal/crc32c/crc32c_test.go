@@ -85,27 +85,29 @@ func TestKernels(t *testing.T) {
 	t.Logf("%d of %d kernels ran", ran, len(kernels))
 }
 
-// TestKernelBlocks checks each kernel on lengths around the AVX-512
-// kernel's hybrid blocks (256 bytes, then blockBytes each), at every
-// alignment.
+// TestKernelBlocks checks each kernel on lengths around the hybrid blocks
+// (of blockBytes after the first 256 bytes for AVX-512, of sseBlockBytes
+// after the first 64 for SSE), at every alignment.
 func TestKernelBlocks(t *testing.T) {
 	r := rand.New(rand.NewPCG(19, 20))
-	buf := randBytes(r, 256+4*blockBytes+64)
+	buf := randBytes(r, 256+4*blockBytes+4064)
 	for _, k := range kernels {
 		if !k.ok {
 			continue
 		}
-		for m := range 4 {
-			for _, extra := range []int{-1, 0, 1, 15, 16, 17, 63, 64, 255, 256, 257, 4000} {
-				n := 256 + m*blockBytes + extra
-				if n < k.min || n+64 > len(buf) {
-					continue
-				}
-				for align := range 64 {
-					p := buf[align : align+n]
-					seed := r.Uint32()
-					if got, w := k.update(seed, p), want(seed, p); got != w {
-						t.Fatalf("%s(%#x, len %d, align %d) = %#08x, want %#08x", k.name, seed, n, align, got, w)
+		for _, block := range [][2]int{{256, blockBytes}, {64, sseBlockBytes}} {
+			for m := range 4 {
+				for _, extra := range []int{-1, 0, 1, 15, 16, 17, 63, 64, 255, 256, 257, 4000} {
+					n := block[0] + m*block[1] + extra
+					if n < k.min || n+64 > len(buf) {
+						continue
+					}
+					for align := range 64 {
+						p := buf[align : align+n]
+						seed := r.Uint32()
+						if got, w := k.update(seed, p), want(seed, p); got != w {
+							t.Fatalf("%s(%#x, len %d, align %d) = %#08x, want %#08x", k.name, seed, n, align, got, w)
+						}
 					}
 				}
 			}

@@ -13,10 +13,13 @@
 //	        15.5 KiB on, hybrid blocks that also keep the CRC32
 //	        instruction busy (below)
 //	sse     SSE4.2 + PCLMULQDQ: 4 XMM accumulators (64 bytes a step),
-//	        for inputs >= 64 bytes
+//	        for inputs of 64-255 bytes, and with hybrid blocks from
+//	        9792 bytes on; between, hash/crc32 is faster
 //
 // Shorter inputs, other CPUs and architectures, and builds with the purego
 // tag use hash/crc32 (itself the CRC32 instruction on amd64 and arm64).
+// Copy runs in one pass with the avx512 kernel and, under 256 bytes, the
+// sse one; otherwise it copies and then runs Update.
 //
 // # Folding
 //
@@ -68,7 +71,8 @@
 // (15872): 8 KiB folded as above, in 32 steps of 256 bytes, while each
 // step also sums 40 bytes of each of six streams of 1280 bytes that follow
 // the 8 KiB, with the CRC32 instruction from a zero register, and
-// prefetches ahead in all seven. At the block's end the accumulators fold
+// prefetches ahead in all seven (the sse kernel: the same with 64-byte
+// steps). At the block's end the accumulators fold
 // forward over the streams (d = 8*6*1280 bits) and each stream's register
 // c, which is S*x^32 mod P for its bytes S, is added to the last lane as
 // c*x^(e-65) mod P, e its distance in bits to the block's end (one

@@ -22,10 +22,16 @@ var (
 	hasSSE = cpu.X86.HasPCLMULQDQ && cpu.X86.HasSSE41 && cpu.X86.HasSSE42
 )
 
-// Minimum lengths the kernels accept, and below which hash/crc32 is used.
+// Minimum lengths the kernels accept (below them hash/crc32 runs), and
+// where the SSE kernel pays: on the development machine it beats
+// hash/crc32 under 256 bytes and, once its hybrid blocks run, from 10 KiB
+// on; in between its four PCLMULQDQ chains alone run at about half the
+// speed of hash/crc32's three CRC32 chains.
 const (
-	avx512Min = 64
-	sseMin    = 64
+	avx512Min    = 64
+	sseMin       = 64
+	sseShortMax  = 256
+	sseHybridMin = sseMin + sseBlockBytes
 )
 
 //go:noescape
@@ -55,7 +61,7 @@ func update(crc uint32, p []byte) uint32 {
 	switch {
 	case hasAVX512 && len(p) >= avx512Min:
 		return updateAVX512(crc, p)
-	case hasSSE && len(p) >= sseMin:
+	case hasSSE && sseUseful(len(p)):
 		return updateSSE(crc, p)
 	}
 	return crc32.Update(crc, table, p)
@@ -66,10 +72,15 @@ func copyUpdate(dst, src []byte, crc uint32) uint32 {
 	switch {
 	case hasAVX512 && len(src) >= avx512Min:
 		return copyAVX512(crc, dst, src)
-	case hasSSE && len(src) >= sseMin:
+	case hasSSE && len(src) >= sseMin && len(src) < sseShortMax:
 		return copySSE(crc, dst, src)
 	}
-	crc = crc32.Update(crc, table, src)
+	crc = update(crc, src)
 	copy(dst, src)
 	return crc
+}
+
+// sseUseful reports whether updateSSE beats hash/crc32 on n bytes.
+func sseUseful(n int) bool {
+	return n >= sseMin && n < sseShortMax || n >= sseHybridMin
 }

@@ -9,6 +9,8 @@ const (
 	blockStreams = 6
 	blockStream  = 40 * blockIters
 	blockBytes   = 256*blockIters + blockStreams*blockStream
+	// sseBlockBytes is a block of the SSE kernel: steps of 64 bytes.
+	sseBlockBytes = 64*blockIters + blockStreams*blockStream
 )
 
 // foldK holds the constants the amd64 kernels load, as 128-bit lanes (low
