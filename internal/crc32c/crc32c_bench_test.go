@@ -36,11 +36,13 @@ func timed(d *[]time.Duration, f func()) {
 }
 
 // reportPaired reports, for runs d[i] (one duration per iteration) of n
-// bytes each: every run's GB/s over all iterations ("<name>-GB/s"), and
-// the first run's speed over each other's as the median of the
-// per-iteration ratios ("x-<name>"), which load on the machine that hits
-// one iteration cannot move far. SetBytes counts the n bytes once per
-// iteration, so the MB/s column is of all runs together.
+// bytes each: every run's GB/s over all iterations ("<name>-GB/s"), the
+// first run's speed over each other's as the median of the per-iteration
+// ratios ("x-<name>"), which load on the machine that hits one iteration
+// cannot move far, and the same ratio of the fastest iterations
+// ("xbest-<name>"), what each can do when nothing else runs. SetBytes
+// counts the n bytes once per iteration, so the MB/s column is of all
+// runs together.
 func reportPaired(b *testing.B, n int, names []string, d [][]time.Duration) {
 	for i := range d {
 		var sum time.Duration
@@ -56,6 +58,7 @@ func reportPaired(b *testing.B, n int, names []string, d [][]time.Duration) {
 		}
 		slices.Sort(r)
 		b.ReportMetric(r[len(r)/2], "x-"+names[i])
+		b.ReportMetric(slices.Min(d[i]).Seconds()/slices.Min(d[0]).Seconds(), "xbest-"+names[i])
 	}
 }
 
