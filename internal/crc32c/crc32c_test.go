@@ -176,7 +176,7 @@ func TestKnown(t *testing.T) {
 // go test ./internal/crc32c -run '^$' -fuzz FuzzUpdate -fuzztime 60s.
 func FuzzUpdate(f *testing.F) {
 	r := rand.New(rand.NewPCG(9, 10))
-	for _, n := range []int{0, 1, 15, 16, 63, 64, 65, 255, 256, 257, 511, 1024, 4099} {
+	for _, n := range []int{0, 1, 15, 16, 63, 64, 65, 255, 256, 257, 511, 1024, 4099, 64 + sseBlockBytes + 5, 256 + blockBytes + 77} {
 		f.Add(r.Uint32(), uint16(n/3), randBytes(r, n))
 	}
 	f.Add(uint32(0), uint16(0), bytes.Repeat([]byte{0xff}, 300))
