@@ -136,3 +136,48 @@ func BenchmarkSizes(b *testing.B) {
 		})
 	}
 }
+
+// touchBlock is the block store's crcStream touches ahead of the CRC.
+const touchBlock = 128 << 10
+
+// touchedUpdate is store.crcStream's method with update as the CRC: load
+// one byte of each cache line of the next block, then sum the current one.
+func touchedUpdate(p []byte, update func(uint32, []byte) uint32) uint32 {
+	var crc uint32
+	var keep byte
+	for off := 0; off < len(p); off += touchBlock {
+		end := min(off+touchBlock, len(p))
+		for i := end; i < min(end+touchBlock, len(p)); i += 64 {
+			keep ^= p[i]
+		}
+		crc = update(crc, p[off:end])
+	}
+	touchSink ^= keep // the loads are the point: keep them
+	return crc
+}
+
+// touchSink keeps touchedUpdate's loads.
+var touchSink byte
+
+// BenchmarkStreamPaired: on a buffer streamed from memory, Update alone
+// against the touch-ahead of store's crcStream with Update and with
+// hash/crc32 (what the store ran before this package).
+func BenchmarkStreamPaired(b *testing.B) {
+	n := 256 << 20
+	src := randBytes(rand.New(rand.NewPCG(4, uint64(n))), n)
+	std := func(crc uint32, p []byte) uint32 { return crc32.Update(crc, table, p) }
+	b.ReportAllocs()
+	b.SetBytes(int64(n))
+	d := [][]time.Duration{make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)}
+	var sum uint32
+	b.ResetTimer()
+	for range b.N {
+		timed(&d[0], func() { sum ^= Checksum(src) })
+		timed(&d[1], func() { sum ^= touchedUpdate(src, Update) })
+		timed(&d[2], func() { sum ^= touchedUpdate(src, std) })
+	}
+	if sum != Checksum(src) && b.N%2 == 1 || sum != 0 && b.N%2 == 0 {
+		b.Fatal("the three CRCs differ")
+	}
+	reportPaired(b, n, []string{"ours", "ours+touch", "std+touch"}, d)
+}
