@@ -1,6 +1,7 @@
 package crc32c
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -52,3 +53,20 @@ func TestCombineLong(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCombine: a 2 MiB part (one set bit in lenB) and a length with
+// many set bits.
+func BenchmarkCombine(b *testing.B) {
+	for _, n := range []int64{2 << 20, 1<<31 - 1} {
+		b.Run(fmt.Sprintf("lenB=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			c := uint32(0x12345678)
+			for range b.N {
+				c = Combine(c, 0x9abcdef0, n)
+			}
+			sinkCombine = c
+		})
+	}
+}
+
+var sinkCombine uint32

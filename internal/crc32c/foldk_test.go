@@ -2,6 +2,7 @@ package crc32c
 
 import (
 	"math/bits"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -54,6 +55,33 @@ func TestFoldConstants(t *testing.T) {
 			t.Logf("%3d: %#016x, %#016x,", 8*i, w[i], w[i+1])
 		}
 		t.Fatal("foldK differs from the derivation")
+	}
+}
+
+// mulModSlow is a*b mod P bit by bit: the carry-less product, then the
+// long division.
+func mulModSlow(a, b uint32) uint32 {
+	var p uint64
+	for i := range 32 {
+		if b>>i&1 != 0 {
+			p ^= uint64(a) << i
+		}
+	}
+	return reduce64(p)
+}
+
+// TestMulMod checks mulMod against mulModSlow on random and edge operands.
+func TestMulMod(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	edge := []uint32{0, 1, 2, 1 << 31, 0xffffffff, poly}
+	for i := range 20000 {
+		a, b := r.Uint32(), r.Uint32()
+		if i < len(edge)*len(edge) {
+			a, b = edge[i/len(edge)], edge[i%len(edge)]
+		}
+		if got, w := mulMod(a, b), mulModSlow(a, b); got != w {
+			t.Fatalf("mulMod(%#x, %#x) = %#x, want %#x", a, b, got, w)
+		}
 	}
 }
 

@@ -1,7 +1,5 @@
 package crc32c
 
-import "math/bits"
-
 // Arithmetic on polynomials over GF(2) modulo the Castagnoli polynomial P.
 // Here a uint32 holds a polynomial of degree < 32 in natural order: bit i is
 // the coefficient of x^i. A CRC register holds the same polynomial reflected
@@ -11,21 +9,40 @@ import "math/bits"
 // bits.Reverse32(poly) == 0x82F63B78, the reflected form hash/crc32 uses.
 const poly = 0x1EDC6F41
 
-// mulMod returns a*b mod P.
+// mulMod returns a*b mod P: Horner's rule over b's nibbles, high first,
+// r = r*x^4 + a*nibble, with a's 16 multiples and the reduction of r's
+// top nibble from tables.
 func mulMod(a, b uint32) uint32 {
-	return reduce64(clmul32(a, b))
-}
-
-// clmul32 returns the carry-less product of a and b (degree < 63).
-func clmul32(a, b uint32) uint64 {
-	var p uint64
-	for x := uint64(a); b != 0; b &= b - 1 {
-		p ^= x << bits.TrailingZeros32(b)
+	var am [16]uint32 // am[k] = a*k mod P
+	am[1] = a
+	for k := 2; k < 16; k += 2 {
+		am[k] = timesX(am[k/2])
+		am[k+1] = am[k] ^ a
 	}
-	return p
+	var r uint32
+	for shift := 28; shift >= 0; shift -= 4 {
+		r = r<<4 ^ top4[r>>28] ^ am[b>>shift&15]
+	}
+	return r
 }
 
-// reduce64 returns p mod P for p of degree < 64.
+// timesX returns a*x mod P.
+func timesX(a uint32) uint32 {
+	if a&(1<<31) != 0 {
+		return a<<1 ^ poly
+	}
+	return a << 1
+}
+
+// top4[t] is t*x^32 mod P for a nibble t: what r<<4 drops.
+var top4 = func() (t [16]uint32) {
+	for k := range t {
+		t[k] = reduce64(uint64(k) << 32)
+	}
+	return t
+}()
+
+// reduce64 returns p mod P for p of degree < 64, one bit at a time.
 func reduce64(p uint64) uint32 {
 	const full = 1<<32 | poly
 	for i := 63; i >= 32; i-- {
