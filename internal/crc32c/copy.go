@@ -4,11 +4,12 @@ import "unsafe"
 
 // Copy copies src into dst like the built-in copy, n = min(len(dst),
 // len(src)) bytes, and returns Update(crc, src[:n]), the CRC of the bytes
-// as they were in src before the call. Where a kernel runs (see Update) it
-// reads each byte once, storing and folding it in the same pass, so a
-// verified copy costs about one copy instead of a copy and a second read.
-// Overlapping dst and src are allowed; then the CRC is taken first and the
-// bytes copied after, in two passes.
+// as they were in src before the call. With the avx512 kernel (from 64
+// bytes) and the sse one (64-255 bytes) it reads each byte once, storing
+// and folding it in the same pass, so a verified copy costs about one
+// copy instead of a copy and a second read; elsewhere it is Update, then
+// copy. Overlapping dst and src are allowed; then the CRC is taken first
+// and the bytes copied after, in two passes.
 func Copy(dst, src []byte, crc uint32) uint32 {
 	n := min(len(dst), len(src))
 	if n == 0 {
