@@ -13,7 +13,7 @@ type testKernel struct {
 	ok     bool // the CPU runs it
 	min    int  // shortest input it takes
 	update func(crc uint32, p []byte) uint32
-	copy   func(crc uint32, dst, src []byte) uint32
+	copy   func(crc uint32, dst, src []byte) uint32 // nil: same as another's
 }
 
 // want is the reference: hash/crc32 with the Castagnoli table.

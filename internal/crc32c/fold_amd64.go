@@ -20,7 +20,33 @@ var (
 	// hasSSE says whether updateSSE and copySSE run: 4 XMM accumulators
 	// folded with PCLMULQDQ.
 	hasSSE = cpu.X86.HasPCLMULQDQ && cpu.X86.HasSSE41 && cpu.X86.HasSSE42
+
+	// avx512Blocks says whether updateAVX512 runs its hybrid blocks
+	// (fold_amd64.s reads it). They were measured only on AMD Zen 5
+	// (family 0x1a), where six CRC32 chains run about as fast as the
+	// folding; on a CPU that issues CRC32 once a cycle (Intel's cores do)
+	// the blocks' 30 CRC32 instructions a step would bound the loop below
+	// the folding alone, so other CPUs fold only.
+	avx512Blocks = hasAVX512 && amdFamily() >= 0x1a
 )
+
+// cpuid executes CPUID with EAX = leaf, ECX = sub.
+func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
+
+// amdFamily returns the CPU family of an AMD CPU (0x1a: Zen 5), 0 for
+// other vendors.
+func amdFamily() uint32 {
+	_, b, c, d := cpuid(0, 0)
+	if b != 0x68747541 || d != 0x69746e65 || c != 0x444d4163 { // "AuthenticAMD"
+		return 0
+	}
+	a, _, _, _ := cpuid(1, 0)
+	family := a >> 8 & 0xf
+	if family == 0xf {
+		family += a >> 20 & 0xff
+	}
+	return family
+}
 
 // Minimum lengths the kernels accept (below them hash/crc32 runs), and
 // where the SSE kernel pays: on the development machine it beats

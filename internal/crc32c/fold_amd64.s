@@ -187,6 +187,9 @@ wide:
 	VBROADCASTI32X4 K2048(BX), Z8
 	VBROADCASTI32X4 KBLOCK(BX), Z11
 
+	CMPB ·avx512Blocks(SB), $0
+	JEQ  loop256
+
 	// Hybrid blocks: the vector unit folds BLOCKITERS steps of 256 bytes
 	// while the CRC32 instruction sums the six streams after them from
 	// zero (R8-R13). Then the accumulators fold forward over the streams
@@ -593,4 +596,15 @@ final:
 	COPYTAIL
 	NOTL AX
 	MOVL AX, ret+56(FP)
+	RET
+
+// func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL leaf+0(FP), AX
+	MOVL sub+4(FP), CX
+	CPUID
+	MOVL AX, eax+8(FP)
+	MOVL BX, ebx+12(FP)
+	MOVL CX, ecx+16(FP)
+	MOVL DX, edx+20(FP)
 	RET

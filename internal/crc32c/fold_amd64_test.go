@@ -12,7 +12,23 @@ import (
 // hash/crc32 where the CPU runs it.
 var kernels = []testKernel{
 	{"avx512", hasAVX512, avx512Min, updateAVX512, copyAVX512},
+	{"avx512-noblocks", hasAVX512, avx512Min, withoutBlocks(updateAVX512), nil},
 	{"sse", hasSSE, sseMin, updateSSE, copySSE},
+}
+
+// withoutBlocks runs update with avx512Blocks off, as on CPUs other than
+// AMD Zen 5.
+func withoutBlocks(update func(uint32, []byte) uint32) func(uint32, []byte) uint32 {
+	return func(crc uint32, p []byte) uint32 {
+		defer func(v bool) { avx512Blocks = v }(avx512Blocks)
+		avx512Blocks = false
+		return update(crc, p)
+	}
+}
+
+// TestCPU logs what the kernels' detection found.
+func TestCPU(t *testing.T) {
+	t.Logf("avx512 %v (blocks %v, AMD family %#x), sse %v", hasAVX512, avx512Blocks, amdFamily(), hasSSE)
 }
 
 // TestDispatchSSE runs Update and Copy as on a CPU without AVX-512, so
