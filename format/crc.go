@@ -1,13 +1,11 @@
 package format
 
-import "hash/crc32"
+import "github.com/kvstore/kvstore/internal/crc32c"
 
-// castagnoli is the CRC32C table; on amd64 and arm64 the standard library
-// uses the SSE4.2 / ARMv8 CRC instructions for it.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// CRC returns the CRC32C (Castagnoli) of b.
-func CRC(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+// CRC returns the CRC32C (Castagnoli) of b, bit for bit what hash/crc32
+// computes with the Castagnoli table; internal/crc32c folds long inputs
+// with carry-less multiplication where the CPU has it.
+func CRC(b []byte) uint32 { return crc32c.Checksum(b) }
 
 // CRCUpdate extends crc with b.
-func CRCUpdate(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }
+func CRCUpdate(crc uint32, b []byte) uint32 { return crc32c.Update(crc, b) }
