@@ -181,6 +181,16 @@ func (c *Context) Shift(seq, p0, p1, delta int) {
 	c.shifted[seq] = true
 }
 
+// Copy makes sequence dst share src's cells at positions [p0, p1) (p1 < 0:
+// to the end). The cache is unified, so the cells are shared, not copied;
+// a pending Shift of src's cells travels with them.
+func (c *Context) Copy(src, dst, p0, p1 int) {
+	c.lib.memorySeqCp(c.mem, int32(src), int32(dst), int32(p0), int32(p1))
+	if c.shifted[src] {
+		c.shifted[dst] = true
+	}
+}
+
 // Cells is the context's number of KV cells (llama_n_ctx).
 func (c *Context) Cells() int { return int(c.lib.nCtx(c.ptr)) }
 

@@ -74,6 +74,7 @@ type Library struct {
 	memoryClear        func(mem uintptr, data bool)
 	memorySeqRm        func(mem uintptr, seq, p0, p1 int32) bool
 	memorySeqAdd       func(mem uintptr, seq, p0, p1, delta int32)
+	memorySeqCp        func(mem uintptr, src, dst, p0, p1 int32)
 	memorySeqPosMin    func(mem uintptr, seq int32) int32
 	memorySeqPosMax    func(mem uintptr, seq int32) int32
 	stateSeqGetSize    func(ctx uintptr, seq int32) uintptr
@@ -216,6 +217,7 @@ func (lib *Library) bind(hl, hg uintptr) error {
 		{hl, "llama_memory_clear", &lib.memoryClear},
 		{hl, "llama_memory_seq_rm", &lib.memorySeqRm},
 		{hl, "llama_memory_seq_add", &lib.memorySeqAdd},
+		{hl, "llama_memory_seq_cp", &lib.memorySeqCp},
 		{hl, "llama_memory_seq_pos_min", &lib.memorySeqPosMin},
 		{hl, "llama_memory_seq_pos_max", &lib.memorySeqPosMax},
 		{hl, "llama_state_seq_get_size", &lib.stateSeqGetSize},
