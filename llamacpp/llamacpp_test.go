@@ -2,6 +2,7 @@ package llamacpp_test
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -61,6 +62,13 @@ func ggufOf(t testing.TB, name string) string {
 }
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(restartEnv); dir != "" {
+		if err := restartChild(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "restart child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
 	for _, p := range ggufPaths {
 		os.RemoveAll(filepath.Dir(p))
