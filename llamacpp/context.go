@@ -167,41 +167,70 @@ func (c *Context) Logits() []float32 {
 // Clear empties every sequence.
 func (c *Context) Clear() { c.lib.memoryClear(c.mem, true) }
 
-// Remove drops sequence seq's cells at positions [p0, p1) (p1 < 0: to the
-// end); it reports whether it could.
+// seqOK reports whether seq names one of the context's sequences:
+// llama.cpp aborts the process on any other.
+func (c *Context) seqOK(seq int) bool { return seq >= 0 && seq < c.opts.Seqs }
+
+func (c *Context) badSeq(what string, seq int) error {
+	return fmt.Errorf("%w: %s: sequence %d of a context of %d", ErrInvalidArgument, what, seq, c.opts.Seqs)
+}
+
+// Remove drops sequence seq's cells at positions [p0, p1) (p0 < 0: from
+// the start; p1 < 0: to the end); it reports whether it could.
 func (c *Context) Remove(seq, p0, p1 int) bool {
+	if !c.seqOK(seq) {
+		return false
+	}
 	return c.lib.memorySeqRm(c.mem, int32(seq), int32(p0), int32(p1))
 }
 
 // Shift adds delta to the positions of sequence seq's cells in [p0, p1).
 // llama.cpp re-rotates the keys lazily, at the next Decode: a state
-// exported before then holds keys at their old positions.
-func (c *Context) Shift(seq, p0, p1, delta int) {
+// exported before then holds keys at their old positions (Save refuses
+// it).
+func (c *Context) Shift(seq, p0, p1, delta int) error {
+	if !c.seqOK(seq) {
+		return c.badSeq("shift", seq)
+	}
 	c.lib.memorySeqAdd(c.mem, int32(seq), int32(p0), int32(p1), int32(delta))
 	c.shifted[seq] = true
+	return nil
 }
 
 // Copy makes sequence dst share src's cells at positions [p0, p1) (p1 < 0:
 // to the end). The cache is unified, so the cells are shared, not copied;
 // a pending Shift of src's cells travels with them.
-func (c *Context) Copy(src, dst, p0, p1 int) {
+func (c *Context) Copy(src, dst, p0, p1 int) error {
+	if !c.seqOK(src) || !c.seqOK(dst) {
+		return c.badSeq("copy", max(src, dst))
+	}
 	c.lib.memorySeqCp(c.mem, int32(src), int32(dst), int32(p0), int32(p1))
 	if c.shifted[src] {
 		c.shifted[dst] = true
 	}
+	return nil
 }
 
 // Cells is the context's number of KV cells (llama_n_ctx).
 func (c *Context) Cells() int { return int(c.lib.nCtx(c.ptr)) }
 
 // PosRange is the smallest and largest position of sequence seq; both -1
-// when it is empty.
+// when it is empty (or not a sequence of the context).
 func (c *Context) PosRange(seq int) (lo, hi int) {
+	if !c.seqOK(seq) {
+		return -1, -1
+	}
 	return int(c.lib.memorySeqPosMin(c.mem, int32(seq))), int(c.lib.memorySeqPosMax(c.mem, int32(seq)))
 }
 
-// StateSize is the bytes of sequence seq's state.
-func (c *Context) StateSize(seq int) int { return int(c.lib.stateSeqGetSize(c.ptr, int32(seq))) }
+// StateSize is the bytes of sequence seq's state (0 for a sequence the
+// context does not have).
+func (c *Context) StateSize(seq int) int {
+	if !c.seqOK(seq) {
+		return 0
+	}
+	return int(c.lib.stateSeqGetSize(c.ptr, int32(seq)))
+}
 
 // AppendState appends sequence seq's state (llama_state_seq_get_data) to
 // buf.
@@ -223,6 +252,9 @@ func (c *Context) AppendState(buf []byte, seq int) ([]byte, error) {
 // after removing its cells. On failure the sequence is left empty: a
 // truncated state can fail yet leave cells restored.
 func (c *Context) SetState(seq int, state []byte) error {
+	if !c.seqOK(seq) {
+		return c.badSeq("set state", seq)
+	}
 	if len(state) == 0 {
 		return fmt.Errorf("%w: empty state", ErrState)
 	}
@@ -239,6 +271,9 @@ func (c *Context) SetState(seq int, state []byte) error {
 // SaveFile is llama.cpp's own llama_state_seq_save_file of sequence seq
 // with its tokens; it returns the bytes written.
 func (c *Context) SaveFile(path string, seq int, tokens []int32) (int, error) {
+	if !c.seqOK(seq) {
+		return 0, c.badSeq("save file", seq)
+	}
 	var tp unsafe.Pointer
 	if len(tokens) > 0 {
 		tp = unsafe.Pointer(&tokens[0])
@@ -255,6 +290,9 @@ func (c *Context) SaveFile(path string, seq int, tokens []int32) (int, error) {
 // it returns the tokens saved with the state. On failure the sequence is
 // left empty.
 func (c *Context) LoadFile(path string, seq int, maxTokens int) ([]int32, error) {
+	if !c.seqOK(seq) {
+		return nil, c.badSeq("load file", seq)
+	}
 	toks := make([]int32, max(maxTokens, 1))
 	var n uintptr
 	c.Remove(seq, -1, -1)

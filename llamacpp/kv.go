@@ -18,6 +18,9 @@ import (
 // the next decode.
 func Save(db *store.DB, ns string, ctx *Context, seq int, tokens []uint32) (format.PacketID, error) {
 	var id format.PacketID
+	if !ctx.seqOK(seq) {
+		return id, ctx.badSeq("save", seq)
+	}
 	if ctx.shifted[seq] {
 		return id, fmt.Errorf("%w: save: sequence %d was shifted and not decoded since; its keys are stale", ErrState, seq)
 	}
@@ -103,6 +106,9 @@ type Loaded struct {
 // the sequence is left empty. Pruned packets are refused: a llama.cpp cell
 // has one position for every layer and head.
 func Load(db *store.DB, ns string, ctx *Context, seq int, items []store.AssembleItem, o *store.AssembleOptions) (*Loaded, error) {
+	if !ctx.seqOK(seq) {
+		return nil, ctx.badSeq("load", seq)
+	}
 	ctx.Remove(seq, -1, -1)
 	l, err := load(db, ns, ctx, seq, items, o)
 	if err != nil {
@@ -114,9 +120,6 @@ func Load(db *store.DB, ns string, ctx *Context, seq int, items []store.Assemble
 }
 
 func load(db *store.DB, ns string, ctx *Context, seq int, items []store.AssembleItem, o *store.AssembleOptions) (*Loaded, error) {
-	if seq < 0 || seq >= ctx.opts.Seqs {
-		return nil, fmt.Errorf("%w: sequence %d of %d", ErrInvalidArgument, seq, ctx.opts.Seqs)
-	}
 	spec, err := ctx.m.Spec(ctx.opts.Cache)
 	if err != nil {
 		return nil, err

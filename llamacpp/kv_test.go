@@ -169,8 +169,12 @@ func TestAssembleDocuments(t *testing.T) {
 					t.Fatal(err)
 				}
 				if i > 0 {
-					own.Shift(i, 0, -1, int(items[i].Offset))
-					own.Copy(i, 0, -1, -1)
+					if err := own.Shift(i, 0, -1, int(items[i].Offset)); err != nil {
+						t.Fatal(err)
+					}
+					if err := own.Copy(i, 0, -1, -1); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			if err := own.Decode(0, off, query); err != nil {
@@ -277,7 +281,9 @@ func TestBadInput(t *testing.T) {
 		t.Fatal("f32 packet loaded into an f16 cache")
 	}
 	// Shifted and not decoded since: the keys are stale.
-	g.Shift(0, 0, -1, 5)
+	if err := g.Shift(0, 0, -1, 5); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := llamacpp.Save(db, "ns", g, 0, u32s(doc)); !errors.Is(err, llamacpp.ErrState) {
 		t.Fatalf("save after a lazy shift: %v, want ErrState", err)
 	}
@@ -287,6 +293,16 @@ func TestBadInput(t *testing.T) {
 	}
 	if _, err := llamacpp.Save(db, "ns", g, 0, u32s(doc)); !errors.Is(err, llamacpp.ErrState) && !errors.Is(err, llamacpp.ErrInvalidArgument) {
 		t.Fatalf("save of cells with a gap: %v", err)
+	}
+	// Sequences the context does not have: errors, not llama.cpp's abort.
+	if err := g.Shift(1, 0, -1, 5); !errors.Is(err, llamacpp.ErrInvalidArgument) {
+		t.Fatalf("shift of sequence 1: %v", err)
+	}
+	if _, err := llamacpp.Save(db, "ns", g, 3, u32s(doc)); err == nil {
+		t.Fatal("save of sequence 3 accepted")
+	}
+	if _, err := llamacpp.Load(db, "ns", g, -1, []store.AssembleItem{{ID: id}}, nil); !errors.Is(err, llamacpp.ErrInvalidArgument) {
+		t.Fatalf("load into sequence -1: %v", err)
 	}
 	// A missing library.
 	if _, err := llamacpp.Open(llamacpp.Options{LibDir: t.TempDir()}); !errors.Is(err, llamacpp.ErrNoLibrary) {

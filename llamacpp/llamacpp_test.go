@@ -2,6 +2,8 @@ package llamacpp_test
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -204,5 +206,46 @@ func TestGreedyMatchesReference(t *testing.T) {
 			}
 			t.Logf("%d ids agree: %v", len(got), got)
 		})
+	}
+}
+
+// TestDecodeEmbd: decoding the token embedding rows (read from the GGUF)
+// gives the logits decoding the token ids gives.
+func TestDecodeEmbd(t *testing.T) {
+	m := model(t, "stories260K.bin")
+	f, closeFile, err := gguf.Open(m.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFile()
+	var table []byte
+	for i, tn := range f.Tensors {
+		if tn.Name == "token_embd.weight" {
+			if table, err = f.TensorData(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	prompt := []int32{1, 400, 30, 200, 7}
+	var embd []float32
+	for _, tok := range prompt {
+		row := table[int(tok)*m.Embd*4 : (int(tok)+1)*m.Embd*4]
+		for j := range m.Embd {
+			embd = append(embd, math.Float32frombits(binary.LittleEndian.Uint32(row[4*j:])))
+		}
+	}
+	o := llamacpp.ContextOptions{Ctx: 64, Cache: llamacpp.CacheF32}
+	a, b := newContext(t, m, o), newContext(t, m, o)
+	if err := a.Decode(0, 0, prompt); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DecodeEmbd(0, 0, embd); err != nil {
+		t.Fatal(err)
+	}
+	if d := maxDiff(a.Logits(), b.Logits()); d > 1e-5 {
+		t.Fatalf("embeddings and token ids give logits %.3g apart", d)
+	}
+	if err := b.DecodeEmbd(0, 5, embd[:m.Embd-1]); !errors.Is(err, llamacpp.ErrInvalidArgument) {
+		t.Fatalf("a partial row: %v", err)
 	}
 }
