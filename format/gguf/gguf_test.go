@@ -149,3 +149,39 @@ func TestSpecRefusals(t *testing.T) {
 		t.Fatalf("mamba: %v", err)
 	}
 }
+
+// TestSpecNeoxYarn: a rotate-half architecture with per-layer KV head
+// counts, a key length, partial rotary dims and YaRN scaling.
+func TestSpecNeoxYarn(t *testing.T) {
+	var buf bytes.Buffer
+	err := Write(&buf, []KV{
+		{"general.architecture", String("qwen2")},
+		{"qwen2.block_count", Uint32(2)},
+		{"qwen2.embedding_length", Uint32(64)},
+		{"qwen2.attention.head_count", Uint32(4)},
+		{"qwen2.attention.head_count_kv", Uint32s([]uint32{2, 2})},
+		{"qwen2.attention.key_length", Uint32(32)},
+		{"qwen2.attention.value_length", Uint32(32)},
+		{"qwen2.rope.dimension_count", Uint32(16)},
+		{"qwen2.rope.freq_base", Float32(1e6)},
+		{"qwen2.rope.scaling.type", String("yarn")},
+		{"qwen2.rope.scaling.factor", Float32(4)},
+		{"qwen2.rope.scaling.original_context_length", Uint32(32768)},
+	}, []TensorData{{Tensor: Tensor{Name: "w", Dims: []uint64{32, 2}, Type: 8}, Data: make([]byte, 68)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := f.Spec(format.DTypeBF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := m.RoPE
+	if m.Layers != 2 || m.KVHeads != 2 || m.HeadDim != 32 || r.Style != format.RoPERotateHalf || r.RotaryDims != 16 ||
+		r.Theta != 1e6 || r.Scaling != format.RoPEScalingYaRN || r.Factor != 4 || r.OriginalMaxPos != 32768 {
+		t.Fatalf("spec %+v", m)
+	}
+}
