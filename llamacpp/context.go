@@ -52,7 +52,12 @@ type Context struct {
 	once sync.Once
 	// shifted: sequences Shift moved and no Decode re-rotated since.
 	shifted map[int]bool
+	scratch []byte // Load's state buffer, reused
 }
+
+// Release frees the buffer Load keeps between calls (about the size of
+// the largest state loaded).
+func (c *Context) Release() { c.scratch = nil }
 
 // NewContext creates a context for m.
 func (m *Model) NewContext(o ContextOptions) (*Context, error) {

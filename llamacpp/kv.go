@@ -153,10 +153,14 @@ func load(db *store.DB, ns string, ctx *Context, seq int, items []store.Assemble
 		next = max(next, p+1)
 	}
 	vTrans := !ctx.opts.FlashAttn
-	buf, lay, err := buildState(int32(seq), 1, pos, spec.Layers, spec.KVHeads*spec.HeadDim, ctx.opts.Cache.ggml(), vTrans)
+	// The state is built in the context's scratch, kept between loads:
+	// Assemble writes every K and V byte, and set_data copies the state
+	// into the cache, so the buffer is neither cleared nor kept busy.
+	buf, lay, err := buildState(ctx.scratch, int32(seq), 1, pos, spec.Layers, spec.KVHeads*spec.HeadDim, ctx.opts.Cache.ggml(), vTrans)
 	if err != nil {
 		return nil, err
 	}
+	ctx.scratch = buf
 	if err := a.Run(stateDest(buf, lay), o); err != nil {
 		return nil, err
 	}

@@ -199,8 +199,10 @@ func (r *stateReader) layers(s *stateLayout, layers int) error {
 }
 
 // buildState lays out the state of one sequence seq of cells at pos, in
-// stream 0 of nStream, and returns it with its K and V parts unfilled.
-func buildState(seq int32, nStream int, pos []int32, layers, rowDim int, typ int32, vTrans bool) ([]byte, *stateLayout, error) {
+// stream 0 of nStream, in scratch when it is large enough (else in new
+// memory), and returns it with its K and V parts unwritten: they hold
+// whatever scratch held, for the caller to overwrite whole.
+func buildState(scratch []byte, seq int32, nStream int, pos []int32, layers, rowDim int, typ int32, vTrans bool) ([]byte, *stateLayout, error) {
 	es := ggmlSize(typ)
 	n := len(pos)
 	per := uint64(n) * uint64(rowDim) * uint64(es)
@@ -208,7 +210,10 @@ func buildState(seq int32, nStream int, pos []int32, layers, rowDim int, typ int
 	if es == 0 || n == 0 || nStream <= 0 || total > math.MaxInt32*4 {
 		return nil, nil, fmt.Errorf("%w: state of %d cells of %d x %d elements of type %d", ErrInvalidArgument, n, layers, rowDim, typ)
 	}
-	b := make([]byte, 0, total)
+	b := scratch[:0]
+	if uint64(cap(b)) < total {
+		b = make([]byte, 0, total)
+	}
 	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
 	u64 := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
 	s := &stateLayout{nStream: nStream, pos: pos, vTrans: vTrans, typ: typ, esize: es, rowDim: rowDim,

@@ -89,11 +89,21 @@ func scatterTransposed(g *destGeom, dst, src []byte, h, t0, k int) {
 	}
 }
 
+// scatterTile is the tokens transposed at a time: a tile of source rows
+// (scatterTile x head_dim elements) stays in L1 while each dimension's
+// run of scatterTile values is written.
+const scatterTile = 32
+
 func scatterLoop[E uint16 | uint32](dst, src []E, h, t0, k, hd, T int) {
-	for d := range hd {
-		out := dst[(h*hd+d)*T+t0 : (h*hd+d)*T+t0+k]
-		for t := range out {
-			out[t] = src[t*hd+d]
+	for a := 0; a < k; a += scatterTile {
+		n := min(scatterTile, k-a)
+		tile := src[a*hd : (a+n)*hd]
+		for d := range hd {
+			o := (h*hd+d)*T + t0 + a
+			out := dst[o : o+n]
+			for t := range out {
+				out[t] = tile[t*hd+d]
+			}
 		}
 	}
 }
