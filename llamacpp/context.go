@@ -104,7 +104,10 @@ func (c *Context) Options() ContextOptions { return c.opts }
 
 // Close frees the context. It is idempotent.
 func (c *Context) Close() {
-	c.once.Do(func() { c.lib.free(c.ptr); runtime.KeepAlive(c) })
+	c.once.Do(func() {
+		c.lib.free(c.ptr)
+		c.ptr, c.mem = 0, 0 // every later call fails instead of touching freed memory
+	})
 }
 
 // Decode runs tokens of sequence seq at positions pos, pos+1, ... and keeps
@@ -124,7 +127,10 @@ func (c *Context) DecodeEmbd(seq, pos int, embd []float32) error {
 }
 
 func (c *Context) decodeBatch(seq, pos, n int, tok, embd unsafe.Pointer) error {
-	if n == 0 || n > c.opts.Batch || seq < 0 || seq >= c.opts.Seqs || pos < 0 || pos > 1<<30 {
+	if !c.seqOK(seq) {
+		return c.badSeq("decode", seq)
+	}
+	if n == 0 || n > c.opts.Batch || pos < 0 || pos > 1<<30 {
 		return fmt.Errorf("%w: decode %d tokens of sequence %d at %d (batch %d, %d sequences)", ErrInvalidArgument, n, seq, pos, c.opts.Batch, c.opts.Seqs)
 	}
 	posv := make([]int32, n)
@@ -160,6 +166,9 @@ func (c *Context) decodeBatch(seq, pos, n int, tok, embd unsafe.Pointer) error {
 
 // Logits returns a copy of the logits of the last decoded token.
 func (c *Context) Logits() []float32 {
+	if c.ptr == 0 {
+		return nil
+	}
 	p := c.lib.getLogitsIth(c.ptr, -1)
 	if p == nil {
 		return nil
@@ -170,13 +179,20 @@ func (c *Context) Logits() []float32 {
 }
 
 // Clear empties every sequence.
-func (c *Context) Clear() { c.lib.memoryClear(c.mem, true) }
+func (c *Context) Clear() {
+	if c.ptr != 0 {
+		c.lib.memoryClear(c.mem, true)
+	}
+}
 
-// seqOK reports whether seq names one of the context's sequences:
-// llama.cpp aborts the process on any other.
-func (c *Context) seqOK(seq int) bool { return seq >= 0 && seq < c.opts.Seqs }
+// seqOK reports whether the context is open and seq names one of its
+// sequences: llama.cpp aborts the process on any other.
+func (c *Context) seqOK(seq int) bool { return c.ptr != 0 && seq >= 0 && seq < c.opts.Seqs }
 
 func (c *Context) badSeq(what string, seq int) error {
+	if c.ptr == 0 {
+		return fmt.Errorf("%w: %s: context closed", ErrInvalidArgument, what)
+	}
 	return fmt.Errorf("%w: %s: sequence %d of a context of %d", ErrInvalidArgument, what, seq, c.opts.Seqs)
 }
 
@@ -217,7 +233,12 @@ func (c *Context) Copy(src, dst, p0, p1 int) error {
 }
 
 // Cells is the context's number of KV cells (llama_n_ctx).
-func (c *Context) Cells() int { return int(c.lib.nCtx(c.ptr)) }
+func (c *Context) Cells() int {
+	if c.ptr == 0 {
+		return 0
+	}
+	return int(c.lib.nCtx(c.ptr))
+}
 
 // PosRange is the smallest and largest position of sequence seq; both -1
 // when it is empty (or not a sequence of the context).

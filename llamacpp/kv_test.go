@@ -304,6 +304,15 @@ func TestBadInput(t *testing.T) {
 	if _, err := llamacpp.Load(db, "ns", g, -1, []store.AssembleItem{{ID: id}}, nil); !errors.Is(err, llamacpp.ErrInvalidArgument) {
 		t.Fatalf("load into sequence -1: %v", err)
 	}
+	// A closed context refuses every call.
+	closed := newContext(t, gocode, o)
+	closed.Close()
+	if err := closed.Decode(0, 0, doc); !errors.Is(err, llamacpp.ErrInvalidArgument) {
+		t.Fatalf("decode on a closed context: %v", err)
+	}
+	if _, err := llamacpp.Load(db, "ns", closed, 0, []store.AssembleItem{{ID: id}}, nil); !errors.Is(err, llamacpp.ErrInvalidArgument) {
+		t.Fatalf("load into a closed context: %v", err)
+	}
 	// A missing library.
 	if _, err := llamacpp.Open(llamacpp.Options{LibDir: t.TempDir()}); !errors.Is(err, llamacpp.ErrNoLibrary) {
 		t.Fatalf("empty library dir: %v, want ErrNoLibrary", err)

@@ -48,7 +48,8 @@ func (m *Model) Path() string { return m.path }
 // HeadDim is Embd / Heads.
 func (m *Model) HeadDim() int { return m.Embd / m.Heads }
 
-// Close frees the model. It is idempotent.
+// Close frees the model. It is idempotent. Close every context made from
+// it first: llama.cpp's contexts use the model's memory.
 func (m *Model) Close() {
 	m.once.Do(func() { m.lib.modelFree(m.ptr); runtime.KeepAlive(m) })
 }
