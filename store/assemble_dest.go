@@ -82,9 +82,6 @@ type destGeom struct {
 	table    []int32
 }
 
-// rowDim is the elements of one row (head_dim).
-func (g *destGeom) rowDim() int { return g.rowBytes / g.esize }
-
 // offset is the byte offset of (head h, token t) in a layer buffer (a K
 // buffer for LayoutTransposedV).
 func (g *destGeom) offset(h, t int) int {

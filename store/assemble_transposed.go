@@ -70,6 +70,9 @@ func (a *Assembly) fillTransposedWhole(w *assembleWorker, g *destGeom, dst []byt
 	return nil
 }
 
+// rowDim is the elements of one row (head_dim).
+func (g *destGeom) rowDim() int { return g.rowBytes / g.esize }
+
 // scatterTransposed writes k rows of head h (token-major, head_dim
 // elements each) as tokens [t0, t0+k) of the transposed buffer dst.
 func scatterTransposed(g *destGeom, dst, src []byte, h, t0, k int) {

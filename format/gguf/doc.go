@@ -33,7 +33,10 @@
 // Parse and Read treat a file as hostile: every count and length is checked
 // against the bytes that remain before anything is allocated for it (an
 // element takes at least one byte), against fixed limits (MaxTensors, MaxKV,
-// MaxString, MaxDims), and every tensor's offset plus size is
-// overflow-checked against the file. Errors wrap format.ErrCorruption. The
+// MaxString, MaxDims), every tensor's size is overflow-checked, and
+// tensors must lie in order, each at the previous one's end padded to the
+// alignment, the last ending inside the file (ggml's own rule: none
+// overlap, so a file re-encodes to its own size). Errors wrap
+// format.ErrCorruption. The
 // fuzz target fuzz.FuzzGGUF checks that and the re-encoding round trip.
 package gguf

@@ -97,8 +97,9 @@ func (b byteReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// Read parses the header of a GGUF file of size bytes and checks that every
-// tensor lies inside it. Errors wrap format.ErrCorruption.
+// Read parses the header of a GGUF file of size bytes and checks that the
+// tensors lie in order inside it, each at the previous one's end padded to
+// the alignment (as ggml requires). Errors wrap format.ErrCorruption.
 func Read(r io.ReaderAt, size int64) (*File, error) {
 	d := &decoder{r: r, size: size}
 	f, err := d.file()
@@ -340,16 +341,22 @@ func (d *decoder) tensors(f *File, n int) error {
 		return fmt.Errorf("data section at %d past the end (%d bytes)", data, d.size)
 	}
 	f.DataOffset = data
+	// As ggml requires: tensors in order, each where the last one ended,
+	// padded to the alignment. So no two overlap and the data section
+	// re-encodes to the same size.
 	room := uint64(d.size) - data
+	var next uint64
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
 		size, err := t.check()
 		if err != nil {
 			return err
 		}
-		if t.Offset%f.Alignment != 0 || t.Offset > room || size > room-t.Offset {
-			return fmt.Errorf("tensor %q: %d bytes at data offset %d: unaligned or past the %d data bytes", t.Name, size, t.Offset, room)
+		if t.Offset != next || size > room || t.Offset > room-size {
+			return fmt.Errorf("tensor %q: %d bytes at data offset %d: want offset %d and at most %d data bytes", t.Name, size, t.Offset, next, room)
 		}
+		next = t.Offset + size
+		next += (f.Alignment - next%f.Alignment) % f.Alignment
 	}
 	return nil
 }
