@@ -45,7 +45,7 @@ func benchTokens(b *testing.B, n int) []int32 {
 // cache (llama.cpp's default) and F32; the two restores alternate which
 // goes first. Run with
 //
-//	go test ./llamacpp -run '^$' -bench BenchmarkRestore -benchtime 3x
+//	go test ./llamacpp -run '^$' -bench BenchmarkRestore -benchtime 9x
 func BenchmarkRestore(b *testing.B) {
 	m := model(b, "gocode-hd64.bin")
 	for _, cache := range []llamacpp.CacheType{llamacpp.CacheF16, llamacpp.CacheF32} {
