@@ -40,6 +40,8 @@ func (a *Assembly) fill(w *assembleWorker, g *destGeom, dst []byte, p *assembleP
 	var sh *reconstruct.Shifter // nil: values, and keys that stay put
 	if key {
 		sh = p.shift
+	} else if g.layout == LayoutTransposedV {
+		return a.fillTransposed(w, g, dst, p, i)
 	}
 	if p.src != nil {
 		return a.fillPruned(w, g, dst, p, i, sh)

@@ -22,6 +22,12 @@ const (
 	// paged layout): token t of the assembly lives in block
 	// BlockTable[t/BlockSize], slot t%BlockSize.
 	LayoutPaged
+	// LayoutTransposedV is llama.cpp's KV cache state with v_trans = 1: K
+	// token-major [tokens][kv_heads][head_dim] (LayoutPaged with one block
+	// of tokens slots), V transposed [kv_heads*head_dim][tokens], element
+	// (h, t, d) at (h*head_dim+d)*tokens + t. Each buffer is exactly
+	// kv_heads*tokens*head_dim elements.
+	LayoutTransposedV
 )
 
 func (l Layout) String() string {
@@ -30,6 +36,8 @@ func (l Layout) String() string {
 		return "contiguous"
 	case LayoutPaged:
 		return "paged"
+	case LayoutTransposedV:
+		return "transposed-v"
 	}
 	return fmt.Sprintf("layout(%d)", uint8(l))
 }
@@ -69,11 +77,13 @@ type destGeom struct {
 	heads    int
 	tokens   int
 	rowBytes int
+	esize    int // bytes of one element
 	bs       int
 	table    []int32
 }
 
-// offset is the byte offset of (head h, token t) in a layer buffer.
+// offset is the byte offset of (head h, token t) in a layer buffer (a K
+// buffer for LayoutTransposedV).
 func (g *destGeom) offset(h, t int) int {
 	if g.layout == LayoutContiguous {
 		return (h*g.tokens + t) * g.rowBytes
@@ -89,13 +99,18 @@ func (d *Dest) check(m *format.ModelSpec, tokens int) (*destGeom, error) {
 	if len(d.K) != m.Layers || len(d.V) != m.Layers {
 		return nil, bad("%d K and %d V buffers for %d layers", len(d.K), len(d.V), m.Layers)
 	}
-	g := &destGeom{layout: d.Layout, heads: m.KVHeads, tokens: tokens, rowBytes: m.HeadDim * m.DType.Size()}
+	g := &destGeom{layout: d.Layout, heads: m.KVHeads, tokens: tokens, rowBytes: m.HeadDim * m.DType.Size(), esize: m.DType.Size()}
 	var err error
 	switch d.Layout {
 	case LayoutContiguous:
 		err = d.checkContiguous(g, bad)
 	case LayoutPaged:
 		err = d.checkPaged(g, bad)
+	case LayoutTransposedV:
+		// K is one block of tokens slots; V is placed by fillTransposed.
+		if err = d.checkContiguous(g, bad); err == nil {
+			g.bs, g.table = max(tokens, 1), []int32{0}
+		}
 	default:
 		err = bad("unknown layout")
 	}

@@ -1,0 +1,47 @@
+// Package llamacpp makes kvstore the persistent, position-free KV memory
+// of llama.cpp: a purego binding (no cgo; CGO_ENABLED=0 works) of the part
+// of libllama a KV store needs, and Save/Load of one sequence's cells as
+// store packets.
+//
+// # Library
+//
+// Open loads libllama from a directory (Options.LibDir or
+// $KVSTORE_LLAMA_LIB): the bins/linux-x64 folder of the npm package
+// @node-llama-cpp/linux-x64@3.22.1, which scripts/install-libllama.sh
+// installs. The binding mirrors the structs it passes by value
+// (llama_model_params 80 bytes, llama_context_params 160, llama_batch 56)
+// from include/llama.h of the llama.cpp source that package was built from
+// (v0.5.0); their sizes and the offsets of the fields it sets are
+// compile-time assertions (abi.go), and Open refuses a library whose
+// llama_version() is not 0.5.0 (ErrABI). A missing library is ErrNoLibrary.
+// Nothing exits the process; llama.cpp's log goes to Options.Log, or
+// nowhere (the last warnings are kept to explain a failed call).
+//
+// # Save and Load
+//
+// Save exports a sequence (llama_state_seq_get_data, layout in state.go),
+// turns its token-major K rows and its transposed V (v_trans = 1, flash
+// attention off) or V rows into a packet's [kv_heads][tokens][head_dim]
+// chunks and Puts it; Put rotates the keys from the cells' positions back
+// to local positions 0..n-1. Load builds a state of the assembled cells
+// and runs store.Assemble straight into its K and V parts
+// (store.LayoutPaged with one block for K and for untransposed V,
+// store.LayoutTransposedV for transposed V): no full-size intermediate
+// copy. It then imports the state (llama_state_seq_set_data). On any
+// failure the sequence is left empty. Packets are bound to the GGUF file
+// through Model.Spec (gguf.File.Spec: shape, RoPE, a hash of every
+// tensor), so packets of another model are store.ErrModelMismatch.
+//
+// What is not covered: models whose cells carry an extension (M-RoPE),
+// recurrent or SWA caches, per-layer KV head counts, quantized cache types,
+// more than one stream holding the sequence, pruned packets (a llama.cpp
+// cell has one position for all layers and heads).
+//
+// # Traps (llama.cpp v0.5.0)
+//
+// llama_memory_seq_add is lazy: positions change at once, key bytes at the
+// next decode, so Save refuses a sequence Shifted and not decoded since. A
+// truncated state makes set_data fail yet leave cells restored: SetState
+// clears the sequence on failure. Contexts are created with a unified
+// cache (one stream), so seq_cp shares cells instead of replacing them.
+package llamacpp
