@@ -117,39 +117,33 @@ func (m *ArtifactMeta) check(n int) error {
 // empty or too long name, data over MaxArtifactSize or meta that does not
 // describe data.
 func (db *DB) PutArtifact(model format.Fingerprint, name string, data []byte, meta ArtifactMeta) error {
-	if err := db.enter(); err != nil {
-		return err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return fmt.Errorf("%w: put artifact", ErrReadOnly)
-	}
-	if err := checkArtifactName(name); err != nil {
-		return err
-	}
-	if len(data) > MaxArtifactSize {
-		return fmt.Errorf("%w: artifact %q: %d bytes exceed %d (larger artifacts are out of scope)", ErrInvalidArgument, name, len(data), MaxArtifactSize)
-	}
-	if err := meta.check(len(data)); err != nil {
-		return fmt.Errorf("%w: artifact %q: meta: %v", ErrInvalidArgument, name, err)
-	}
-	v, err := format.Seal(kindArtifact, encodeArtifact(model, name, data, &meta, time.Now().UnixNano()))
-	if err != nil {
-		return fmt.Errorf("store: artifact %q: %w", name, err)
-	}
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return db.failed
-	}
-	b := db.cat.db.NewBatch()
-	defer b.Close()
-	_ = b.Set(artifactKey(model, name), v, nil)
-	_ = b.Set(artifactIndexKey(model, name), nil, nil)
-	if err := db.commit(b); err != nil {
-		return fmt.Errorf("put artifact %q: %w", name, err)
-	}
-	return nil
+	var v []byte
+	return db.write("put artifact", func() error {
+		if err := checkArtifactName(name); err != nil {
+			return err
+		}
+		if len(data) > MaxArtifactSize {
+			return fmt.Errorf("%w: artifact %q: %d bytes exceed %d (larger artifacts are out of scope)", ErrInvalidArgument, name, len(data), MaxArtifactSize)
+		}
+		if err := meta.check(len(data)); err != nil {
+			return fmt.Errorf("%w: artifact %q: meta: %v", ErrInvalidArgument, name, err)
+		}
+		var err error
+		v, err = format.Seal(kindArtifact, encodeArtifact(model, name, data, &meta, time.Now().UnixNano()))
+		if err != nil {
+			return fmt.Errorf("store: artifact %q: %w", name, err)
+		}
+		return nil
+	}, func() error {
+		b := db.cat.db.NewBatch()
+		defer b.Close()
+		_ = b.Set(artifactKey(model, name), v, nil)
+		_ = b.Set(artifactIndexKey(model, name), nil, nil)
+		if err := db.commit(b); err != nil {
+			return fmt.Errorf("put artifact %q: %w", name, err)
+		}
+		return nil
+	})
 }
 
 // GetArtifact returns a copy of the data stored under (model, name). It is
@@ -246,36 +240,23 @@ func (db *DB) ListArtifacts(model format.Fingerprint) ([]string, error) {
 // DeleteArtifact removes the artifact stored under (model, name) in one
 // synced batch, with GetArtifact's ErrNotFound and ErrModelMismatch.
 func (db *DB) DeleteArtifact(model format.Fingerprint, name string) error {
-	if err := db.enter(); err != nil {
-		return err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return fmt.Errorf("%w: delete artifact", ErrReadOnly)
-	}
-	if err := checkArtifactName(name); err != nil {
-		return err
-	}
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return db.failed
-	}
-	found, err := db.cat.has(artifactKey(model, name))
-	switch {
-	case err != nil:
-		return err
-	case !found:
-		return db.artifactMissing(model, name)
-	}
-	b := db.cat.db.NewBatch()
-	defer b.Close()
-	_ = b.Delete(artifactKey(model, name), nil)
-	_ = b.Delete(artifactIndexKey(model, name), nil)
-	if err := db.commit(b); err != nil {
-		return fmt.Errorf("delete artifact %q: %w", name, err)
-	}
-	return nil
+	return db.write("delete artifact", func() error { return checkArtifactName(name) }, func() error {
+		found, err := db.cat.has(artifactKey(model, name))
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return db.artifactMissing(model, name)
+		}
+		b := db.cat.db.NewBatch()
+		defer b.Close()
+		_ = b.Delete(artifactKey(model, name), nil)
+		_ = b.Delete(artifactIndexKey(model, name), nil)
+		if err := db.commit(b); err != nil {
+			return fmt.Errorf("delete artifact %q: %w", name, err)
+		}
+		return nil
+	})
 }
 
 // encodeArtifact returns the body of an artifact record.

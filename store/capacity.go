@@ -63,18 +63,11 @@ func (db *DB) Pinned(ns string, id format.PacketID) (bool, error) {
 }
 
 func (db *DB) setPin(ns string, model format.Fingerprint, id format.PacketID, pin bool) error {
-	if err := db.enter(); err != nil {
-		return err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return fmt.Errorf("%w: pin", ErrReadOnly)
-	}
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return db.failed
-	}
+	return db.write("pin", nil, func() error { return db.setPinLocked(ns, model, id, pin) })
+}
+
+// setPinLocked is setPin; the writer lock is held.
+func (db *DB) setPinLocked(ns string, model format.Fingerprint, id format.PacketID, pin bool) error {
 	h, err := db.header(ns, id)
 	if err != nil {
 		return err

@@ -75,18 +75,17 @@ func (r *CheckReport) OK() bool { return len(r.Findings) == 0 }
 // the extents checked and the catalogued live extents. The error is only
 // for I/O failures, ErrClosed and ctx's error.
 func (db *DB) Check(ctx context.Context, progress func(done, total int64)) (*CheckReport, error) {
-	if err := db.enter(); err != nil {
-		return nil, err
-	}
-	defer db.leave()
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	c := newChecker(db)
-	defer c.close()
-	if err := c.run(ctx, progress); err != nil {
-		return nil, err
-	}
-	return c.rep, nil
+	var rep *CheckReport
+	err := db.exclusive(func() error {
+		c := newChecker(db)
+		defer c.close()
+		if err := c.run(ctx, progress); err != nil {
+			return err
+		}
+		rep = c.rep
+		return nil
+	})
+	return rep, err
 }
 
 // checker holds one Check run's state.

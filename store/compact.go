@@ -83,25 +83,20 @@ type SkippedFile struct {
 // memory head record that is missing or bad, is skipped and reported,
 // never copied. Compact is crash-safe at every step and idempotent.
 func (db *DB) Compact(ctx context.Context, o CompactOptions) (*CompactReport, error) {
-	if err := db.enter(); err != nil {
-		return nil, err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return nil, fmt.Errorf("%w: compact", ErrReadOnly)
-	}
-	if o.LiveRatio == 0 {
-		o.LiveRatio = db.opts.CompactLiveRatio
-	}
-	if !(o.LiveRatio > 0 && o.LiveRatio <= 1) {
-		return nil, fmt.Errorf("%w: compact: live ratio %v is not in (0, 1]", ErrInvalidArgument, o.LiveRatio)
-	}
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return nil, db.failed
-	}
-	return db.compactLocked(ctx, &o)
+	var rep *CompactReport
+	err := db.write("compact", func() error {
+		if o.LiveRatio == 0 {
+			o.LiveRatio = db.opts.CompactLiveRatio
+		}
+		if !(o.LiveRatio > 0 && o.LiveRatio <= 1) {
+			return fmt.Errorf("%w: compact: live ratio %v is not in (0, 1]", ErrInvalidArgument, o.LiveRatio)
+		}
+		return nil
+	}, func() (err error) {
+		rep, err = db.compactLocked(ctx, &o)
+		return err
+	})
+	return rep, err
 }
 
 // compactLocked runs a compaction; the writer lock is held.

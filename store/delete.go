@@ -13,18 +13,11 @@ import (
 // compaction. It is ErrNotFound if absent, ErrModelMismatch if stored for
 // another model.
 func (db *DB) Delete(ns string, model format.Fingerprint, id format.PacketID) error {
-	if err := db.enter(); err != nil {
-		return err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return fmt.Errorf("%w: delete", ErrReadOnly)
-	}
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return db.failed
-	}
+	return db.write("delete", nil, func() error { return db.deleteLocked(ns, model, id) })
+}
+
+// deleteLocked is Delete; the writer lock is held.
+func (db *DB) deleteLocked(ns string, model format.Fingerprint, id format.PacketID) error {
 	h, err := db.header(ns, id)
 	if err != nil {
 		return err

@@ -37,18 +37,16 @@ type GCReport struct {
 // the writer lock; readers keep working. It is crash-safe (records go
 // before files) and idempotent.
 func (db *DB) GC(ctx context.Context) (*GCReport, error) {
-	if err := db.enter(); err != nil {
-		return nil, err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return nil, fmt.Errorf("%w: gc", ErrReadOnly)
-	}
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return nil, db.failed
-	}
+	var rep *GCReport
+	err := db.write("gc", nil, func() (err error) {
+		rep, err = db.gcLocked(ctx)
+		return err
+	})
+	return rep, err
+}
+
+// gcLocked is GC; the writer lock is held.
+func (db *DB) gcLocked(ctx context.Context) (*GCReport, error) {
 	rep := &GCReport{}
 	disk, err := db.blobFilesOnDisk()
 	if err != nil {

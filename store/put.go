@@ -21,50 +21,49 @@ import (
 // is written. Keys given at a base position other than 0 are rotated to 0
 // in a copy before they are stored. p's buffers are only read, and not kept.
 func (db *DB) Put(p *Packet) (format.PacketID, error) {
-	var id format.PacketID
-	if err := db.enter(); err != nil {
-		return id, err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return id, fmt.Errorf("%w: put", ErrReadOnly)
-	}
-	chunkLen, err := p.check()
-	if err != nil {
-		return id, err
-	}
-	fp := p.Model.Fingerprint()
-	id = format.ComputePacketID(p.Namespace, fp, p.AdapterID, p.TokenIDs)
+	var (
+		id       format.PacketID
+		fp       format.Fingerprint
+		chunkLen uint64
+	)
+	err := db.write("put", func() (err error) {
+		if chunkLen, err = p.check(); err != nil {
+			return err
+		}
+		fp = p.Model.Fingerprint()
+		id = format.ComputePacketID(p.Namespace, fp, p.AdapterID, p.TokenIDs)
+		return nil
+	}, func() error { return db.putLocked(p, chunkLen, fp, id) })
+	return id, err
+}
 
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return id, db.failed
-	}
+// putLocked is Put once p is checked and its id known; the writer lock is
+// held.
+func (db *DB) putLocked(p *Packet, chunkLen uint64, fp format.Fingerprint, id format.PacketID) error {
 	if ok, err := db.cat.has(headerKey(p.Namespace, id)); err != nil || ok {
 		if ok {
 			db.st.putsDeduped.Add(1)
 		}
-		return id, err
+		return err
 	}
 	q, err := p.compacted().normalized()
 	if err != nil {
-		return id, err
+		return err
 	}
 	// Encoded first, so that room is made for the extent as it will be
 	// stored (compressed chunks, a pruned packet's positions at their own
 	// size), and a packet the codec refuses evicts nothing.
 	q, lay, err := encodeChunks(q, chunkLen)
 	if err != nil {
-		return id, err
+		return err
 	}
 	if err := db.makeRoom(lay.length); err != nil {
-		return id, fmt.Errorf("put packet %s: %w", id.Short(), err)
+		return fmt.Errorf("put packet %s: %w", id.Short(), err)
 	}
 	if err := db.put(q, &lay, fp, id); err != nil {
-		return id, fmt.Errorf("put packet %s: %w", id.Short(), err)
+		return fmt.Errorf("put packet %s: %w", id.Short(), err)
 	}
-	return id, nil
+	return nil
 }
 
 // put writes, syncs and catalogues a packet known to be new, encoded and

@@ -74,35 +74,27 @@ func isAbsent(err error) bool { return errors.Is(err, ErrNotFound) || errors.Is(
 // under its name since m was built: the memory's projected keys would not
 // match it. Rebuild m then.
 func (db *DB) PutSpanMemory(ns, name string, m *SpanMemory) (ContextID, error) {
-	var id ContextID
-	if err := db.enter(); err != nil {
-		return id, err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return id, fmt.Errorf("%w: put span memory", ErrReadOnly)
-	}
-	if err := checkContextName(ns, name); err != nil {
-		return id, err
-	}
-	if err := m.check(); err != nil {
-		return id, err
-	}
-	fp := m.Model.Fingerprint()
-	id = ComputeContextID(ns, fp, name)
-	ext, err := layoutSpanExtent(m)
-	if err != nil {
-		return id, err
-	}
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return id, db.failed
-	}
-	if err := db.putSpans(ns, name, m, id, ext); err != nil {
-		return id, fmt.Errorf("put span memory %q: %w", name, err)
-	}
-	return id, nil
+	var (
+		id  ContextID
+		ext *spanExtent
+	)
+	err := db.write("put span memory", func() (err error) {
+		if err := checkContextName(ns, name); err != nil {
+			return err
+		}
+		if err := m.check(); err != nil {
+			return err
+		}
+		id = ComputeContextID(ns, m.Model.Fingerprint(), name)
+		ext, err = layoutSpanExtent(m)
+		return err
+	}, func() error {
+		if err := db.putSpans(ns, name, m, id, ext); err != nil {
+			return fmt.Errorf("put span memory %q: %w", name, err)
+		}
+		return nil
+	})
+	return id, err
 }
 
 // putSpans writes, syncs and catalogues a span extent (writer lock held).
@@ -272,21 +264,12 @@ func killExtent(r *BlobFileInfo, n uint64) {
 // already open keep reading them until released). It is ErrNotFound if
 // absent and ErrModelMismatch if stored for another model.
 func (db *DB) DeleteSpanMemory(ns string, model format.Fingerprint, name string) error {
-	if err := db.enter(); err != nil {
-		return err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return fmt.Errorf("%w: delete span memory", ErrReadOnly)
-	}
-	if err := checkContextName(ns, name); err != nil {
-		return err
-	}
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return db.failed
-	}
+	return db.write("delete span memory", func() error { return checkContextName(ns, name) },
+		func() error { return db.deleteSpansLocked(ns, model, name) })
+}
+
+// deleteSpansLocked is DeleteSpanMemory; the writer lock is held.
+func (db *DB) deleteSpansLocked(ns string, model format.Fingerprint, name string) error {
 	m, err := db.spanMeta(ns, name)
 	if err != nil {
 		return err
