@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -22,10 +21,6 @@ import (
 //
 // Losing them in a crash loses only ordering hints, never data. Pins, on
 // the other hand, are durable (capacity.go).
-
-var kindAccess = format.RegisterKind(format.RecordKind{
-	Name: "access statistics", Magic: format.MagicOf("KVAC"), Version: 1, MaxBody: 1 << 10,
-})
 
 const tagAccess = 'x'
 
@@ -202,27 +197,9 @@ func (db *DB) flushAccess() error {
 	return nil
 }
 
-func encodeAccess(last int64, uses uint64) []byte {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(last))
-	binary.LittleEndian.PutUint64(b[8:], uses)
-	v, err := format.Seal(kindAccess, b[:])
-	if err != nil {
-		panic(err) // 16 bytes always fit
-	}
-	return v
-}
+func encodeAccess(last int64, uses uint64) []byte { return format.EncodeAccess(last, uses) }
 
-func decodeAccess(v []byte) (last int64, uses uint64, err error) {
-	b, err := format.Unseal(kindAccess, v)
-	if err != nil {
-		return 0, 0, err
-	}
-	if len(b) < 16 {
-		return 0, 0, fmt.Errorf("%w: access statistics: %d bytes, want 16", ErrCorruption, len(b))
-	}
-	return int64(binary.LittleEndian.Uint64(b)), binary.LittleEndian.Uint64(b[8:]), nil
-}
+func decodeAccess(v []byte) (last int64, uses uint64, err error) { return format.DecodeAccess(v) }
 
 // savedAccess reads packet k's saved statistics (zero if none or bad).
 func (db *DB) savedAccess(k packetKey) (last int64, uses uint64) {
