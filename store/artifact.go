@@ -1,9 +1,7 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/kvstore/kvstore/format"
@@ -12,48 +10,30 @@ import (
 // Artifacts are the model-side objects kvstore serves beside packets:
 // KV Packet's adapter soft tokens, SeKV's router W, tau and rank-gate
 // weights. Each is a named byte string bound to one model fingerprint and
-// kept whole in the catalog, framed as record kind "KVAR":
+// kept whole in the catalog, framed as record kind "KVAR" (drawn in
+// format/artifact.go):
 //
-//	key   'a' | name len u16 BE | name | model fp (32)   -> the record below
+//	key   'a' | name len u16 BE | name | model fp (32)   -> the record
 //	      'A' | model fp (32) | name                     -> empty (ListArtifacts)
-//
-//	body (little endian):
-//	+-----------+------------+-----------+----------+----------+-------+------+----------+
-//	| model fp  | created ns | data len  | name len | note len | dtype | rank | reserved |
-//	| 32 bytes  | i64        | u64       | u16      | u16      | u8    | u8   | u16 = 0  |
-//	+-----------+------------+-----------+----------+----------+-------+------+----------+
-//	0           32           40          48         50         52      53     54         56
-//	then shape (u64 x rank), name, note, data.
 //
 // Model and name are repeated in the body, so a value read under another
 // key is detected. Data is at most MaxArtifactSize bytes.
-const MaxArtifactSize = 64 << 20
+const MaxArtifactSize = format.MaxArtifactSize
 
 const (
 	tagArtifact      = 'a'
 	tagArtifactIndex = 'A'
 
-	artifactFixed   = 56
-	maxArtifactRank = 8
+	artifactFixed   = format.ArtifactFixedSize
+	maxArtifactRank = format.MaxArtifactRank
 )
 
-var kindArtifact = format.RegisterKind(format.RecordKind{
-	Name: "artifact", Magic: format.MagicOf("KVAR"), Version: 1,
-	MaxBody: MaxArtifactSize + artifactFixed + 8*maxArtifactRank + 2*format.MaxNameLen,
-})
+var kindArtifact = format.KindArtifact
 
 // ArtifactMeta describes an artifact's data for its readers. The store
 // checks it (a dtype's Shape must account for every byte) but does not
 // otherwise interpret it.
-type ArtifactMeta struct {
-	// DType is the element type of the data, with Shape its dimensions;
-	// DTypeInvalid (0) with no Shape for opaque bytes.
-	DType format.DType
-	Shape []int
-	// Note is free text (at most format.MaxNameLen bytes), e.g. the
-	// training run that produced it.
-	Note string
-}
+type ArtifactMeta = format.ArtifactMeta
 
 // ArtifactInfo is an artifact's description as stored.
 type ArtifactInfo struct {
@@ -83,34 +63,6 @@ func checkArtifactName(name string) error {
 	return nil
 }
 
-// check validates m for data of n bytes. Its errors carry no sentinel:
-// callers wrap them.
-func (m *ArtifactMeta) check(n int) error {
-	switch {
-	case len(m.Note) > format.MaxNameLen:
-		return fmt.Errorf("note of %d bytes exceeds %d", len(m.Note), format.MaxNameLen)
-	case len(m.Shape) > maxArtifactRank:
-		return fmt.Errorf("rank %d exceeds %d", len(m.Shape), maxArtifactRank)
-	case m.DType == format.DTypeInvalid && len(m.Shape) != 0:
-		return fmt.Errorf("a shape without a dtype")
-	case m.DType == format.DTypeInvalid:
-		return nil
-	case !m.DType.Valid():
-		return fmt.Errorf("unknown dtype %v", m.DType)
-	}
-	elems := 1
-	for _, d := range m.Shape {
-		if d < 0 || d > math.MaxInt32 || (d > 0 && elems > n/d) {
-			return fmt.Errorf("shape %v does not fit %d bytes", m.Shape, n)
-		}
-		elems *= d
-	}
-	if elems*m.DType.Size() != n {
-		return fmt.Errorf("shape %v of %v is %d bytes, data %d", m.Shape, m.DType, elems*m.DType.Size(), n)
-	}
-	return nil
-}
-
 // PutArtifact stores data under (model, name), replacing what was there,
 // in one catalog batch committed with pebble.Sync: when it returns nil the
 // artifact is durable. data is copied. It is ErrInvalidArgument for an
@@ -125,7 +77,7 @@ func (db *DB) PutArtifact(model format.Fingerprint, name string, data []byte, me
 		if len(data) > MaxArtifactSize {
 			return fmt.Errorf("%w: artifact %q: %d bytes exceed %d (larger artifacts are out of scope)", ErrInvalidArgument, name, len(data), MaxArtifactSize)
 		}
-		if err := meta.check(len(data)); err != nil {
+		if err := meta.Check(len(data)); err != nil {
 			return fmt.Errorf("%w: artifact %q: meta: %v", ErrInvalidArgument, name, err)
 		}
 		var err error
@@ -261,60 +213,12 @@ func (db *DB) DeleteArtifact(model format.Fingerprint, name string) error {
 
 // encodeArtifact returns the body of an artifact record.
 func encodeArtifact(model format.Fingerprint, name string, data []byte, m *ArtifactMeta, created int64) []byte {
-	n := artifactFixed + 8*len(m.Shape) + len(name) + len(m.Note) + len(data)
-	b := make([]byte, artifactFixed, n)
-	copy(b, model[:])
-	le := binary.LittleEndian
-	le.PutUint64(b[32:], uint64(created))
-	le.PutUint64(b[40:], uint64(len(data)))
-	le.PutUint16(b[48:], uint16(len(name)))
-	le.PutUint16(b[50:], uint16(len(m.Note)))
-	b[52], b[53] = byte(m.DType), byte(len(m.Shape))
-	for _, d := range m.Shape {
-		b = le.AppendUint64(b, uint64(d))
-	}
-	b = append(b, name...)
-	b = append(b, m.Note...)
-	return append(b, data...)
+	return format.EncodeArtifact(model, name, data, m, created)
 }
 
 // decodeArtifact parses an artifact body (its frame already checked).
 func decodeArtifact(b []byte) (ArtifactInfo, error) {
-	var info ArtifactInfo
-	bad := func(f string, args ...any) error {
-		return fmt.Errorf("%w: artifact record: %s", ErrCorruption, fmt.Sprintf(f, args...))
-	}
-	if len(b) < artifactFixed {
-		return info, bad("%d bytes, shorter than its %d fixed bytes", len(b), artifactFixed)
-	}
-	le := binary.LittleEndian
-	info.Model = format.Fingerprint(b[:32])
-	info.CreatedAt = time.Unix(0, int64(le.Uint64(b[32:])))
-	size, nameLen, noteLen := le.Uint64(b[40:]), int(le.Uint16(b[48:])), int(le.Uint16(b[50:]))
-	rank := int(b[53])
-	info.Meta.DType = format.DType(b[52])
-	switch {
-	case le.Uint16(b[54:]) != 0:
-		return info, bad("reserved field %#x", le.Uint16(b[54:]))
-	case rank > maxArtifactRank || nameLen > format.MaxNameLen || noteLen > format.MaxNameLen || size > MaxArtifactSize:
-		return info, bad("rank %d, name %d bytes, note %d bytes, data %d bytes out of range", rank, nameLen, noteLen, size)
-	case uint64(len(b)) != uint64(artifactFixed+8*rank+nameLen+noteLen)+size:
-		return info, bad("%d bytes, its lengths add up to %d", len(b), uint64(artifactFixed+8*rank+nameLen+noteLen)+size)
-	}
-	off := artifactFixed
-	for range rank {
-		d := le.Uint64(b[off:])
-		if d > math.MaxInt32 {
-			return info, bad("dimension %d", d)
-		}
-		info.Meta.Shape = append(info.Meta.Shape, int(d))
-		off += 8
-	}
-	info.Name = string(b[off : off+nameLen])
-	info.Meta.Note = string(b[off+nameLen : off+nameLen+noteLen])
-	info.Size = int(size)
-	if err := info.Meta.check(info.Size); err != nil {
-		return info, bad("meta: %v", err)
-	}
-	return info, nil
+	a, err := format.DecodeArtifact(b)
+	info := ArtifactInfo{Model: a.Model, Name: a.Name, Meta: a.Meta, Size: a.Size, CreatedAt: time.Unix(0, a.CreatedUnixNs)}
+	return info, err
 }

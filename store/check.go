@@ -232,7 +232,7 @@ func trailerHeader(b []byte, r *extentRef) string {
 
 // model checks that r's model spec is catalogued.
 func (c *checker) model(r *extentRef, path string) error {
-	fp := r.Span.modelOf(r.Header)
+	fp := modelOf(r.Span, r.Header)
 	ok, seen := c.models[fp]
 	if !seen {
 		var err error
@@ -248,7 +248,7 @@ func (c *checker) model(r *extentRef, path string) error {
 }
 
 // modelOf is the model fingerprint of a span memory m, or else of h.
-func (m *SpanMeta) modelOf(h *format.PacketHeader) format.Fingerprint {
+func modelOf(m *SpanMeta, h *format.PacketHeader) format.Fingerprint {
 	if m != nil {
 		return m.Model
 	}

@@ -370,7 +370,7 @@ func (c *compaction) spanHeads(r *extentRef) ([]*HeadMeta, string, error) {
 		for h := range m.KVHeads {
 			var hm *HeadMeta
 			found, err := c.db.cat.get(spanHeadKey(r.Namespace, r.Context, l, h), func(v []byte) (err error) {
-				hm, err = DecodeHeadMeta(v, m)
+				hm, err = decodeHeadMeta(v, m)
 				return err
 			})
 			switch {

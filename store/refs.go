@@ -61,7 +61,7 @@ func walkRefs(rd pebble.Reader, fn func(*extentRef) error, bad func(badRecord)) 
 	}
 	return iterate(rd, []byte{tagSpanMeta}, func(k, v []byte) error {
 		ns, name, ok := parseSpanMetaKey(k)
-		m, err := DecodeSpanMeta(v)
+		m, err := decodeSpanMeta(v)
 		if err == nil && (!ok || m.Context != ComputeContextID(ns, m.Model, name)) {
 			err = fmt.Errorf("%w: span memory record under a key that does not name its context", ErrCorruption)
 		}

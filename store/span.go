@@ -303,7 +303,7 @@ func (db *DB) deleteSpansLocked(ns string, model format.Fingerprint, name string
 func (db *DB) spanMeta(ns, name string) (*SpanMeta, error) {
 	var m *SpanMeta
 	found, err := db.cat.get(spanMetaKey(ns, name), func(v []byte) (err error) {
-		m, err = DecodeSpanMeta(v)
+		m, err = decodeSpanMeta(v)
 		return err
 	})
 	switch {
@@ -383,7 +383,7 @@ func (p *ProjectionRef) checkFitted(spec *format.ModelSpec) error {
 	if p.Fitted == nil {
 		return nil
 	}
-	ps, err := DecodeProjections(p.Fitted, p.FittedMeta, spec.Layers, spec.KVHeads, spec.HeadDim)
+	ps, err := decodeProjections(p.Fitted, p.FittedMeta, spec.Layers, spec.KVHeads, spec.HeadDim)
 	switch {
 	case err != nil:
 		return fmt.Errorf("span memory: fitted W: %w", err)

@@ -1,9 +1,7 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/zeebo/blake3"
 
@@ -32,15 +30,16 @@ const (
 	ArtifactRank       = "sekv/rank"
 )
 
-// EncodeProjections lays out one projection per (layer, KV head),
-// layer-major, as the data and meta of a W artifact. All must share Dim and
-// HeadDim. Errors wrap ErrInvalidArgument.
-func EncodeProjections(ps []*segment.Projection, layers, kvHeads int) ([]byte, ArtifactMeta, error) {
+// encodeProjections lays out one projection per (layer, KV head),
+// layer-major, as the data and meta of a W artifact
+// (format.EncodeProjections). All must share Dim and HeadDim. Errors wrap
+// ErrInvalidArgument.
+func encodeProjections(ps []*segment.Projection, layers, kvHeads int) ([]byte, ArtifactMeta, error) {
 	if layers < 1 || kvHeads < 1 || len(ps) != layers*kvHeads {
 		return nil, ArtifactMeta{}, fmt.Errorf("%w: projections: %d for %d layers x %d kv heads", ErrInvalidArgument, len(ps), layers, kvHeads)
 	}
 	dim, hd := ps[0].Dim, ps[0].HeadDim
-	data := make([]byte, 0, 4*len(ps)*dim*hd)
+	ws := make([][]float32, len(ps))
 	for i, p := range ps {
 		if err := p.Validate(); err != nil {
 			return nil, ArtifactMeta{}, fmt.Errorf("projection %d: %w", i, err)
@@ -48,28 +47,22 @@ func EncodeProjections(ps []*segment.Projection, layers, kvHeads int) ([]byte, A
 		if p.Dim != dim || p.HeadDim != hd {
 			return nil, ArtifactMeta{}, fmt.Errorf("%w: projection %d is %dx%d, the first %dx%d", ErrInvalidArgument, i, p.Dim, p.HeadDim, dim, hd)
 		}
-		for _, w := range p.W {
-			data = binary.LittleEndian.AppendUint32(data, math.Float32bits(w))
-		}
+		ws[i] = p.W
 	}
-	return data, ArtifactMeta{DType: format.DTypeF32, Shape: []int{layers, kvHeads, dim, hd}}, nil
+	return format.EncodeProjections(ws, layers, kvHeads, dim, hd)
 }
 
-// DecodeProjections parses a W artifact for a model of the given shape.
+// decodeProjections parses a W artifact for a model of the given shape.
 // Errors wrap ErrInvalidArgument: another shape or dtype, or a non-finite
 // weight.
-func DecodeProjections(data []byte, meta ArtifactMeta, layers, kvHeads, headDim int) ([]*segment.Projection, error) {
-	s := meta.Shape
-	if meta.DType != format.DTypeF32 || len(s) != 4 || s[0] != layers || s[1] != kvHeads || s[3] != headDim ||
-		s[2] < 1 || s[2] > headDim || len(data) != 4*layers*kvHeads*s[2]*headDim {
-		return nil, fmt.Errorf("%w: projection artifact of %v %v (%d bytes) for %d layers x %d kv heads x head dim %d",
-			ErrInvalidArgument, meta.DType, s, len(data), layers, kvHeads, headDim)
+func decodeProjections(data []byte, meta ArtifactMeta, layers, kvHeads, headDim int) ([]*segment.Projection, error) {
+	dim, ws, err := format.DecodeProjections(data, meta, layers, kvHeads, headDim)
+	if err != nil {
+		return nil, err
 	}
-	f := f32s(data)
-	n := s[2] * headDim
-	out := make([]*segment.Projection, layers*kvHeads)
-	for g := range out {
-		out[g] = &segment.Projection{Dim: s[2], HeadDim: headDim, W: f[g*n : (g+1)*n : (g+1)*n]}
+	out := make([]*segment.Projection, len(ws))
+	for g, w := range ws {
+		out[g] = &segment.Projection{Dim: dim, HeadDim: headDim, W: w}
 		if err := out[g].Validate(); err != nil {
 			return nil, fmt.Errorf("projection artifact, group %d: %w", g, err)
 		}
@@ -78,41 +71,15 @@ func DecodeProjections(data []byte, meta ArtifactMeta, layers, kvHeads, headDim 
 }
 
 // EncodeHeadValues lays out one float per (layer, KV head) as the data and
-// meta of a tau, bias or rank artifact.
+// meta of a tau, bias or rank artifact (format.EncodeHeadValues).
 func EncodeHeadValues(v []float32, layers, kvHeads int) ([]byte, ArtifactMeta, error) {
-	if layers < 1 || kvHeads < 1 || len(v) != layers*kvHeads {
-		return nil, ArtifactMeta{}, fmt.Errorf("%w: %d values for %d layers x %d kv heads", ErrInvalidArgument, len(v), layers, kvHeads)
-	}
-	data := make([]byte, 0, 4*len(v))
-	for _, x := range v {
-		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(x))
-	}
-	return data, ArtifactMeta{DType: format.DTypeF32, Shape: []int{layers, kvHeads}}, nil
+	return format.EncodeHeadValues(v, layers, kvHeads)
 }
 
 // DecodeHeadValues parses a tau, bias or rank artifact; every value must be
 // finite. Errors wrap ErrInvalidArgument.
 func DecodeHeadValues(data []byte, meta ArtifactMeta, layers, kvHeads int) ([]float32, error) {
-	s := meta.Shape
-	if meta.DType != format.DTypeF32 || len(s) != 2 || s[0] != layers || s[1] != kvHeads || len(data) != 4*layers*kvHeads {
-		return nil, fmt.Errorf("%w: per-head artifact of %v %v (%d bytes) for %d layers x %d kv heads",
-			ErrInvalidArgument, meta.DType, s, len(data), layers, kvHeads)
-	}
-	v := f32s(data)
-	for i, x := range v {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return nil, fmt.Errorf("%w: per-head artifact: value %d is %v", ErrInvalidArgument, i, x)
-		}
-	}
-	return v, nil
-}
-
-func f32s(b []byte) []float32 {
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
+	return format.DecodeHeadValues(data, meta, layers, kvHeads)
 }
 
 // loadedArtifact is an artifact's data and meta, read in one catalog read.

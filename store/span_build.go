@@ -196,7 +196,7 @@ func (b *spanBuild) projection(db *DB, dim int) error {
 		if !ok {
 			continue
 		}
-		if b.projs, err = DecodeProjections(a.data, a.meta, spec.Layers, spec.KVHeads, spec.HeadDim); err != nil {
+		if b.projs, err = decodeProjections(a.data, a.meta, spec.Layers, spec.KVHeads, spec.HeadDim); err != nil {
 			return fmt.Errorf("artifact %q: %w", name, err)
 		}
 		b.m.Projection = ProjectionRef{Name: name, Hash: a.hash, Dim: b.projs[0].Dim}
@@ -217,7 +217,7 @@ func (b *spanBuild) fitProjection(dim int) error {
 		}
 		b.projs[g] = p
 	}
-	data, meta, err := EncodeProjections(b.projs, spec.Layers, spec.KVHeads)
+	data, meta, err := encodeProjections(b.projs, spec.Layers, spec.KVHeads)
 	if err != nil {
 		return err
 	}

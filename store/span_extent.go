@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/reconstruct"
+	"github.com/kvstore/kvstore/segment"
 )
 
 // A span memory's extent is laid out like a packet's (4 KiB aligned, blocks
@@ -109,7 +110,7 @@ func (e *spanExtent) meta(m *SpanMemory, id ContextID, num uint32, off uint64) *
 		Layers: m.Model.Layers, KVHeads: m.Model.KVHeads, HeadDim: m.Model.HeadDim, ProjDim: m.Projection.Dim,
 		ResidentDType: m.Model.DType, FactorDType: m.FactorDType, BasePosition: m.BasePosition,
 		BlobFile: num, ExtentOffset: off, ExtentLength: e.length, CreatedUnixNs: e.created,
-		Spans: seg.Spans, Resident: m.Resident, Anchors: seg.Anchors, Blocks: e.blocks,
+		Spans: recordSpans(seg.Spans), Resident: m.Resident, Anchors: seg.Anchors, Blocks: e.blocks,
 		Projection: m.Projection.Name, ProjectionHash: m.Projection.Hash,
 		Mean: seg.Mean, Std: seg.Std, Threshold: seg.Threshold, AnchorThreshold: seg.AnchorThreshold,
 	}
@@ -117,5 +118,32 @@ func (e *spanExtent) meta(m *SpanMemory, id ContextID, num uint32, off uint64) *
 
 // head is the record of group g (layer-major) of m.
 func (e *spanExtent) head(m *SpanMemory, g int) *HeadMeta {
-	return &HeadMeta{Layer: g / m.Model.KVHeads, Head: g % m.Model.KVHeads, K: e.k[g], V: e.v[g], Summaries: m.Heads[g].Summaries}
+	return &HeadMeta{Layer: g / m.Model.KVHeads, Head: g % m.Model.KVHeads, K: e.k[g], V: e.v[g], Summaries: recordSummaries(m.Heads[g].Summaries)}
+}
+
+// recordSpans is spans as a root record holds them.
+func recordSpans(spans []segment.Span) []format.Span {
+	out := make([]format.Span, len(spans))
+	for i, s := range spans {
+		out[i] = format.Span(s)
+	}
+	return out
+}
+
+// recordSummaries is sums as a head record holds them (the floats shared).
+func recordSummaries(sums []segment.Summary) []format.SpanSummary {
+	out := make([]format.SpanSummary, len(sums))
+	for i, s := range sums {
+		out[i] = format.SpanSummary(s)
+	}
+	return out
+}
+
+// segmentSummaries is the inverse of recordSummaries.
+func segmentSummaries(sums []format.SpanSummary) []segment.Summary {
+	out := make([]segment.Summary, len(sums))
+	for i, s := range sums {
+		out[i] = segment.Summary(s)
+	}
+	return out
 }

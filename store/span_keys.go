@@ -2,7 +2,6 @@ package store
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/zeebo/blake3"
@@ -20,12 +19,7 @@ const (
 // model fingerprint, context name). It is what the extent trailer names and
 // what gpu.SpanKey.Context carries (store/gpusource adapts a SpanReader to
 // gpu.Source; store itself does not import gpu).
-type ContextID [32]byte
-
-func (c ContextID) String() string { return hex.EncodeToString(c[:]) }
-
-// Short is the first 8 bytes in hex, for tables and logs.
-func (c ContextID) Short() string { return hex.EncodeToString(c[:8]) }
+type ContextID = format.ContextID
 
 // ComputeContextID derives a span memory's id. Variable-length fields are
 // length-prefixed so that no two inputs share an encoding.

@@ -45,7 +45,7 @@ func (db *DB) SpanMemories(fn func(SpanMemoryInfo) error) error {
 	p := []byte{tagSpanMeta}
 	return db.cat.scan(p, prefixEnd(p), func(k, v []byte) (bool, error) {
 		ns, name, ok := parseSpanMetaKey(k)
-		m, err := DecodeSpanMeta(v)
+		m, err := decodeSpanMeta(v)
 		if err == nil && (!ok || m.Context != ComputeContextID(ns, m.Model, name)) {
 			err = fmt.Errorf("%w: the key does not name the record's context", ErrCorruption)
 		}

@@ -145,7 +145,7 @@ func (r *SpanReader) Head(layer, head int) (*HeadMeta, error) {
 func (r *SpanReader) readHead(m *SpanMeta, layer, head int) (*HeadMeta, error) {
 	var h *HeadMeta
 	found, err := r.db.cat.get(spanHeadKey(r.ns, r.name, layer, head), func(v []byte) (err error) {
-		h, err = DecodeHeadMeta(v, m)
+		h, err = decodeHeadMeta(v, m)
 		return err
 	})
 	switch {
@@ -187,7 +187,7 @@ func (r *SpanReader) Summaries(layer, head int) ([]segment.Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.Summaries, nil
+	return segmentSummaries(h.Summaries), nil
 }
 
 func (r *SpanReader) checkHead(layer, head int) error {

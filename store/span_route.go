@@ -88,7 +88,7 @@ func (r *SpanReader) routingProjection() (projs []*segment.Projection, name stri
 		if !ok {
 			continue
 		}
-		projs, err := DecodeProjections(a.data, a.meta, m.Layers, m.KVHeads, m.HeadDim)
+		projs, err := decodeProjections(a.data, a.meta, m.Layers, m.KVHeads, m.HeadDim)
 		if err != nil {
 			return nil, "", false, fmt.Errorf("artifact %q: %w", name, err)
 		}

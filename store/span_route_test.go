@@ -185,7 +185,7 @@ func TestSpanRoutingArtifacts(t *testing.T) {
 			ps[g].W[i*16+i+g] = 1
 		}
 	}
-	d, meta, err := EncodeProjections(ps, 2, 2)
+	d, meta, err := encodeProjections(ps, 2, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

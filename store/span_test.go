@@ -312,7 +312,7 @@ func TestSpanMemoryArtifacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := DecodeProjections(data, info.Meta, 2, 2, 16); err != nil {
+	if _, err := decodeProjections(data, info.Meta, 2, 2, 16); err != nil {
 		t.Fatal(err)
 	}
 	second := buildSpans(t, db, in, SpanOptions{ProjectionDim: 8})
@@ -334,7 +334,7 @@ func TestSpanMemoryArtifacts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d, meta, err := EncodeProjections(ps, 2, 2)
+	d, meta, err := encodeProjections(ps, 2, 2)
 	putArtifact(ArtifactRouterW, d, meta, err)
 	d, meta, err = EncodeHeadValues([]float32{1, 2, 3, 0}, 2, 2)
 	putArtifact(ArtifactRank, d, meta, err)
@@ -594,4 +594,18 @@ func TestSpanMemoryCrash(t *testing.T) {
 		}
 		_ = db.Close()
 	}
+}
+
+// subset reports whether every element of a (ascending) is in b (ascending).
+func subset(a, b []int) bool {
+	j := 0
+	for _, t := range a {
+		for j < len(b) && b[j] < t {
+			j++
+		}
+		if j == len(b) || b[j] != t {
+			return false
+		}
+	}
+	return true
 }

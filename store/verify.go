@@ -171,7 +171,7 @@ func (v *verifier) regions(r *extentRef) ([]region, error) {
 			}
 			var hm *HeadMeta
 			if found {
-				hm, err = DecodeHeadMeta(val, m)
+				hm, err = decodeHeadMeta(val, m)
 			}
 			if !found || err != nil {
 				fd := refFinding(FindingRecord, r, "", fmt.Sprintf("layer %d head %d record: missing or bad: %v", l, h, err))

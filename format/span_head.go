@@ -1,14 +1,10 @@
-package store
+package format
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
-
-	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/reconstruct"
-	"github.com/kvstore/kvstore/segment"
 )
 
 // Encode returns the framed catalog value of h, a head of memory m. h must
@@ -54,12 +50,13 @@ func (h *HeadMeta) Encode(m *SpanMeta) ([]byte, error) {
 	if _, err := decodeHeadMetaBody(b, m); err != nil {
 		return nil, fmt.Errorf("%w: head meta: %v", ErrInvalidArgument, err)
 	}
-	return format.Seal(kindSpan, b)
+	return Seal(KindSpan, b)
 }
 
-// errOtherWrite marks a head record of another write of the same context:
-// the memory was replaced after its root was read.
-var errOtherWrite = errors.New("record belongs to another write of the context")
+// ErrOtherWrite marks a head record of another write of the same context:
+// the memory was replaced after its root was read. DecodeHeadMeta wraps it
+// in ErrCorruption.
+var ErrOtherWrite = errors.New("record belongs to another write of the context")
 
 // DecodeHeadMeta checks and parses a framed HeadMeta of memory m (itself
 // from DecodeSpanMeta): that it belongs to m (context, extent, shape), that
@@ -68,7 +65,7 @@ var errOtherWrite = errors.New("record belongs to another write of the context")
 // none, and that every summary float is finite. Bad bytes are ErrCorruption,
 // never a panic.
 func DecodeHeadMeta(v []byte, m *SpanMeta) (*HeadMeta, error) {
-	body, err := format.Unseal(kindSpan, v)
+	body, err := Unseal(KindSpan, v)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +94,7 @@ func decodeHeadMetaBody(b []byte, m *SpanMeta) (*HeadMeta, error) {
 	case h.Layer >= m.Layers || h.Head >= m.KVHeads || spans != uint64(len(m.Spans)):
 		return nil, fmt.Errorf("layer %d, head %d, %d spans of a %dx%d memory with %d spans", h.Layer, h.Head, spans, m.Layers, m.KVHeads, len(m.Spans))
 	case [32]byte(b[16:48]) != m.Context || le.Uint32(b[48:]) != m.BlobFile || le.Uint64(b[56:]) != m.ExtentOffset:
-		return nil, fmt.Errorf("%w (file %d, offset %d)", errOtherWrite, le.Uint32(b[48:]), le.Uint64(b[56:]))
+		return nil, fmt.Errorf("%w (file %d, offset %d)", ErrOtherWrite, le.Uint32(b[48:]), le.Uint64(b[56:]))
 	case uint64(len(b)) != headFixed+spans*(headEntrySize+4*row):
 		return nil, fmt.Errorf("%d bytes, %d spans need %d", len(b), spans, headFixed+spans*(headEntrySize+4*row))
 	}
@@ -143,7 +140,7 @@ func (m *SpanMeta) checkFactorBlock(f FactorBlock, rows int) error {
 	if f.Rank > min(rows, m.HeadDim) {
 		return fmt.Errorf("rank %d for %dx%d", f.Rank, rows, m.HeadDim)
 	}
-	want := reconstruct.FactorLayout{Rows: rows, Cols: m.HeadDim, Rank: f.Rank, DType: m.FactorDType}.Size()
+	want := FactorLayout{Rows: rows, Cols: m.HeadDim, Rank: f.Rank, DType: m.FactorDType}.Size()
 	if uint64(f.Length) != uint64(want) {
 		return fmt.Errorf("%d bytes, rank %d factors of %dx%d in %v take %d", f.Length, f.Rank, rows, m.HeadDim, m.FactorDType, want)
 	}
@@ -160,10 +157,10 @@ func (h *HeadMeta) decodeSummaries(b []byte, m *SpanMeta) error {
 			return fmt.Errorf("summary float %d is %v", i, all[i])
 		}
 	}
-	h.Summaries = make([]segment.Summary, len(m.Spans))
+	h.Summaries = make([]SpanSummary, len(m.Spans))
 	for s := range h.Summaries {
 		r := all[s*row : (s+1)*row : (s+1)*row]
-		h.Summaries[s] = segment.Summary{Key: r[:m.HeadDim:m.HeadDim], Value: r[m.HeadDim : 2*m.HeadDim : 2*m.HeadDim]}
+		h.Summaries[s] = SpanSummary{Key: r[:m.HeadDim:m.HeadDim], Value: r[m.HeadDim : 2*m.HeadDim : 2*m.HeadDim]}
 		if m.ProjDim > 0 {
 			h.Summaries[s].Proj = r[2*m.HeadDim:]
 		}
