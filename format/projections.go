@@ -42,7 +42,7 @@ func EncodeProjections(ws [][]float32, layers, kvHeads, dim, headDim int) ([]byt
 // dtype. Finiteness is the projection's own check.
 func DecodeProjections(data []byte, meta ArtifactMeta, layers, kvHeads, headDim int) (int, [][]float32, error) {
 	s := meta.Shape
-	if meta.DType != DTypeF32 || len(s) != 4 || s[0] != layers || s[1] != kvHeads || s[3] != headDim ||
+	if layers < 1 || kvHeads < 1 || meta.DType != DTypeF32 || len(s) != 4 || s[0] != layers || s[1] != kvHeads || s[3] != headDim ||
 		s[2] < 1 || s[2] > headDim || len(data) != 4*layers*kvHeads*s[2]*headDim {
 		return 0, nil, fmt.Errorf("%w: projection artifact of %v %v (%d bytes) for %d layers x %d kv heads x head dim %d",
 			ErrInvalidArgument, meta.DType, s, len(data), layers, kvHeads, headDim)
@@ -69,7 +69,7 @@ func EncodeHeadValues(v []float32, layers, kvHeads int) ([]byte, ArtifactMeta, e
 // finite. Errors wrap ErrInvalidArgument.
 func DecodeHeadValues(data []byte, meta ArtifactMeta, layers, kvHeads int) ([]float32, error) {
 	s := meta.Shape
-	if meta.DType != DTypeF32 || len(s) != 2 || s[0] != layers || s[1] != kvHeads || len(data) != 4*layers*kvHeads {
+	if layers < 1 || kvHeads < 1 || meta.DType != DTypeF32 || len(s) != 2 || s[0] != layers || s[1] != kvHeads || len(data) != 4*layers*kvHeads {
 		return nil, fmt.Errorf("%w: per-head artifact of %v %v (%d bytes) for %d layers x %d kv heads",
 			ErrInvalidArgument, meta.DType, s, len(data), layers, kvHeads)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // GarbageKind classifies what a crash or an interrupted operation may
@@ -167,7 +168,7 @@ func (c *checker) listDisk() error {
 // parseBlobFileName parses NNNNNN.blob (at least six digits).
 func parseBlobFileName(n string) (uint32, bool) {
 	var num uint32
-	if _, err := fmt.Sscanf(n, "%d.blob", &num); err != nil || blobFileName(num) != n {
+	if _, err := fmt.Sscanf(n, "%d.blob", &num); err != nil || bloblog.FileName(num) != n {
 		return 0, false
 	}
 	return num, true
@@ -384,7 +385,7 @@ func (c *checker) file(rec BlobFileInfo) error {
 		if err != nil {
 			return err
 		}
-		active := c.db.w.cur != nil && c.db.w.cur.num == rec.Num
+		active := c.db.w.Cur != nil && c.db.w.Cur.Num == rec.Num
 		c.garbage(Garbage{Kind: GarbageTail, Num: rec.Num, File: path, Offset: rec.Size, Length: size - rec.Size, Extents: n, Reused: active})
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 func mustCheck(t *testing.T, db *DB, where string) *CheckReport {
@@ -172,7 +173,7 @@ func TestCheckGarbage(t *testing.T) {
 	files := db.BlobFiles()
 	db.Close()
 	// An orphan file holding one extent, and a tail on the first file.
-	orphan := fs.PathJoin("/db/blobs", blobFileName(900))
+	orphan := fs.PathJoin("/db/blobs", bloblog.FileName(900))
 	writeFileAt(t, fs, orphan, 0, format.EncodeBlobHeader(900))
 	tr := format.Trailer{Packet: format.PacketID{9}, Offset: format.BlobHeaderSize}
 	writeFileAt(t, fs, orphan, 2*format.Alignment-format.TrailerSize, tr.Encode())

@@ -1,6 +1,10 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+)
 
 // Close closes the store: the catalog, the active blob file and the LOCK.
 // It refuses new calls (they return ErrClosed) and waits for those in
@@ -14,7 +18,7 @@ func (db *DB) Close() error {
 	if ferr := db.closeAccess(); ferr != nil {
 		db.log.Warn("store: saving access statistics at close", "dir", db.dir, "err", ferr)
 	}
-	err := db.w.close()
+	err := db.w.Close()
 	if cerr := db.closeCatalog(); err == nil {
 		err = cerr
 	}
@@ -32,11 +36,11 @@ func (db *DB) Close() error {
 func (db *DB) closeFiles() {
 	db.filesMu.Lock()
 	files := db.files
-	db.files = map[uint32]*blobFile{}
+	db.files = map[uint32]*bloblog.File{}
 	db.recs = map[uint32]BlobFileInfo{}
 	db.filesMu.Unlock()
 	for _, f := range files {
-		f.release()
+		f.Release()
 	}
 }
 

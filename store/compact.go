@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // Compaction rewrites blob files that are mostly dead:
@@ -159,8 +160,8 @@ type compactOut struct {
 // pick chooses the source files.
 func (c *compaction) pick() {
 	active := uint32(0)
-	if a := c.db.w.cur; a != nil {
-		active = a.num
+	if a := c.db.w.Cur; a != nil {
+		active = a.Num
 	}
 	want := map[uint32]bool{}
 	for _, n := range c.o.Files {
@@ -238,7 +239,7 @@ func (c *compaction) copyAll(ctx context.Context) error {
 			return fmt.Errorf("store: sync blob file %s: %w", out.path, err)
 		}
 	}
-	return syncDir(c.db.fs, c.db.w.dir)
+	return bloblog.SyncDir(c.db.fs, c.db.w.Dir)
 }
 
 // copyFile copies one source's extents. An extent that fails
@@ -250,7 +251,7 @@ func (c *compaction) copyFile(ctx context.Context, num uint32) error {
 		c.skip(num, "not in the registry")
 		return nil
 	}
-	defer f.release()
+	defer f.Release()
 	moved := len(c.moved)
 	var copied uint64
 	for _, r := range c.refs[num] {
@@ -295,7 +296,7 @@ func (c *compaction) discard(ms []movedExtent, n uint64) {
 
 // copyExtent verifies r's extent in f and appends it to an output. It
 // returns the repointed records, or why the extent failed verification.
-func (c *compaction) copyExtent(f *blobFile, r *extentRef) (movedExtent, string, error) {
+func (c *compaction) copyExtent(f *bloblog.File, r *extentRef) (movedExtent, string, error) {
 	var heads []*HeadMeta
 	var rs []region
 	if r.Span != nil {
@@ -327,10 +328,10 @@ func (c *compaction) copyExtent(f *blobFile, r *extentRef) (movedExtent, string,
 	t, _ := format.DecodeTrailer(b[len(b)-format.TrailerSize:])
 	t.Offset = off
 	body := b[:len(b)-format.TrailerSize]
-	if err := writeAt(out.f, out.path, body, off); err != nil {
+	if err := bloblog.WriteAt(out.f, out.path, body, off); err != nil {
 		return movedExtent{}, "", err
 	}
-	if err := writeAt(out.f, out.path, t.Encode(), off+uint64(len(body))); err != nil {
+	if err := bloblog.WriteAt(out.f, out.path, t.Encode(), off+uint64(len(body))); err != nil {
 		return movedExtent{}, "", err
 	}
 	c.db.st.bytesWritten.Add(r.Length)
@@ -415,7 +416,7 @@ func (c *compaction) output(n uint64) (*compactOut, error) {
 			return out, nil
 		}
 	}
-	num := c.db.w.next + uint32(len(c.outs))
+	num := c.db.w.Next + uint32(len(c.outs))
 	out := &compactOut{rec: BlobFileInfo{Num: num, Size: format.BlobHeaderSize, Sealed: true}, path: blobPath(c.db, num)}
 	f, err := c.db.fs.Create(out.path, vfs.WriteCategoryUnspecified)
 	if err != nil {
@@ -423,7 +424,7 @@ func (c *compaction) output(n uint64) (*compactOut, error) {
 	}
 	out.f = f
 	c.outs = append(c.outs, out)
-	return out, writeAt(f, out.path, format.EncodeBlobHeader(num), 0)
+	return out, bloblog.WriteAt(f, out.path, format.EncodeBlobHeader(num), 0)
 }
 
 // abort removes the outputs of a compaction that will not commit.
@@ -472,7 +473,7 @@ func (c *compaction) finish() {
 		c.rep.Created = append(c.rep.Created, out.rec.Num)
 	}
 	if len(c.outs) > 0 {
-		c.db.w.next = c.outs[len(c.outs)-1].rec.Num + 1
+		c.db.w.Next = c.outs[len(c.outs)-1].rec.Num + 1
 	}
 	for _, num := range c.done {
 		rec := c.sources[num]

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // DB is an open store. It is safe for concurrent use: writers (Put,
@@ -26,12 +27,12 @@ type DB struct {
 	gate *gate // every call passes it; Close closes it
 
 	writeMu sync.Mutex // serialises writers; guards w and failed
-	w       blobWriter
+	w       bloblog.Writer
 	failed  error // set once the catalog failed; writes return it
 
 	filesMu sync.RWMutex
-	files   map[uint32]*blobFile    // catalogued blob files, each holding the registry's reference
-	recs    map[uint32]BlobFileInfo // their catalogued records
+	files   map[uint32]*bloblog.File // catalogued blob files, each holding the registry's reference
+	recs    map[uint32]BlobFileInfo  // their catalogued records
 
 	models sync.Map // format.Fingerprint -> *format.ModelSpec known to be catalogued
 	st     counters
@@ -61,11 +62,11 @@ func (db *DB) commit(b *pebble.Batch) error {
 
 // file takes a reference on blob file num for a reader; nil if the file is
 // not catalogued (or is being retired).
-func (db *DB) file(num uint32) *blobFile {
+func (db *DB) file(num uint32) *bloblog.File {
 	db.filesMu.RLock()
 	f := db.files[num]
 	db.filesMu.RUnlock()
-	if f == nil || !f.acquire() {
+	if f == nil || !f.Acquire() {
 		return nil
 	}
 	return f
@@ -73,8 +74,8 @@ func (db *DB) file(num uint32) *blobFile {
 
 // addFile registers a blob file with the registry's reference.
 func (db *DB) addFile(r BlobFileInfo) {
-	f := newBlobFile(db.fs, db.w.dir, r.Num, !db.opts.DisableMmap, uint64(db.opts.BlobFileSize), db.log)
-	r.Path = f.path
+	f := bloblog.NewFile(db.fs, db.w.Dir, r.Num, !db.opts.DisableMmap, uint64(db.opts.BlobFileSize), db.log)
+	r.Path = f.Path()
 	db.filesMu.Lock()
 	db.files[r.Num] = f
 	db.recs[r.Num] = r
@@ -89,7 +90,7 @@ func (db *DB) dropFile(num uint32) {
 	delete(db.recs, num)
 	db.filesMu.Unlock()
 	if f != nil {
-		f.release()
+		f.Release()
 	}
 }
 
@@ -105,7 +106,7 @@ func (db *DB) record(num uint32) (BlobFileInfo, bool) {
 func (db *DB) setRecords(rs ...BlobFileInfo) {
 	db.filesMu.Lock()
 	for _, r := range rs {
-		r.Path = db.files[r.Num].path
+		r.Path = db.files[r.Num].Path()
 		db.recs[r.Num] = r
 	}
 	db.filesMu.Unlock()
@@ -125,7 +126,7 @@ func (db *DB) blobFiles() ([]BlobFileInfo, uint64) {
 	db.filesMu.RLock()
 	out := make([]BlobFileInfo, 0, len(db.recs))
 	for num, r := range db.recs {
-		r.Views = db.files[num].views()
+		r.Views = db.files[num].Views()
 		out = append(out, r)
 	}
 	spans := max(db.st.spanMemories.Load(), 0)

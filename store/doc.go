@@ -91,10 +91,10 @@
 // blob files are mmapped read-only, whole, and the View's slices alias the
 // mapping; on other file systems (vfs.MemFS, for tests) chunks are copied
 // into the View on first use. Chunks are verified against their CRC32C the
-// first time they are read (crcStream keeps that close to memory speed);
+// first time they are read (bloblog.CRC keeps that close to memory speed);
 // the result is remembered per blob file while the store keeps it mapped,
 // so a warm Get costs a catalog lookup and no byte reaches a caller
-// unverified. Readers other than View use blobFile.chunk: (file, chunk) ->
+// unverified. Readers other than View use bloblog.File.Chunk: (file, chunk) ->
 // verified bytes, aliasing the mapping when there is one (no allocation),
 // read into a caller's buffer otherwise. A View holds a reference on its
 // blob file: the file stays mapped (and, once compaction exists, on disk)
@@ -113,7 +113,7 @@
 // their extent and so survive the move); GC (gc.go) removes what
 // crashes leave and wholly dead files. A blob file leaves the catalog
 // before it leaves the disk, and is removed only once no view maps it
-// (blobFile.markObsolete), so every step is crash-safe. Options.MaxBytes
+// (bloblog.File.MarkObsolete), so every step is crash-safe. Options.MaxBytes
 // evicts unpinned packets in LRU or LFU order (capacity.go) from access
 // statistics kept in memory and saved lazily (access.go). Subscribe
 // (events.go) streams packet events without ever blocking the store.

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // Sentinel errors. Every error the store returns wraps one of these (or an
@@ -39,3 +40,7 @@ var (
 	// not make room. Nothing was written or evicted.
 	ErrNoSpace = errors.New("kvstore/store: no space within MaxBytes")
 )
+
+// ChunkError reports a chunk whose stored bytes do not match the CRC32C in
+// its header; it wraps ErrCorruption and says where the chunk is.
+type ChunkError = bloblog.ChunkError

@@ -86,9 +86,9 @@ func compactReclaimed(r *CompactReport) uint64 {
 // file is removed by the release of its last view, which holds no lock
 // that Check or GC hold.
 func (db *DB) blobFilesOnDisk() (map[uint32]uint64, error) {
-	names, err := db.fs.List(db.w.dir)
+	names, err := db.fs.List(db.w.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("store: list %s: %w", db.w.dir, err)
+		return nil, fmt.Errorf("store: list %s: %w", db.w.Dir, err)
 	}
 	disk := map[uint32]uint64{}
 	for _, n := range names {
@@ -96,12 +96,12 @@ func (db *DB) blobFilesOnDisk() (map[uint32]uint64, error) {
 		if !ok {
 			continue
 		}
-		st, err := db.fs.Stat(db.fs.PathJoin(db.w.dir, n))
+		st, err := db.fs.Stat(db.fs.PathJoin(db.w.Dir, n))
 		if errors.Is(err, iofs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("store: stat %s: %w", db.fs.PathJoin(db.w.dir, n), err)
+			return nil, fmt.Errorf("store: stat %s: %w", db.fs.PathJoin(db.w.Dir, n), err)
 		}
 		disk[num] = uint64(st.Size())
 	}
@@ -131,8 +131,8 @@ func (db *DB) removeUnreferenced(rep *GCReport, disk map[uint32]uint64) error {
 // files. It returns the other non-active files with a garbage tail.
 func (db *DB) dropDeadRecords(rep *GCReport, disk map[uint32]uint64) (tails []uint32, err error) {
 	active := uint32(0)
-	if db.w.cur != nil {
-		active = db.w.cur.num
+	if db.w.Cur != nil {
+		active = db.w.Cur.Num
 	}
 	b := db.cat.db.NewBatch()
 	defer b.Close()
@@ -161,8 +161,8 @@ func (db *DB) dropDeadRecords(rep *GCReport, disk map[uint32]uint64) (tails []ui
 			rep.BytesReclaimed += size
 		}
 		if r.Num == active {
-			_ = db.w.close()
-			db.w.cur = nil // its file is gone: the next write starts a new one
+			_ = db.w.Close()
+			db.w.Cur = nil // its file is gone: the next write starts a new one
 		}
 		if _, onDisk := disk[r.Num]; onDisk {
 			db.retire(r.Num)

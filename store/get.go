@@ -54,7 +54,7 @@ func (db *DB) get(ns string, model format.Fingerprint, id format.PacketID) (*Vie
 		}
 		v, err := newView(h, f, !db.opts.DisableChecksums, &db.st)
 		if err != nil {
-			f.release()
+			f.Release()
 			return nil, err
 		}
 		return v, nil

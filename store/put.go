@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // Put stores p and returns its id, format.ComputePacketID(namespace, model
@@ -57,7 +58,7 @@ func (db *DB) putLocked(p *Packet, chunkLen uint64, fp format.Fingerprint, id fo
 	if err != nil {
 		return err
 	}
-	if err := db.makeRoom(lay.length); err != nil {
+	if err := db.makeRoom(lay.Length); err != nil {
 		return fmt.Errorf("put packet %s: %w", id.Short(), err)
 	}
 	if err := db.put(q, &lay, fp, id); err != nil {
@@ -68,41 +69,41 @@ func (db *DB) putLocked(p *Packet, chunkLen uint64, fp format.Fingerprint, id fo
 
 // put writes, syncs and catalogues a packet known to be new, encoded and
 // laid out as lay.
-func (db *DB) put(p *Packet, lay *extentLayout, fp format.Fingerprint, id format.PacketID) error {
-	a, err := db.w.prepare(lay.length)
+func (db *DB) put(p *Packet, lay *bloblog.Layout, fp format.Fingerprint, id format.PacketID) error {
+	a, err := db.w.Prepare(lay.Length)
 	if err != nil {
 		return err
 	}
-	if a.fresh {
-		db.addFile(BlobFileInfo{Num: a.num, Size: a.end})
+	if a.Fresh {
+		db.addFile(BlobFileInfo{Num: a.Num, Size: a.End})
 	}
 	if err := db.append(a, lay, p, fp, id); err != nil {
-		if a.fresh {
-			db.dropFile(a.num)
+		if a.Fresh {
+			db.dropFile(a.Num)
 		}
-		db.w.abandon()
+		db.w.Abandon()
 		return err
 	}
 	return nil
 }
 
 // append writes the extent at the end of a, syncs it and commits the batch.
-func (db *DB) append(a *activeFile, lay *extentLayout, p *Packet, fp format.Fingerprint, id format.PacketID) error {
-	off := a.end
-	crcs, err := writeExtent(a.f, db.rawFd(a.f), a.path, off, lay, p, id)
+func (db *DB) append(a *bloblog.Active, lay *bloblog.Layout, p *Packet, fp format.Fingerprint, id format.PacketID) error {
+	off := a.End
+	crcs, err := bloblog.WriteExtent(a.F, db.rawFd(a.F), a.Path, off, lay, p.chunkSource, id)
 	if err != nil {
 		return err
 	}
-	db.st.bytesWritten.Add(lay.length)
-	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.f.SyncData); err != nil {
-		return fmt.Errorf("store: sync blob file %s: %w", a.path, err)
+	db.st.bytesWritten.Add(lay.Length)
+	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData); err != nil {
+		return fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
 	}
-	h := newHeader(p, fp, id, a.num, off, lay, crcs)
-	recs, err := db.commitPut(h, p.Model, a, lay.length)
+	h := newHeader(p, fp, id, a.Num, off, lay, crcs)
+	recs, err := db.commitPut(h, p.Model, a, lay.Length)
 	if err != nil {
 		return err
 	}
-	db.w.committed(lay.length)
+	db.w.Committed(lay.Length)
 	db.setRecords(recs...)
 	spec := *p.Model
 	db.models.LoadOrStore(fp, &spec)
@@ -112,7 +113,7 @@ func (db *DB) append(a *activeFile, lay *extentLayout, p *Packet, fp format.Fing
 }
 
 // newHeader describes the extent just written.
-func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32, off uint64, lay *extentLayout, crcs []uint32) *format.PacketHeader {
+func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32, off uint64, lay *bloblog.Layout, crcs []uint32) *format.PacketHeader {
 	m := p.Model
 	tokens := uint32(p.Tokens())
 	h := &format.PacketHeader{
@@ -120,8 +121,8 @@ func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32
 		HeaderTokens: uint32(p.HeaderTokens), TrailerTokens: uint32(p.TrailerTokens), Tokens: tokens,
 		TokenIDs: p.TokenIDs, BasePosition: int64(p.BasePosition),
 		Layers: uint32(m.Layers), KVHeads: uint32(m.KVHeads), HeadDim: uint32(m.HeadDim), DType: m.DType,
-		BlobFile: file, ExtentOffset: off, ExtentLength: lay.length, CreatedUnixNs: time.Now().UnixNano(),
-		Chunks: make([]format.ChunkDesc, lay.chunks),
+		BlobFile: file, ExtentOffset: off, ExtentLength: lay.Length, CreatedUnixNs: time.Now().UnixNano(),
+		Chunks: make([]format.ChunkDesc, lay.Chunks),
 	}
 	shape := []uint32{uint32(m.KVHeads), uint32(p.rows()), uint32(m.HeadDim)}
 	if p.kept > 0 {
@@ -131,7 +132,7 @@ func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32
 		h.Chunks[i] = format.ChunkDesc{
 			Layer: h.Layers, Kind: format.ChunkPositions, DType: format.DTypeU8,
 			Shape: h.PositionsShape(), Codec: format.CodecRaw,
-			BlobFile: file, Offset: off + lay.rel(i), Length: n, RawLength: n, CRC32C: crcs[i],
+			BlobFile: file, Offset: off + lay.Rel(i), Length: n, RawLength: n, CRC32C: crcs[i],
 		}
 	}
 	for i := range 2 * m.Layers {
@@ -140,8 +141,8 @@ func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32
 			kind = format.ChunkV
 		}
 		h.Chunks[i] = format.ChunkDesc{
-			Layer: uint32(i / 2), Kind: kind, DType: m.DType, Shape: shape, Codec: lay.codec(i),
-			BlobFile: file, Offset: off + lay.rel(i), Length: lay.size(i), RawLength: lay.raw, CRC32C: crcs[i],
+			Layer: uint32(i / 2), Kind: kind, DType: m.DType, Shape: shape, Codec: lay.Codec(i),
+			BlobFile: file, Offset: off + lay.Rel(i), Length: lay.Size(i), RawLength: lay.Raw, CRC32C: crcs[i],
 		}
 	}
 	return h
@@ -151,7 +152,7 @@ func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32
 // model spec if it is new, the blob file's record, records of files sealed
 // since the last batch and, for a new file, the next file number. It
 // returns the records it wrote.
-func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *activeFile, n uint64) ([]BlobFileInfo, error) {
+func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *bloblog.Active, n uint64) ([]BlobFileInfo, error) {
 	hv, err := format.EncodeHeader(h)
 	if err != nil {
 		return nil, fmt.Errorf("store: encode header: %w", err)
@@ -163,13 +164,13 @@ func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *activeFi
 	if err := db.addModel(b, h.Model, m); err != nil {
 		return nil, err
 	}
-	r, _ := db.record(a.num)
-	r.Size = a.end + n
+	r, _ := db.record(a.Num)
+	r.Size = a.End + n
 	r.LiveBytes += n
 	r.Extents++
 	r.LiveExtents++
 	recs := []BlobFileInfo{r}
-	for _, num := range db.w.sealed {
+	for _, num := range db.w.Sealed {
 		s, ok := db.record(num)
 		if ok {
 			s.Sealed = true
@@ -179,8 +180,8 @@ func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *activeFi
 	for i := range recs {
 		_ = b.Set(blobFileKey(recs[i].Num), encodeBlobRecord(&recs[i]), nil)
 	}
-	if a.fresh {
-		_ = b.Set(keyNextBlob, encodeSequence(a.num+1), nil)
+	if a.Fresh {
+		_ = b.Set(keyNextBlob, encodeSequence(a.Num+1), nil)
 	}
 	if err := db.commit(b); err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // SpanMemory is SeKV's memory of one long context, as BuildSpanMemory
@@ -107,34 +108,34 @@ func (db *DB) putSpans(ns, name string, m *SpanMemory, id ContextID, ext *spanEx
 	if err != nil {
 		return err
 	}
-	a, err := db.w.prepare(ext.length)
+	a, err := db.w.Prepare(ext.length)
 	if err != nil {
 		return err
 	}
-	if a.fresh {
-		db.addFile(BlobFileInfo{Num: a.num, Size: a.end})
+	if a.Fresh {
+		db.addFile(BlobFileInfo{Num: a.Num, Size: a.End})
 	}
 	if err := db.appendSpans(a, ns, name, m, id, ext, old, storeW); err != nil {
-		if a.fresh {
-			db.dropFile(a.num)
+		if a.Fresh {
+			db.dropFile(a.Num)
 		}
-		db.w.abandon()
+		db.w.Abandon()
 		return err
 	}
 	return nil
 }
 
 // appendSpans writes the extent at the end of a, syncs it and commits.
-func (db *DB) appendSpans(a *activeFile, ns, name string, m *SpanMemory, id ContextID, ext *spanExtent, old *SpanMeta, storeW bool) error {
-	off := a.end
-	if err := ext.write(a.f, a.path, off, id); err != nil {
+func (db *DB) appendSpans(a *bloblog.Active, ns, name string, m *SpanMemory, id ContextID, ext *spanExtent, old *SpanMeta, storeW bool) error {
+	off := a.End
+	if err := ext.write(a.F, a.Path, off, id); err != nil {
 		return err
 	}
 	db.st.bytesWritten.Add(ext.length)
-	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.f.SyncData); err != nil {
-		return fmt.Errorf("store: sync blob file %s: %w", a.path, err)
+	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData); err != nil {
+		return fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
 	}
-	meta := ext.meta(m, id, a.num, off)
+	meta := ext.meta(m, id, a.Num, off)
 	b := db.cat.db.NewBatch()
 	defer b.Close()
 	if err := db.spanBatch(b, ns, name, m, meta, ext, old, storeW); err != nil {
@@ -144,13 +145,13 @@ func (db *DB) appendSpans(a *activeFile, ns, name string, m *SpanMemory, id Cont
 	for i := range recs {
 		_ = b.Set(blobFileKey(recs[i].Num), encodeBlobRecord(&recs[i]), nil)
 	}
-	if a.fresh {
-		_ = b.Set(keyNextBlob, encodeSequence(a.num+1), nil)
+	if a.Fresh {
+		_ = b.Set(keyNextBlob, encodeSequence(a.Num+1), nil)
 	}
 	if err := db.commit(b); err != nil {
 		return err
 	}
-	db.w.committed(ext.length)
+	db.w.Committed(ext.length)
 	added := int64(1)
 	if old != nil {
 		added = 0 // replaced
@@ -219,15 +220,15 @@ func (db *DB) checkFitted(m *SpanMemory) (bool, error) {
 // spanRecords returns the blob file records after the commit: the active
 // file grown by n live bytes, the old memory's extent (if any) dead, and
 // the files sealed since the last batch.
-func (db *DB) spanRecords(a *activeFile, n uint64, old *SpanMeta) []BlobFileInfo {
-	r, _ := db.record(a.num)
-	r.Size = a.end + n
+func (db *DB) spanRecords(a *bloblog.Active, n uint64, old *SpanMeta) []BlobFileInfo {
+	r, _ := db.record(a.Num)
+	r.Size = a.End + n
 	r.LiveBytes += n
 	r.Extents++
 	r.LiveExtents++
 	recs := []BlobFileInfo{r}
-	for _, num := range db.w.sealed {
-		if s, ok := db.record(num); ok && num != a.num {
+	for _, num := range db.w.Sealed {
+		if s, ok := db.record(num); ok && num != a.Num {
 			s.Sealed = true
 			recs = append(recs, s)
 		}

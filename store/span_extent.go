@@ -9,6 +9,7 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // A span memory's extent is laid out like a packet's (4 KiB aligned, blocks
@@ -92,14 +93,14 @@ func (e *spanExtent) factors(f *reconstruct.Factors, dt format.DType) (FactorBlo
 // write writes the extent at off of f: the payload, then zeroes and the
 // trailer, every byte of the extent.
 func (e *spanExtent) write(f vfs.File, name string, off uint64, id ContextID) error {
-	if err := writeAt(f, name, e.buf, off); err != nil {
+	if err := bloblog.WriteAt(f, name, e.buf, off); err != nil {
 		return err
 	}
 	payload := uint64(len(e.buf))
 	tail := make([]byte, e.length-payload)
 	t := format.Trailer{Packet: format.PacketID(id), Offset: off, PayloadLen: payload, PayloadCRC: format.CRC(e.buf)}
 	copy(tail[len(tail)-format.TrailerSize:], t.Encode())
-	return writeAt(f, name, tail, off+payload)
+	return bloblog.WriteAt(f, name, tail, off+payload)
 }
 
 // meta is the root record of m written at off of blob file num.

@@ -98,7 +98,7 @@ func (db *DB) setSpanRecords(delta int64, rs ...BlobFileInfo) {
 	defer db.filesMu.Unlock()
 	db.st.spanMemories.Add(delta)
 	for _, r := range rs {
-		r.Path = db.files[r.Num].path
+		r.Path = db.files[r.Num].Path()
 		db.recs[r.Num] = r
 	}
 }

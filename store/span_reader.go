@@ -9,6 +9,7 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // SpanReader reads one stored span memory piece by piece: the root record
@@ -30,7 +31,7 @@ type SpanReader struct {
 	ns     string
 	name   string
 	meta   *SpanMeta
-	file   *blobFile
+	file   *bloblog.File
 	extent []byte // the mapped extent; nil when reads copy
 	verify bool
 	rope   *reconstruct.RoPE
@@ -69,7 +70,7 @@ func (db *DB) OpenSpanMemory(ns string, model format.Fingerprint, name string) (
 		}
 		r, err := db.newSpanReader(ns, name, m, f)
 		if err != nil {
-			f.release()
+			f.Release()
 			return nil, err
 		}
 		db.st.views.Add(1)
@@ -78,7 +79,7 @@ func (db *DB) OpenSpanMemory(ns string, model format.Fingerprint, name string) (
 	return nil, fmt.Errorf("%w: span memory %q: blob file missing from the catalog", ErrCorruption, name)
 }
 
-func (db *DB) newSpanReader(ns, name string, m *SpanMeta, f *blobFile) (*SpanReader, error) {
+func (db *DB) newSpanReader(ns, name string, m *SpanMeta, f *bloblog.File) (*SpanReader, error) {
 	spec, err := db.Model(m.Model)
 	if err != nil {
 		return nil, fmt.Errorf("span memory %q: %w", name, err)
@@ -87,7 +88,7 @@ func (db *DB) newSpanReader(ns, name string, m *SpanMeta, f *blobFile) (*SpanRea
 	if err != nil {
 		return nil, fmt.Errorf("%w: span memory %q: model spec: %v", ErrCorruption, name, err)
 	}
-	extent, err := f.span(m.ExtentOffset, m.ExtentLength)
+	extent, err := f.Span(m.ExtentOffset, m.ExtentLength)
 	if err != nil {
 		return nil, fmt.Errorf("span memory %q: %w", name, err)
 	}
@@ -317,7 +318,7 @@ func (r *SpanReader) Release() {
 	}
 	r.released = true
 	r.extent = nil
-	r.file.release()
+	r.file.Release()
 	r.db.st.views.Add(-1)
 }
 
@@ -335,11 +336,11 @@ func (r *SpanReader) block(dst []byte, off, n uint64, crc uint32, what func() st
 	var b []byte
 	if r.extent != nil {
 		b = r.extent[off : off+n : off+n]
-		if r.verify && !r.file.isVerified(abs, crc) {
+		if r.verify && !r.file.IsVerified(abs, crc) {
 			if err := r.checkBlock(b, abs, crc, what); err != nil {
 				return nil, err
 			}
-			r.file.markVerified(abs, crc)
+			r.file.MarkVerified(abs, crc)
 		}
 		if dst != nil {
 			b = dst[:copy(dst, b)]
@@ -349,7 +350,7 @@ func (r *SpanReader) block(dst []byte, off, n uint64, crc uint32, what func() st
 			dst = make([]byte, n)
 		}
 		b = dst[:n]
-		if err := r.file.readAt(b, abs); err != nil {
+		if err := r.file.ReadAt(b, abs); err != nil {
 			return nil, fmt.Errorf("span memory %q %s: %w", r.name, what(), err)
 		}
 		if r.verify {
@@ -368,7 +369,7 @@ func (r *SpanReader) checkBlock(b []byte, abs uint64, crc uint32, what func() st
 	if got := format.CRC(b); got != crc {
 		r.db.st.corruptions.Add(1)
 		return fmt.Errorf("%w: blob file %s offset %d (%d bytes): span memory %q (%s) %s: crc32c %08x, computed %08x",
-			ErrCorruption, r.file.path, abs, len(b), r.name, r.meta.Context.Short(), what(), crc, got)
+			ErrCorruption, r.file.Path(), abs, len(b), r.name, r.meta.Context.Short(), what(), crc, got)
 	}
 	return nil
 }

@@ -1,11 +1,11 @@
 //go:build !unix
 
-package store
+package bloblog
 
 import "errors"
 
-// mmapSupported reports whether this platform can map blob files.
-const mmapSupported = false
+// MmapSupported reports whether this platform can map blob files.
+const MmapSupported = false
 
 var errNoMmap = errors.New("kvstore/store: mmap is not supported on this platform")
 

@@ -1,11 +1,11 @@
 //go:build unix
 
-package store
+package bloblog
 
 import "golang.org/x/sys/unix"
 
-// mmapSupported reports whether this platform can map blob files.
-const mmapSupported = true
+// MmapSupported reports whether this platform can map blob files.
+const MmapSupported = true
 
 // mmapFile maps the first length bytes of the file fd read-only and shared.
 // length may exceed the file's size; bytes past it must not be touched.

@@ -1,4 +1,4 @@
-package store
+package bloblog
 
 import (
 	"runtime"
@@ -6,7 +6,7 @@ import (
 	"github.com/kvstore/kvstore/format"
 )
 
-// CRC32C combination: crcCombine(CRC(a), CRC(b), len(b)) == CRC(a || b).
+// CRC32C combination: CRCCombine(CRC(a), CRC(b), len(b)) == CRC(a || b).
 // It lets Put compute each chunk's CRC once, from the caller's buffer, and
 // derive the extent's payload CRC from them without reading the bytes
 // again. The method is zlib's (1.2.12) crc32_combine: appending n zero bytes
@@ -56,27 +56,27 @@ func x2nModP(n uint64, k uint) uint32 {
 	return p
 }
 
-// crcCombine returns the CRC32C of a||b given crcA = CRC(a), crcB = CRC(b)
+// CRCCombine returns the CRC32C of a||b given crcA = CRC(a), crcB = CRC(b)
 // and n = len(b).
-func crcCombine(crcA, crcB uint32, n uint64) uint32 {
+func CRCCombine(crcA, crcB uint32, n uint64) uint32 {
 	return multModP(x2nModP(n, 3), crcA) ^ crcB
 }
 
 // CRC of large buffers. One core computes CRC32C at over 20 GB/s from
 // cache but only about a quarter of that streaming from memory: the CRC
 // instructions form a dependency chain, so the CPU keeps too few cache
-// misses in flight. crcStream first touches each next block's cache lines
+// misses in flight. CRC first touches each next block's cache lines
 // with independent loads, which the CPU overlaps, and then computes the CRC
 // of the current block from cache: measured here on 512 MiB, 5.6-7 GB/s
 // becomes 12.5 GB/s. (Splitting a chunk across goroutines, the pieces' CRCs
 // combined, measured no faster on the 2-core development machine; it may
 // pay on idle many-core servers.)
 
-// crcBlock is the block crcStream touches ahead: well inside L2.
+// crcBlock is the block CRC touches ahead: well inside L2.
 const crcBlock = 128 << 10
 
-// crcStream returns the CRC32C of b, touching each block ahead of the CRC.
-func crcStream(b []byte) uint32 {
+// CRC returns the CRC32C of b, touching each block ahead of the CRC.
+func CRC(b []byte) uint32 {
 	if len(b) <= crcBlock {
 		return format.CRC(b)
 	}

@@ -1,4 +1,4 @@
-package store
+package bloblog
 
 import (
 	"math/rand/v2"
@@ -14,7 +14,7 @@ func TestCRCCombine(t *testing.T) {
 		fill(rng, a)
 		fill(rng, b)
 		want := format.CRC(append(append([]byte(nil), a...), b...))
-		if got := crcCombine(format.CRC(a), format.CRC(b), uint64(len(b))); got != want {
+		if got := CRCCombine(format.CRC(a), format.CRC(b), uint64(len(b))); got != want {
 			t.Errorf("lengths %v: combined %08x, want %08x", n, got, want)
 		}
 	}
@@ -23,7 +23,7 @@ func TestCRCCombine(t *testing.T) {
 func BenchmarkCRCCombine(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		crcCombine(0x12345678, 0x9abcdef0, 2<<20)
+		CRCCombine(0x12345678, 0x9abcdef0, 2<<20)
 	}
 }
 
@@ -33,8 +33,8 @@ func TestCRCStream(t *testing.T) {
 		b := make([]byte, n)
 		fill(rng, b)
 		want := format.CRC(b)
-		if got := crcStream(b); got != want {
-			t.Errorf("crcStream, %d bytes: %08x, want %08x", n, got, want)
+		if got := CRC(b); got != want {
+			t.Errorf("CRC, %d bytes: %08x, want %08x", n, got, want)
 		}
 	}
 }

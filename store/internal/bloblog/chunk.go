@@ -1,4 +1,4 @@
-package store
+package bloblog
 
 import (
 	"fmt"
@@ -29,8 +29,8 @@ func (e *ChunkError) Error() string {
 func (e *ChunkError) Unwrap() error { return ErrCorruption }
 
 // checkChunk verifies b, the stored bytes of chunk c of packet h read from f.
-func (f *blobFile) checkChunk(h *format.PacketHeader, c *format.ChunkDesc, b []byte) error {
-	if got := crcStream(b); got != c.CRC32C {
+func (f *File) CheckChunk(h *format.PacketHeader, c *format.ChunkDesc, b []byte) error {
+	if got := CRC(b); got != c.CRC32C {
 		return &ChunkError{
 			File: f.path, Offset: c.Offset, Length: c.Length, Packet: h.ID,
 			Layer: c.Layer, Kind: c.Kind, Want: c.CRC32C, Computed: got,
@@ -45,35 +45,35 @@ func (f *blobFile) checkChunk(h *format.PacketHeader, c *format.ChunkDesc, b []b
 // or allocated; a verified chunk is remembered, so the CRC is computed once
 // per mapping. Otherwise the bytes are read into buf, grown if it is short,
 // and verified every time. This is the primitive every read path shares.
-func (f *blobFile) chunk(h *format.PacketHeader, i int, buf []byte, verify bool) ([]byte, error) {
+func (f *File) Chunk(h *format.PacketHeader, i int, buf []byte, verify bool) ([]byte, error) {
 	c := &h.Chunks[i]
-	b, err := f.span(c.Offset, c.Length)
+	b, err := f.Span(c.Offset, c.Length)
 	if err != nil {
 		return nil, err
 	}
 	if b == nil {
 		return f.copyChunk(h, c, buf, verify)
 	}
-	if verify && !f.isVerified(c.Offset, c.CRC32C) {
-		if err := f.checkChunk(h, c, b); err != nil {
+	if verify && !f.IsVerified(c.Offset, c.CRC32C) {
+		if err := f.CheckChunk(h, c, b); err != nil {
 			return nil, err
 		}
-		f.markVerified(c.Offset, c.CRC32C)
+		f.MarkVerified(c.Offset, c.CRC32C)
 	}
 	return b, nil
 }
 
 // copyChunk reads chunk c into buf (grown if short) and verifies it.
-func (f *blobFile) copyChunk(h *format.PacketHeader, c *format.ChunkDesc, buf []byte, verify bool) ([]byte, error) {
+func (f *File) copyChunk(h *format.PacketHeader, c *format.ChunkDesc, buf []byte, verify bool) ([]byte, error) {
 	if uint64(cap(buf)) < c.Length {
 		buf = make([]byte, c.Length)
 	}
 	buf = buf[:c.Length]
-	if err := f.readAt(buf, c.Offset); err != nil {
+	if err := f.ReadAt(buf, c.Offset); err != nil {
 		return nil, err
 	}
 	if verify {
-		if err := f.checkChunk(h, c, buf); err != nil {
+		if err := f.CheckChunk(h, c, buf); err != nil {
 			return nil, err
 		}
 	}

@@ -1,4 +1,4 @@
-package store
+package bloblog
 
 import (
 	"fmt"
@@ -8,75 +8,97 @@ import (
 	"github.com/kvstore/kvstore/format"
 )
 
-// extentLayout places a packet's chunks in its extent: chunk i at
+// Layout places a packet's chunks in its extent: chunk i at
 // i*stride from the extent's start, stride being the chunk length rounded
 // up to format.ChunkAlignment; zero padding; the trailer in the last
 // format.TrailerSize bytes of the 4 KiB-aligned extent.
 //
-// Encoded chunks (codec.go) differ in length: lens and rels then give each
-// chunk's stored length and offset, each chunk starting at the previous
-// one's end rounded up to format.ChunkAlignment, and codecs each chunk's
-// codec; raw is the decoded length of every chunk.
-type extentLayout struct {
-	chunks   int
-	chunkLen uint64
-	stride   uint64
-	payload  uint64 // end of the last chunk: what the trailer's CRC covers
-	length   uint64 // of the whole extent
+// Encoded chunks (NewEncodedLayout) differ in length: Lens and Rels then
+// give each chunk's stored length and offset, each chunk starting at the
+// previous one's end rounded up to format.ChunkAlignment, and Codecs each
+// chunk's codec; Raw is the decoded length of every chunk.
+type Layout struct {
+	Chunks   int
+	ChunkLen uint64
+	Stride   uint64
+	Payload  uint64 // end of the last chunk: what the trailer's CRC covers
+	Length   uint64 // of the whole extent
 
-	raw    uint64         // decoded bytes of each chunk
-	lens   []uint64       // stored bytes of chunk i; nil when all are chunkLen
-	rels   []uint64       // offset of chunk i; nil when i*stride
-	codecs []format.Codec // nil when all raw
+	Raw    uint64         // decoded bytes of each chunk
+	Lens   []uint64       // stored bytes of chunk i; nil when all are ChunkLen
+	Rels   []uint64       // offset of chunk i; nil when i*Stride
+	Codecs []format.Codec // nil when all raw
 }
 
-func newLayout(chunks int, chunkLen uint64) (extentLayout, error) {
-	l := extentLayout{chunks: chunks, chunkLen: chunkLen, raw: chunkLen}
+func NewLayout(chunks int, chunkLen uint64) (Layout, error) {
+	l := Layout{Chunks: chunks, ChunkLen: chunkLen, Raw: chunkLen}
 	stride, ok := format.AlignUp(chunkLen, format.ChunkAlignment)
 	if !ok {
 		return l, fmt.Errorf("%w: chunk of %d bytes overflows", ErrInvalidArgument, chunkLen)
 	}
-	l.stride = stride
-	l.payload = uint64(chunks-1)*stride + chunkLen
-	if l.length, ok = format.ExtentLength(l.payload); !ok {
-		return l, fmt.Errorf("%w: extent of %d bytes overflows", ErrInvalidArgument, l.payload)
+	l.Stride = stride
+	l.Payload = uint64(chunks-1)*stride + chunkLen
+	if l.Length, ok = format.ExtentLength(l.Payload); !ok {
+		return l, fmt.Errorf("%w: extent of %d bytes overflows", ErrInvalidArgument, l.Payload)
 	}
 	return l, nil
 }
 
 // rel is chunk i's offset from the extent's start.
-func (l *extentLayout) rel(i int) uint64 {
-	if l.rels != nil {
-		return l.rels[i]
+// NewEncodedLayout places chunks of the stored lengths lens, each raw
+// bytes once decoded by its codec, whatever their lengths.
+func NewEncodedLayout(lens []uint64, raw uint64, codecs []format.Codec) (Layout, error) {
+	n := len(lens)
+	l := Layout{Chunks: n, Raw: raw, Codecs: codecs, Lens: lens, Rels: make([]uint64, n)}
+	var at uint64
+	for i := range n {
+		l.Rels[i] = at
+		end := at + l.Lens[i]
+		l.Payload = end
+		var ok bool
+		if at, ok = format.AlignUp(end, format.ChunkAlignment); !ok {
+			return l, fmt.Errorf("%w: extent of %d bytes overflows", ErrInvalidArgument, end)
+		}
 	}
-	return uint64(i) * l.stride
+	var ok bool
+	if l.Length, ok = format.ExtentLength(l.Payload); !ok {
+		return l, fmt.Errorf("%w: extent of %d bytes overflows", ErrInvalidArgument, l.Payload)
+	}
+	return l, nil
+}
+
+func (l *Layout) Rel(i int) uint64 {
+	if l.Rels != nil {
+		return l.Rels[i]
+	}
+	return uint64(i) * l.Stride
 }
 
 // size is chunk i's stored length.
-func (l *extentLayout) size(i int) uint64 {
-	if l.lens != nil {
-		return l.lens[i]
+func (l *Layout) Size(i int) uint64 {
+	if l.Lens != nil {
+		return l.Lens[i]
 	}
-	return l.chunkLen
+	return l.ChunkLen
 }
 
 // codec is chunk i's codec.
-func (l *extentLayout) codec(i int) format.Codec {
-	if l.codecs != nil {
-		return l.codecs[i]
+func (l *Layout) Codec(i int) format.Codec {
+	if l.Codecs != nil {
+		return l.Codecs[i]
 	}
 	return format.CodecRaw
 }
 
 // pad is the number of zero bytes after chunk i (none after the last).
-func (l *extentLayout) pad(i int) uint64 {
-	if i == l.chunks-1 {
+func (l *Layout) Pad(i int) uint64 {
+	if i == l.Chunks-1 {
 		return 0
 	}
-	return l.rel(i+1) - l.rel(i) - l.size(i)
+	return l.Rel(i+1) - l.Rel(i) - l.Size(i)
 }
 
-// Tuning of writeExtent for large extents.
+// Tuning of WriteExtent for large extents.
 const (
 	// parallelCRCMin is the payload size from which chunk CRCs are computed
 	// on another goroutine while the chunks are written.
@@ -88,26 +110,26 @@ const (
 	writebackEvery = 8 << 20
 )
 
-// writeExtent writes p's extent at off in f: every chunk straight from the
-// caller's buffer (gathered into vectored writes when fd is f's OS
+// WriteExtent writes the extent of packet (or context) id at off in f:
+// every chunk i straight from the caller's buffer chunk(i) (gathered into vectored writes when fd is f's OS
 // descriptor, see writeChunks), zero padding, and the trailer.
 // Every byte of the extent is written, so stale bytes of an earlier,
 // uncommitted attempt never survive in it. It returns the chunks' CRC32Cs,
 // computed from the same buffers (concurrently with the writes for large
 // extents) and combined into the trailer's payload CRC without another pass.
-// It does not return before it has stopped reading p's buffers.
-func writeExtent(f vfs.File, fd uintptr, name string, off uint64, l *extentLayout, p *Packet, id format.PacketID) ([]uint32, error) {
-	crcs := make([]uint32, l.chunks)
-	crcDone := computeCRCs(crcs, p, l.payload >= parallelCRCMin)
-	err := writeChunks(f, fd, name, off, l, p)
+// It does not return before it has stopped reading the buffers.
+func WriteExtent(f vfs.File, fd uintptr, name string, off uint64, l *Layout, chunk func(i int) []byte, id format.PacketID) ([]uint32, error) {
+	crcs := make([]uint32, l.Chunks)
+	crcDone := computeCRCs(crcs, chunk, l.Payload >= parallelCRCMin)
+	err := writeChunks(f, fd, name, off, l, chunk)
 	<-crcDone
 	if err != nil {
 		return nil, err
 	}
-	tail := make([]byte, l.length-l.payload)
-	t := format.Trailer{Packet: id, Offset: off, PayloadLen: l.payload, PayloadCRC: payloadCRC(l, crcs)}
+	tail := make([]byte, l.Length-l.Payload)
+	t := format.Trailer{Packet: id, Offset: off, PayloadLen: l.Payload, PayloadCRC: PayloadCRC(l, crcs)}
 	copy(tail[len(tail)-format.TrailerSize:], t.Encode())
-	if err := writeAt(f, name, tail, off+l.payload); err != nil {
+	if err := WriteAt(f, name, tail, off+l.Payload); err != nil {
 		return nil, err
 	}
 	return crcs, nil
@@ -115,11 +137,11 @@ func writeExtent(f vfs.File, fd uintptr, name string, off uint64, l *extentLayou
 
 // computeCRCs fills crcs with the CRC32C of each of p's chunks, on another
 // goroutine if async; the returned channel is closed when it is done.
-func computeCRCs(crcs []uint32, p *Packet, async bool) <-chan struct{} {
+func computeCRCs(crcs []uint32, chunk func(i int) []byte, async bool) <-chan struct{} {
 	done := make(chan struct{})
 	run := func() {
 		for i := range crcs {
-			crcs[i] = crcStream(p.chunkSource(i))
+			crcs[i] = CRC(chunk(i))
 		}
 		close(done)
 	}
@@ -137,17 +159,17 @@ func computeCRCs(crcs []uint32, p *Packet, async bool) <-chan struct{} {
 // per padding (measured on this project's VM: a 9 MiB packet of 72
 // chunks of 128 KiB wrote and synced 10% faster in one call); without one,
 // one WriteAt per buffer through f.
-func writeChunks(f vfs.File, fd uintptr, name string, off uint64, l *extentLayout, p *Packet) error {
+func writeChunks(f vfs.File, fd uintptr, name string, off uint64, l *Layout, chunk func(i int) []byte) error {
 	var zeros [format.ChunkAlignment]byte
 	w := gatherWriter{f: f, fd: fd, name: name, at: off}
 	writeback, pending := true, uint64(0)
-	for i := range l.chunks {
-		at := off + l.rel(i)
-		w.add(p.chunkSource(i))
-		if pad := l.pad(i); pad > 0 {
+	for i := range l.Chunks {
+		at := off + l.Rel(i)
+		w.add(chunk(i))
+		if pad := l.Pad(i); pad > 0 {
 			w.add(zeros[:pad])
 		}
-		stride := l.size(i) + l.pad(i)
+		stride := l.Size(i) + l.Pad(i)
 		if pending += stride; writeback && pending >= writebackEvery {
 			pending = 0
 			if err := w.flush(); err != nil {
@@ -181,7 +203,7 @@ func (w *gatherWriter) add(b []byte) {
 		return
 	}
 	if w.fd == vfs.InvalidFd || !haveVectoredWrites {
-		w.err = writeAt(w.f, w.name, b, w.at)
+		w.err = WriteAt(w.f, w.name, b, w.at)
 		w.at += uint64(len(b))
 		return
 	}
@@ -211,22 +233,22 @@ func (w *gatherWriter) flush() error {
 	return nil
 }
 
-// payloadCRC is the CRC32C of the payload: the chunks and the zero padding
+// PayloadCRC is the CRC32C of the payload: the chunks and the zero padding
 // between them, derived from the chunks' CRCs.
-func payloadCRC(l *extentLayout, crcs []uint32) uint32 {
+func PayloadCRC(l *Layout, crcs []uint32) uint32 {
 	var zeros [format.ChunkAlignment]byte
 	var crc uint32
 	for i, c := range crcs {
-		crc = crcCombine(crc, c, l.size(i))
-		if pad := l.pad(i); pad > 0 {
-			crc = crcCombine(crc, format.CRC(zeros[:pad]), pad)
+		crc = CRCCombine(crc, c, l.Size(i))
+		if pad := l.Pad(i); pad > 0 {
+			crc = CRCCombine(crc, format.CRC(zeros[:pad]), pad)
 		}
 	}
 	return crc
 }
 
-// writeAt writes all of b at off of f, called name.
-func writeAt(f vfs.File, name string, b []byte, off uint64) error {
+// WriteAt writes all of b at off of f, called name.
+func WriteAt(f vfs.File, name string, b []byte, off uint64) error {
 	n, err := f.WriteAt(b, int64(off))
 	if err == nil && n != len(b) {
 		err = fmt.Errorf("short write: %d of %d bytes", n, len(b))

@@ -1,4 +1,4 @@
-package store
+package bloblog
 
 import (
 	"os"
@@ -7,12 +7,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// adviseWillNeed asks the kernel to start reading the pages under b, a
+// AdviseWillNeed asks the kernel to start reading the pages under b, a
 // slice of a mapping made by mmapFile, widened to whole pages (a mapping
 // starts on a page and spans whole pages, so the widened range stays in
 // it), and returns without waiting. It is advice: the error, if any, says
 // the request was refused, and changes nothing but speed.
-func adviseWillNeed(b []byte) error {
+func AdviseWillNeed(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
@@ -30,10 +30,10 @@ func adviseWillNeed(b []byte) error {
 	return nil
 }
 
-// resident reports whether the page holding b[0] is in the page cache (a
+// Resident reports whether the page holding b[0] is in the page cache (a
 // mincore of one page, about a microsecond); false if b is empty or the
 // kernel will not say.
-func resident(b []byte) bool {
+func Resident(b []byte) bool {
 	if len(b) == 0 {
 		return false
 	}

@@ -1,4 +1,4 @@
-package store
+package bloblog
 
 import (
 	"errors"
@@ -14,14 +14,14 @@ import (
 	"github.com/kvstore/kvstore/format"
 )
 
-// blobFile is the read side of one blob file: a reference count, the file
+// File is the read side of one blob file: a reference count, the file
 // handle, its mappings and the cache of verified chunks. The DB's registry
 // holds one reference while the file is catalogued and the DB is open; each
 // View holds one more. When the count reaches zero the mappings are unmapped
 // and the handle closed; a file marked obsolete (by compaction, once it has
 // repointed every header) is then also removed. So a View's bytes stay
 // valid, whatever happens to the catalog, until it is released.
-type blobFile struct {
+type File struct {
 	num     uint32
 	path    string
 	fs      vfs.FS
@@ -42,21 +42,27 @@ type blobFile struct {
 	verified map[uint64]uint32 // chunk offset -> CRC32C it was verified against
 }
 
-func newBlobFile(fs vfs.FS, dir string, num uint32, tryMmap bool, reserve uint64, log *slog.Logger) *blobFile {
-	f := &blobFile{
-		num: num, path: fs.PathJoin(dir, blobFileName(num)), fs: fs,
-		tryMmap: tryMmap && mmapSupported, reserve: reserve, log: log,
+func NewFile(fs vfs.FS, dir string, num uint32, tryMmap bool, reserve uint64, log *slog.Logger) *File {
+	f := &File{
+		num: num, path: fs.PathJoin(dir, FileName(num)), fs: fs,
+		tryMmap: tryMmap && MmapSupported, reserve: reserve, log: log,
 		verified: make(map[uint64]uint32),
 	}
 	f.refs.Store(1)
 	return f
 }
 
-// blobFileName is NNNNNN.blob.
-func blobFileName(num uint32) string { return fmt.Sprintf("%06d.blob", num) }
+// Num is the file's number.
+func (f *File) Num() uint32 { return f.num }
+
+// Path is the file's path.
+func (f *File) Path() string { return f.path }
+
+// FileName is NNNNNN.blob.
+func FileName(num uint32) string { return fmt.Sprintf("%06d.blob", num) }
 
 // acquire takes a reference; false if the file is already closed.
-func (f *blobFile) acquire() bool {
+func (f *File) Acquire() bool {
 	for {
 		n := f.refs.Load()
 		if n <= 0 {
@@ -70,7 +76,7 @@ func (f *blobFile) acquire() bool {
 
 // release drops a reference; the last one unmaps, closes and, if the file
 // is obsolete, removes it.
-func (f *blobFile) release() {
+func (f *File) Release() {
 	n := f.refs.Add(-1)
 	if n > 0 {
 		return
@@ -100,13 +106,20 @@ func (f *blobFile) release() {
 // markObsolete asks for the file to be removed once the last reference is
 // dropped. Compaction calls it after the catalog no longer points into the
 // file, then drops the registry's reference.
-func (f *blobFile) markObsolete() { f.obsolete.Store(true) }
+func (f *File) MarkObsolete() { f.obsolete.Store(true) }
 
-// views is the number of references other than the registry's.
-func (f *blobFile) views() int { return max(int(f.refs.Load())-1, 0) }
+// Refs is the number of references held now.
+func (f *File) Refs() int64 { return f.refs.Load() }
+
+// Referenced reports whether any reference is held: once false, the file is
+// closed (and, if obsolete, removed) for good.
+func (f *File) Referenced() bool { return f.refs.Load() > 0 }
+
+// Views is the number of references other than the registry's.
+func (f *File) Views() int { return max(int(f.refs.Load())-1, 0) }
 
 // openLocked opens the read handle and decides between mmap and copies.
-func (f *blobFile) openLocked() error {
+func (f *File) openLocked() error {
 	if f.rd != nil {
 		return nil
 	}
@@ -121,7 +134,7 @@ func (f *blobFile) openLocked() error {
 
 // ensureLocked checks that [off, off+n) lies inside the file, so that a
 // mapping is never touched past its end (SIGBUS) and a copy is never short.
-func (f *blobFile) ensureLocked(off, n uint64) error {
+func (f *File) ensureLocked(off, n uint64) error {
 	end := off + n
 	if end < off {
 		return fmt.Errorf("%w: blob file %s: range [%d, +%d) overflows", ErrCorruption, f.path, off, n)
@@ -143,7 +156,7 @@ func (f *blobFile) ensureLocked(off, n uint64) error {
 // span returns [off, off+n) of the file: a slice of a mapping when the
 // file is mapped (valid while the caller holds a reference), or nil when
 // reads must copy. It checks the range against the file's size.
-func (f *blobFile) span(off, n uint64) ([]byte, error) {
+func (f *File) Span(off, n uint64) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.openLocked(); err != nil {
@@ -166,7 +179,7 @@ func (f *blobFile) span(off, n uint64) ([]byte, error) {
 
 // remapLocked adds a mapping of at least need bytes. Older mappings stay
 // until the file is closed: views may still use them.
-func (f *blobFile) remapLocked(need uint64) error {
+func (f *File) remapLocked(need uint64) error {
 	page := uint64(os.Getpagesize())
 	length, ok := format.AlignUp(max(need, f.reserve, f.size), page)
 	if !ok || length > uint64(maxMapping) {
@@ -185,7 +198,7 @@ func (f *blobFile) remapLocked(need uint64) error {
 const maxMapping = 1 << 40
 
 // readAt copies [off, off+len(dst)) of the file into dst.
-func (f *blobFile) readAt(dst []byte, off uint64) error {
+func (f *File) ReadAt(dst []byte, off uint64) error {
 	f.mu.Lock()
 	err := f.openLocked()
 	if err == nil {
@@ -207,7 +220,7 @@ func (f *blobFile) readAt(dst []byte, off uint64) error {
 }
 
 // isVerified reports whether the chunk at off was verified against crc.
-func (f *blobFile) isVerified(off uint64, crc uint32) bool {
+func (f *File) IsVerified(off uint64, crc uint32) bool {
 	f.vmu.RLock()
 	c, ok := f.verified[off]
 	f.vmu.RUnlock()
@@ -217,14 +230,14 @@ func (f *blobFile) isVerified(off uint64, crc uint32) bool {
 // markVerified remembers that the chunk at off matched crc. Only a mapped
 // file's bytes stay the same bytes after verification, so only mapped
 // chunks are remembered.
-func (f *blobFile) markVerified(off uint64, crc uint32) {
+func (f *File) MarkVerified(off uint64, crc uint32) {
 	f.vmu.Lock()
 	f.verified[off] = crc
 	f.vmu.Unlock()
 }
 
 // forgetVerified drops the verification cache (benchmarks and tests).
-func (f *blobFile) forgetVerified() {
+func (f *File) ForgetVerified() {
 	f.vmu.Lock()
 	clear(f.verified)
 	f.vmu.Unlock()
