@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // Artifacts are the model-side objects kvstore serves beside packets:
@@ -21,9 +22,6 @@ import (
 const MaxArtifactSize = format.MaxArtifactSize
 
 const (
-	tagArtifact      = 'a'
-	tagArtifactIndex = 'A'
-
 	artifactFixed   = format.ArtifactFixedSize
 	maxArtifactRank = format.MaxArtifactRank
 )
@@ -42,18 +40,6 @@ type ArtifactInfo struct {
 	Meta      ArtifactMeta
 	Size      int // bytes of data
 	CreatedAt time.Time
-}
-
-// artifactKey is 'a' | name len u16 BE | name | model.
-func artifactKey(model format.Fingerprint, name string) []byte {
-	return append(nsPrefix(tagArtifact, name, len(model)), model[:]...)
-}
-
-// artifactIndexKey is 'A' | model | name.
-func artifactIndexKey(model format.Fingerprint, name string) []byte {
-	k := make([]byte, 0, 1+len(model)+len(name))
-	k = append(append(k, tagArtifactIndex), model[:]...)
-	return append(k, name...)
 }
 
 func checkArtifactName(name string) error {
@@ -87,10 +73,10 @@ func (db *DB) PutArtifact(model format.Fingerprint, name string, data []byte, me
 		}
 		return nil
 	}, func() error {
-		b := db.cat.db.NewBatch()
+		b := db.cat.DB.NewBatch()
 		defer b.Close()
-		_ = b.Set(artifactKey(model, name), v, nil)
-		_ = b.Set(artifactIndexKey(model, name), nil, nil)
+		_ = b.Set(catalog.ArtifactKey(model, name), v, nil)
+		_ = b.Set(catalog.ArtifactIndexKey(model, name), nil, nil)
 		if err := db.commit(b); err != nil {
 			return fmt.Errorf("put artifact %q: %w", name, err)
 		}
@@ -127,7 +113,7 @@ func (db *DB) artifact(model format.Fingerprint, name string, fn func([]byte, *A
 	if err := checkArtifactName(name); err != nil {
 		return info, err
 	}
-	found, err := db.cat.get(artifactKey(model, name), func(v []byte) error {
+	found, err := db.cat.Get(catalog.ArtifactKey(model, name), func(v []byte) error {
 		body, err := format.Unseal(kindArtifact, v)
 		if err != nil {
 			return err
@@ -155,9 +141,9 @@ func (db *DB) artifact(model format.Fingerprint, name string, fn func([]byte, *A
 // artifactMissing is ErrModelMismatch when another model has an artifact
 // named name, else ErrNotFound.
 func (db *DB) artifactMissing(model format.Fingerprint, name string) error {
-	p := nsPrefix(tagArtifact, name, 0)
+	p := catalog.NSPrefix(catalog.TagArtifact, name, 0)
 	var other *format.Fingerprint
-	err := db.cat.scan(p, prefixEnd(p), func(k, _ []byte) (bool, error) {
+	err := db.cat.Scan(p, catalog.PrefixEnd(p), func(k, _ []byte) (bool, error) {
 		if len(k) == len(p)+len(model) {
 			fp := format.Fingerprint(k[len(p):])
 			other = &fp
@@ -180,9 +166,9 @@ func (db *DB) ListArtifacts(model format.Fingerprint) ([]string, error) {
 		return nil, err
 	}
 	defer db.leave()
-	p := artifactIndexKey(model, "")
+	p := catalog.ArtifactIndexKey(model, "")
 	var names []string
-	err := db.cat.scan(p, prefixEnd(p), func(k, _ []byte) (bool, error) {
+	err := db.cat.Scan(p, catalog.PrefixEnd(p), func(k, _ []byte) (bool, error) {
 		names = append(names, string(k[len(p):]))
 		return true, nil
 	})
@@ -193,17 +179,17 @@ func (db *DB) ListArtifacts(model format.Fingerprint) ([]string, error) {
 // synced batch, with GetArtifact's ErrNotFound and ErrModelMismatch.
 func (db *DB) DeleteArtifact(model format.Fingerprint, name string) error {
 	return db.write("delete artifact", func() error { return checkArtifactName(name) }, func() error {
-		found, err := db.cat.has(artifactKey(model, name))
+		found, err := db.cat.Has(catalog.ArtifactKey(model, name))
 		switch {
 		case err != nil:
 			return err
 		case !found:
 			return db.artifactMissing(model, name)
 		}
-		b := db.cat.db.NewBatch()
+		b := db.cat.DB.NewBatch()
 		defer b.Close()
-		_ = b.Delete(artifactKey(model, name), nil)
-		_ = b.Delete(artifactIndexKey(model, name), nil)
+		_ = b.Delete(catalog.ArtifactKey(model, name), nil)
+		_ = b.Delete(catalog.ArtifactIndexKey(model, name), nil)
 		if err := db.commit(b); err != nil {
 			return fmt.Errorf("delete artifact %q: %w", name, err)
 		}

@@ -47,18 +47,10 @@ func (db *DB) closeFiles() {
 // closeCatalog closes the catalog. After a fatal catalog error Pebble may
 // report another one while closing; that too becomes an error, and the
 // first failure is what Close returns.
-func (db *DB) closeCatalog() (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fe, ok := r.(fatalError)
-			if !ok {
-				panic(r)
-			}
-			err = fmt.Errorf("%w: close catalog: %s", ErrFailed, fe.msg)
-		}
-		if db.failed != nil {
-			err = db.failed
-		}
-	}()
-	return db.cat.close()
+func (db *DB) closeCatalog() error {
+	err := db.cat.Close()
+	if db.failed != nil {
+		err = db.failed
+	}
+	return err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // Compaction rewrites blob files that are mostly dead:
@@ -189,7 +190,7 @@ func (c *compaction) pick() {
 // retired safely.
 func (c *compaction) gather() error {
 	var bad []badRecord
-	err := walkRefs(c.db.cat.db, func(r *extentRef) error {
+	err := walkRefs(c.db.cat.DB, func(r *extentRef) error {
 		if _, ok := c.sources[r.File]; ok {
 			c.refs[r.File] = append(c.refs[r.File], r)
 		}
@@ -370,7 +371,7 @@ func (c *compaction) spanHeads(r *extentRef) ([]*HeadMeta, string, error) {
 	for l := range m.Layers {
 		for h := range m.KVHeads {
 			var hm *HeadMeta
-			found, err := c.db.cat.get(spanHeadKey(r.Namespace, r.Context, l, h), func(v []byte) (err error) {
+			found, err := c.db.cat.Get(catalog.SpanHeadKey(r.Namespace, r.Context, l, h), func(v []byte) (err error) {
 				hm, err = decodeHeadMeta(v, m)
 				return err
 			})
@@ -437,7 +438,7 @@ func (c *compaction) abort() {
 
 // commit repoints the catalog in one synced batch.
 func (c *compaction) commit() error {
-	b := c.db.cat.db.NewBatch()
+	b := c.db.cat.DB.NewBatch()
 	defer b.Close()
 	for _, m := range c.moved {
 		if err := m.repoint(b); err != nil {
@@ -446,14 +447,14 @@ func (c *compaction) commit() error {
 		}
 	}
 	for _, num := range c.done {
-		_ = b.Delete(blobFileKey(num), nil)
+		_ = b.Delete(catalog.BlobFileKey(num), nil)
 	}
 	for _, out := range c.outs {
-		_ = b.Set(blobFileKey(out.rec.Num), encodeBlobRecord(&out.rec), nil)
+		_ = b.Set(catalog.BlobFileKey(out.rec.Num), encodeBlobRecord(&out.rec), nil)
 		c.db.addFile(out.rec)
 	}
 	if len(c.outs) > 0 {
-		_ = b.Set(keyNextBlob, encodeSequence(c.outs[len(c.outs)-1].rec.Num+1), nil)
+		_ = b.Set(catalog.KeyNextBlob, encodeSequence(c.outs[len(c.outs)-1].rec.Num+1), nil)
 	}
 	if err := c.db.commit(b); err != nil {
 		for _, out := range c.outs {
@@ -502,20 +503,20 @@ func (m *movedExtent) repoint(b *pebble.Batch) error {
 		if err != nil {
 			return fmt.Errorf("packet %s: %w", h.ID.Short(), err)
 		}
-		return b.Set(headerKey(h.Namespace, h.ID), v, nil)
+		return b.Set(catalog.HeaderKey(h.Namespace, h.ID), v, nil)
 	}
 	s := m.span
 	v, err := s.meta.Encode()
 	if err != nil {
 		return fmt.Errorf("span memory %q: %w", s.name, err)
 	}
-	_ = b.Set(spanMetaKey(s.ns, s.name), v, nil)
+	_ = b.Set(catalog.SpanMetaKey(s.ns, s.name), v, nil)
 	for _, h := range s.heads {
 		hv, err := h.Encode(s.meta)
 		if err != nil {
 			return fmt.Errorf("span memory %q layer %d head %d: %w", s.name, h.Layer, h.Head, err)
 		}
-		_ = b.Set(spanHeadKey(s.ns, s.name, h.Layer, h.Head), hv, nil)
+		_ = b.Set(catalog.SpanHeadKey(s.ns, s.name, h.Layer, h.Head), hv, nil)
 	}
 	return nil
 }

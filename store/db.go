@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // DB is an open store. It is safe for concurrent use: writers (Put,
@@ -22,7 +23,7 @@ type DB struct {
 	fs   vfs.FS
 	log  *slog.Logger
 	lock io.Closer
-	cat  *catalog
+	cat  *catalog.Catalog
 
 	gate *gate // every call passes it; Close closes it
 
@@ -53,7 +54,7 @@ func (db *DB) leave() { db.gate.leave() }
 // commit commits b durably, counting it; a catalog failure that needs a
 // reopen is remembered so that later writes fail fast. Writers only.
 func (db *DB) commit(b *pebble.Batch) error {
-	err := timed(&db.st.catalogSyncs, &db.st.catalogSyncNanos, func() error { return db.cat.commit(b) })
+	err := timed(&db.st.catalogSyncs, &db.st.catalogSyncNanos, func() error { return db.cat.Commit(b) })
 	if errors.Is(err, ErrFailed) {
 		db.failed = err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // Delete removes packet id of namespace ns, stored for model, from the
@@ -34,11 +35,11 @@ func (db *DB) deleteLocked(ns string, model format.Fingerprint, id format.Packet
 	r.LiveBytes -= h.ExtentLength
 	r.DeadBytes += h.ExtentLength
 	r.LiveExtents--
-	b := db.cat.db.NewBatch()
+	b := db.cat.DB.NewBatch()
 	defer b.Close()
-	_ = b.Delete(headerKey(ns, id), nil)
-	_ = b.Delete(indexKey(ns, h.Model, id), nil)
-	_ = b.Set(blobFileKey(r.Num), encodeBlobRecord(&r), nil)
+	_ = b.Delete(catalog.HeaderKey(ns, id), nil)
+	_ = b.Delete(catalog.IndexKey(ns, h.Model, id), nil)
+	_ = b.Set(catalog.BlobFileKey(r.Num), encodeBlobRecord(&r), nil)
 	deleteOpsKeys(b, ns, id)
 	if err := db.commit(b); err != nil {
 		return fmt.Errorf("delete packet %s: %w", id.Short(), err)

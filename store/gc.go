@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 	iofs "io/fs"
 )
 
@@ -134,7 +135,7 @@ func (db *DB) dropDeadRecords(rep *GCReport, disk map[uint32]uint64) (tails []ui
 	if db.w.Cur != nil {
 		active = db.w.Cur.Num
 	}
-	b := db.cat.db.NewBatch()
+	b := db.cat.DB.NewBatch()
 	defer b.Close()
 	var dead []BlobFileInfo
 	for _, r := range db.BlobFiles() {
@@ -142,7 +143,7 @@ func (db *DB) dropDeadRecords(rep *GCReport, disk map[uint32]uint64) (tails []ui
 		switch {
 		case r.Num == active && onDisk:
 		case r.LiveExtents == 0 && (!onDisk || r.Num != active):
-			_ = b.Delete(blobFileKey(r.Num), nil)
+			_ = b.Delete(catalog.BlobFileKey(r.Num), nil)
 			dead = append(dead, r)
 		case onDisk && size > r.Size:
 			tails = append(tails, r.Num)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 	iofs "io/fs"
 )
 
@@ -36,7 +37,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err := db.open(); err != nil {
 		db.closeFiles()
 		if db.cat != nil {
-			_ = db.cat.close()
+			_ = db.cat.Close()
 		}
 		if db.lock != nil {
 			_ = db.lock.Close()
@@ -97,10 +98,10 @@ func (db *DB) prepareDir() error {
 // load reads the blob file records and the sequence, registers the files
 // and picks the active one: the highest numbered, unless sealed.
 func (db *DB) load() error {
-	p := []byte{tagBlobFile}
+	p := []byte{catalog.TagBlobFile}
 	var last *BlobFileInfo
-	err := db.cat.scan(p, prefixEnd(p), func(k, v []byte) (bool, error) {
-		num, err := parseBlobFileKey(k)
+	err := db.cat.Scan(p, catalog.PrefixEnd(p), func(k, v []byte) (bool, error) {
+		num, err := catalog.ParseBlobFileKey(k)
 		if err != nil {
 			return false, err
 		}
@@ -115,7 +116,7 @@ func (db *DB) load() error {
 	if err != nil {
 		return fmt.Errorf("store: load blob file records: %w", err)
 	}
-	found, err := db.cat.get(keyNextBlob, func(v []byte) (err error) {
+	found, err := db.cat.Get(catalog.KeyNextBlob, func(v []byte) (err error) {
 		db.w.Next, err = decodeSequence(v)
 		return err
 	})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // Put stores p and returns its id, format.ComputePacketID(namespace, model
@@ -41,7 +42,7 @@ func (db *DB) Put(p *Packet) (format.PacketID, error) {
 // putLocked is Put once p is checked and its id known; the writer lock is
 // held.
 func (db *DB) putLocked(p *Packet, chunkLen uint64, fp format.Fingerprint, id format.PacketID) error {
-	if ok, err := db.cat.has(headerKey(p.Namespace, id)); err != nil || ok {
+	if ok, err := db.cat.Has(catalog.HeaderKey(p.Namespace, id)); err != nil || ok {
 		if ok {
 			db.st.putsDeduped.Add(1)
 		}
@@ -157,10 +158,10 @@ func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *bloblog.
 	if err != nil {
 		return nil, fmt.Errorf("store: encode header: %w", err)
 	}
-	b := db.cat.db.NewBatch()
+	b := db.cat.DB.NewBatch()
 	defer b.Close()
-	_ = b.Set(headerKey(h.Namespace, h.ID), hv, nil)
-	_ = b.Set(indexKey(h.Namespace, h.Model, h.ID), nil, nil)
+	_ = b.Set(catalog.HeaderKey(h.Namespace, h.ID), hv, nil)
+	_ = b.Set(catalog.IndexKey(h.Namespace, h.Model, h.ID), nil, nil)
 	if err := db.addModel(b, h.Model, m); err != nil {
 		return nil, err
 	}
@@ -178,10 +179,10 @@ func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *bloblog.
 		}
 	}
 	for i := range recs {
-		_ = b.Set(blobFileKey(recs[i].Num), encodeBlobRecord(&recs[i]), nil)
+		_ = b.Set(catalog.BlobFileKey(recs[i].Num), encodeBlobRecord(&recs[i]), nil)
 	}
 	if a.Fresh {
-		_ = b.Set(keyNextBlob, encodeSequence(a.Num+1), nil)
+		_ = b.Set(catalog.KeyNextBlob, encodeSequence(a.Num+1), nil)
 	}
 	if err := db.commit(b); err != nil {
 		return nil, err

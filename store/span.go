@@ -13,6 +13,7 @@ import (
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // SpanMemory is SeKV's memory of one long context, as BuildSpanMemory
@@ -136,17 +137,17 @@ func (db *DB) appendSpans(a *bloblog.Active, ns, name string, m *SpanMemory, id 
 		return fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
 	}
 	meta := ext.meta(m, id, a.Num, off)
-	b := db.cat.db.NewBatch()
+	b := db.cat.DB.NewBatch()
 	defer b.Close()
 	if err := db.spanBatch(b, ns, name, m, meta, ext, old, storeW); err != nil {
 		return err
 	}
 	recs := db.spanRecords(a, ext.length, old)
 	for i := range recs {
-		_ = b.Set(blobFileKey(recs[i].Num), encodeBlobRecord(&recs[i]), nil)
+		_ = b.Set(catalog.BlobFileKey(recs[i].Num), encodeBlobRecord(&recs[i]), nil)
 	}
 	if a.Fresh {
-		_ = b.Set(keyNextBlob, encodeSequence(a.Num+1), nil)
+		_ = b.Set(catalog.KeyNextBlob, encodeSequence(a.Num+1), nil)
 	}
 	if err := db.commit(b); err != nil {
 		return err
@@ -169,7 +170,7 @@ func (db *DB) spanBatch(b *pebble.Batch, ns, name string, m *SpanMemory, meta *S
 	if old != nil {
 		for l := range old.Layers {
 			for h := range old.KVHeads {
-				_ = b.Delete(spanHeadKey(ns, name, l, h), nil)
+				_ = b.Delete(catalog.SpanHeadKey(ns, name, l, h), nil)
 			}
 		}
 	}
@@ -177,14 +178,14 @@ func (db *DB) spanBatch(b *pebble.Batch, ns, name string, m *SpanMemory, meta *S
 	if err != nil {
 		return err
 	}
-	_ = b.Set(spanMetaKey(ns, name), v, nil)
+	_ = b.Set(catalog.SpanMetaKey(ns, name), v, nil)
 	for g := range m.Heads {
 		hm := ext.head(m, g)
 		hv, err := hm.Encode(meta)
 		if err != nil {
 			return err
 		}
-		_ = b.Set(spanHeadKey(ns, name, hm.Layer, hm.Head), hv, nil)
+		_ = b.Set(catalog.SpanHeadKey(ns, name, hm.Layer, hm.Head), hv, nil)
 	}
 	if err := db.addModel(b, meta.Model, &m.Model); err != nil {
 		return err
@@ -194,8 +195,8 @@ func (db *DB) spanBatch(b *pebble.Batch, ns, name string, m *SpanMemory, meta *S
 		if err != nil {
 			return fmt.Errorf("store: artifact %q: %w", p.Name, err)
 		}
-		_ = b.Set(artifactKey(meta.Model, p.Name), rec, nil)
-		_ = b.Set(artifactIndexKey(meta.Model, p.Name), nil, nil)
+		_ = b.Set(catalog.ArtifactKey(meta.Model, p.Name), rec, nil)
+		_ = b.Set(catalog.ArtifactIndexKey(meta.Model, p.Name), nil, nil)
 	}
 	return nil
 }
@@ -284,15 +285,15 @@ func (db *DB) deleteSpansLocked(ns string, model format.Fingerprint, name string
 		return fmt.Errorf("%w: delete span memory %q: blob file %06d's record does not account for its extent", ErrCorruption, name, m.BlobFile)
 	}
 	killExtent(&r, m.ExtentLength)
-	b := db.cat.db.NewBatch()
+	b := db.cat.DB.NewBatch()
 	defer b.Close()
-	_ = b.Delete(spanMetaKey(ns, name), nil)
+	_ = b.Delete(catalog.SpanMetaKey(ns, name), nil)
 	for l := range m.Layers {
 		for h := range m.KVHeads {
-			_ = b.Delete(spanHeadKey(ns, name, l, h), nil)
+			_ = b.Delete(catalog.SpanHeadKey(ns, name, l, h), nil)
 		}
 	}
-	_ = b.Set(blobFileKey(r.Num), encodeBlobRecord(&r), nil)
+	_ = b.Set(catalog.BlobFileKey(r.Num), encodeBlobRecord(&r), nil)
 	if err := db.commit(b); err != nil {
 		return fmt.Errorf("delete span memory %q: %w", name, err)
 	}
@@ -303,7 +304,7 @@ func (db *DB) deleteSpansLocked(ns string, model format.Fingerprint, name string
 // spanMeta reads and checks the root record of (ns, name).
 func (db *DB) spanMeta(ns, name string) (*SpanMeta, error) {
 	var m *SpanMeta
-	found, err := db.cat.get(spanMetaKey(ns, name), func(v []byte) (err error) {
+	found, err := db.cat.Get(catalog.SpanMetaKey(ns, name), func(v []byte) (err error) {
 		m, err = decodeSpanMeta(v)
 		return err
 	})

@@ -9,12 +9,6 @@ import (
 	"github.com/kvstore/kvstore/format"
 )
 
-// Catalog key tags of span memory (the table is in doc.go).
-const (
-	tagSpanMeta = 'c' // 'c' | ns | name            -> framed SpanMeta
-	tagSpanHead = 'C' // 'C' | ns | name | l | h    -> framed HeadMeta
-)
-
 // ContextID identifies one stored span memory: BLAKE3-256 over (namespace,
 // model fingerprint, context name). It is what the extent trailer names and
 // what gpu.SpanKey.Context carries (store/gpusource adapts a SpanReader to
@@ -49,20 +43,4 @@ func checkContextName(ns, name string) error {
 		return fmt.Errorf("%w: context name of %d bytes, want 1 to %d", ErrInvalidArgument, len(name), format.MaxNameLen)
 	}
 	return nil
-}
-
-// spanMetaKey is 'c' | ns len u16 BE | ns | name len u16 BE | name.
-func spanMetaKey(ns, name string) []byte {
-	k := nsPrefix(tagSpanMeta, ns, 2+len(name))
-	k = binary.BigEndian.AppendUint16(k, uint16(len(name)))
-	return append(k, name...)
-}
-
-// spanHeadKey is 'C' | ns | name (as in spanMetaKey) | layer u16 BE | head u16 BE.
-func spanHeadKey(ns, name string, layer, head int) []byte {
-	k := nsPrefix(tagSpanHead, ns, 6+len(name))
-	k = binary.BigEndian.AppendUint16(k, uint16(len(name)))
-	k = append(k, name...)
-	k = binary.BigEndian.AppendUint16(k, uint16(layer))
-	return binary.BigEndian.AppendUint16(k, uint16(head))
 }

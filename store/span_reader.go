@@ -10,6 +10,7 @@ import (
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // SpanReader reads one stored span memory piece by piece: the root record
@@ -145,7 +146,7 @@ func (r *SpanReader) Head(layer, head int) (*HeadMeta, error) {
 // errOtherWrite when it belongs to another write or place of the memory.
 func (r *SpanReader) readHead(m *SpanMeta, layer, head int) (*HeadMeta, error) {
 	var h *HeadMeta
-	found, err := r.db.cat.get(spanHeadKey(r.ns, r.name, layer, head), func(v []byte) (err error) {
+	found, err := r.db.cat.Get(catalog.SpanHeadKey(r.ns, r.name, layer, head), func(v []byte) (err error) {
 		h, err = decodeHeadMeta(v, m)
 		return err
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // spanRecords returns the stored root and one head record of a memory.
@@ -19,8 +20,8 @@ func spanRecords(t *testing.T) (meta, head []byte) {
 	if _, err := db.PutSpanMemory("ns", "ctx", m); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range [][]byte{spanMetaKey("ns", "ctx"), spanHeadKey("ns", "ctx", 1, 1)} {
-		if _, err := db.cat.get(k, func(v []byte) error {
+	for _, k := range [][]byte{catalog.SpanMetaKey("ns", "ctx"), catalog.SpanHeadKey("ns", "ctx", 1, 1)} {
+		if _, err := db.cat.Get(k, func(v []byte) error {
 			if meta == nil {
 				meta = append([]byte(nil), v...)
 			} else {

@@ -13,6 +13,7 @@ import (
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // spanModelCfg is a small random Llama (head dim 16, GQA) whose prefill
@@ -451,7 +452,7 @@ func TestSpanMemoryDeleteAndReplace(t *testing.T) {
 	if dead != size || live == 0 {
 		t.Fatalf("after replace: live %d dead %d, old extent %d", live, dead, size)
 	}
-	if has, _ := db.cat.has(spanHeadKey("ns", "ctx", 1, 0)); has {
+	if has, _ := db.cat.Has(catalog.SpanHeadKey("ns", "ctx", 1, 0)); has {
 		t.Fatal("head record of the replaced memory's layer 1 survived")
 	}
 	// The reader opened before still reads the old bytes.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // VerifyOptions tune Verify. A nil *VerifyOptions means the defaults.
@@ -51,7 +52,7 @@ func (db *DB) Verify(ctx context.Context, o *VerifyOptions, progress func(done, 
 		return nil, err
 	}
 	defer db.leave()
-	v := &verifier{db: db, rep: &VerifyReport{}, snap: db.cat.db.NewSnapshot()}
+	v := &verifier{db: db, rep: &VerifyReport{}, snap: db.cat.DB.NewSnapshot()}
 	defer v.snap.Close()
 	if o != nil {
 		v.max = o.MaxFindings
@@ -98,7 +99,7 @@ func (v *verifier) add(f Finding) { v.rep.Findings = append(v.rep.Findings, f) }
 func (v *verifier) extent(r *extentRef) error {
 	f := v.db.file(r.File)
 	if f == nil {
-		if _, found, err := snapGet(v.snap, blobFileKey(r.File)); err != nil {
+		if _, found, err := snapGet(v.snap, catalog.BlobFileKey(r.File)); err != nil {
 			return err
 		} else if found {
 			v.rep.Skipped++ // retired by a compaction since the snapshot
@@ -166,7 +167,7 @@ func (v *verifier) regions(r *extentRef) ([]region, error) {
 	m := r.Span
 	for l := range m.Layers {
 		for h := range m.KVHeads {
-			val, found, err := snapGet(v.snap, spanHeadKey(r.Namespace, r.Context, l, h))
+			val, found, err := snapGet(v.snap, catalog.SpanHeadKey(r.Namespace, r.Context, l, h))
 			if err != nil {
 				return nil, err
 			}

@@ -1,4 +1,4 @@
-package store
+package catalog
 
 import (
 	"errors"
@@ -6,22 +6,38 @@ import (
 	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// catalog is the Pebble database in DIR/catalog. It keeps every small value
-// of the store (keys in doc.go); tensors never go in it.
-type catalog struct {
-	db *pebble.DB
+// Catalog is the Pebble database in DIR/catalog. It keeps every small value
+// of the store (keys in keys.go); tensors never go in it.
+type Catalog struct {
+	DB *pebble.DB // for batches and iterators; reads and commits go through the methods
 }
 
-// openCatalog opens (or, unless read-only, creates) the catalog on o.FS.
-func openCatalog(dir string, o *Options) (*catalog, error) {
-	cache := pebble.NewCache(o.CatalogCacheSize)
+// Options are the catalog's settings (the store's Options say what each
+// means and its default).
+type Options struct {
+	FS           vfs.FS
+	CacheSize    int64
+	MemTableSize uint64
+	ReadOnly     bool
+	Logger       *slog.Logger
+}
+
+// ErrFailed: an earlier catalog commit failed in a way the catalog cannot
+// recover from without reopening (Pebble treats WAL errors as fatal). The
+// store returns it as store.ErrFailed.
+var ErrFailed = errors.New("kvstore/store: store failed, reopen it")
+
+// Open opens (or, unless read-only, creates) the catalog in dir on o.FS.
+func Open(dir string, o *Options) (*Catalog, error) {
+	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref()
 	db, err := pebble.Open(dir, &pebble.Options{
 		FS:                 o.FS,
 		Cache:              cache,
-		MemTableSize:       o.CatalogMemTableSize,
+		MemTableSize:       o.MemTableSize,
 		ReadOnly:           o.ReadOnly,
 		ErrorIfNotExists:   o.ReadOnly,
 		FormatMajorVersion: pebble.FormatNewest,
@@ -30,13 +46,13 @@ func openCatalog(dir string, o *Options) (*catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open catalog %s: %w", dir, err)
 	}
-	return &catalog{db: db}, nil
+	return &Catalog{DB: db}, nil
 }
 
-// get calls fn with the value of key, which is only valid during the call.
+// Get calls fn with the value of key, which is only valid during the call.
 // It reports false, without calling fn, when key is absent.
-func (c *catalog) get(key []byte, fn func(v []byte) error) (bool, error) {
-	v, closer, err := c.db.Get(key)
+func (c *Catalog) Get(key []byte, fn func(v []byte) error) (bool, error) {
+	v, closer, err := c.DB.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return false, nil
 	}
@@ -47,15 +63,15 @@ func (c *catalog) get(key []byte, fn func(v []byte) error) (bool, error) {
 	return true, fn(v)
 }
 
-// has reports whether key is present.
-func (c *catalog) has(key []byte) (bool, error) {
-	return c.get(key, func([]byte) error { return nil })
+// Has reports whether key is present.
+func (c *Catalog) Has(key []byte) (bool, error) {
+	return c.Get(key, func([]byte) error { return nil })
 }
 
-// scan calls fn for each key in [lower, upper) in order until fn returns
+// Scan calls fn for each key in [lower, upper) in order until fn returns
 // an error or false. Keys and values are only valid during the call.
-func (c *catalog) scan(lower, upper []byte, fn func(k, v []byte) (bool, error)) error {
-	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+func (c *Catalog) Scan(lower, upper []byte, fn func(k, v []byte) (bool, error)) error {
+	it, err := c.DB.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return fmt.Errorf("store: catalog scan: %w", err)
 	}
@@ -76,10 +92,10 @@ func (c *catalog) scan(lower, upper []byte, fn func(k, v []byte) (bool, error)) 
 	return nil
 }
 
-// commit applies b durably (pebble.Sync). Pebble reports a failed WAL write
+// Commit applies b durably (pebble.Sync). Pebble reports a failed WAL write
 // through Logger.Fatalf, which pebbleLogger turns into a panic carrying a
 // fatalError; commit recovers it and returns it wrapping ErrFailed.
-func (c *catalog) commit(b *pebble.Batch) (err error) {
+func (c *Catalog) Commit(b *pebble.Batch) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			fe, ok := r.(fatalError)
@@ -95,8 +111,20 @@ func (c *catalog) commit(b *pebble.Batch) (err error) {
 	return nil
 }
 
-func (c *catalog) close() error {
-	if err := c.db.Close(); err != nil {
+// Close closes the catalog. After a fatal catalog error Pebble may report
+// another one while closing;
+// that too is returned wrapping ErrFailed.
+func (c *Catalog) Close() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fe, ok := r.(fatalError)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("%w: close catalog: %s", ErrFailed, fe.msg)
+		}
+	}()
+	if err := c.DB.Close(); err != nil {
 		return fmt.Errorf("store: close catalog: %w", err)
 	}
 	return nil
