@@ -29,6 +29,9 @@
 //	                         CRC32C combine and streaming, read-ahead advice
 //	store/internal/catalog   the Pebble catalog (open, get, scan, synced commit, fatal-error guard)
 //	                         and every catalog key, built and parsed
+//	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
+//	                         resident rows) from artifacts given as inputs, Check, the extent
+//	                         layout and its records; SpanMemory, SpanInput, ... are its types
 //	format                   every record's bytes: KVPH, KVMS, KVBF, KVSQ, KVAC, KVAR, KVSP, KVSF,
 //	                         KVKS, the positions bitmap, FORMAT, blob header, trailer
 //

@@ -3,62 +3,27 @@ package store
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/zeebo/blake3"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/reconstruct"
-	"github.com/kvstore/kvstore/segment"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
-// SpanMemory is SeKV's memory of one long context, as BuildSpanMemory
-// makes it and PutSpanMemory stores it: the context cut into spans, the
-// resident rows kept at full resolution (anchors and the tokens of spans
-// too short to factor), and per (layer, KV head) a summary of every span
-// and truncated SVD factors of every factored span's pre-RoPE keys and
-// values.
-type SpanMemory struct {
-	Model        format.ModelSpec
-	Tokens       int
-	BasePosition int64 // position of row 0 when the memory was built
-	Segmentation *segment.Segmentation
-	// Resident rows, ascending: every anchor and every token of an
-	// unfactored span.
-	Resident []int
-	// ResidentK and ResidentV hold, per layer, the resident rows
-	// [KVHeads][len(Resident)][HeadDim] in Model.DType; keys post-RoPE at
-	// local positions (row t rotated for position t), as packets store them.
-	ResidentK, ResidentV [][]byte
-	// Heads is per (layer, KV head), layer-major.
-	Heads       []SpanHead
-	FactorDType format.DType
-	Projection  ProjectionRef
-}
+// SpanMemory is SeKV's memory of one long context (spanmem.Memory): the
+// context cut into spans, the resident rows kept at full resolution, and
+// per (layer, KV head) span summaries and factors.
+type SpanMemory = spanmem.Memory
 
 // SpanHead is one (layer, KV head) of a SpanMemory.
-type SpanHead struct {
-	Summaries []segment.Summary // per span
-	// K and V are per span the factors of its pre-RoPE keys and of its
-	// values; nil for spans that are not factored.
-	K, V []*reconstruct.Factors
-}
+type SpanHead = spanmem.Head
 
 // ProjectionRef names the routing projection W the summaries were
 // projected with.
-type ProjectionRef struct {
-	Name string   // artifact name (ArtifactRouterW or ArtifactRouterWPCA); "" for none
-	Hash [32]byte // BLAKE3-256 of the artifact's data
-	Dim  int      // d'
-	// Fitted holds the artifact (data and meta) when BuildSpanMemory fitted
-	// W itself: PutSpanMemory stores it in the memory's commit.
-	Fitted     []byte
-	FittedMeta ArtifactMeta
-}
+type ProjectionRef = spanmem.ProjectionRef
 
 // isAbsent reports a lookup that found nothing for the model asked.
 func isAbsent(err error) bool { return errors.Is(err, ErrNotFound) || errors.Is(err, ErrModelMismatch) }
@@ -78,17 +43,17 @@ func isAbsent(err error) bool { return errors.Is(err, ErrNotFound) || errors.Is(
 func (db *DB) PutSpanMemory(ns, name string, m *SpanMemory) (ContextID, error) {
 	var (
 		id  ContextID
-		ext *spanExtent
+		ext *spanmem.Extent
 	)
 	err := db.write("put span memory", func() (err error) {
 		if err := checkContextName(ns, name); err != nil {
 			return err
 		}
-		if err := m.check(); err != nil {
+		if err := m.Check(); err != nil {
 			return err
 		}
 		id = ComputeContextID(ns, m.Model.Fingerprint(), name)
-		ext, err = layoutSpanExtent(m)
+		ext, err = spanmem.LayoutExtent(m)
 		return err
 	}, func() error {
 		if err := db.putSpans(ns, name, m, id, ext); err != nil {
@@ -100,7 +65,7 @@ func (db *DB) PutSpanMemory(ns, name string, m *SpanMemory) (ContextID, error) {
 }
 
 // putSpans writes, syncs and catalogues a span extent (writer lock held).
-func (db *DB) putSpans(ns, name string, m *SpanMemory, id ContextID, ext *spanExtent) error {
+func (db *DB) putSpans(ns, name string, m *SpanMemory, id ContextID, ext *spanmem.Extent) error {
 	old, err := db.spanMeta(ns, name)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
@@ -109,7 +74,7 @@ func (db *DB) putSpans(ns, name string, m *SpanMemory, id ContextID, ext *spanEx
 	if err != nil {
 		return err
 	}
-	a, err := db.w.Prepare(ext.length)
+	a, err := db.w.Prepare(ext.Length)
 	if err != nil {
 		return err
 	}
@@ -127,22 +92,22 @@ func (db *DB) putSpans(ns, name string, m *SpanMemory, id ContextID, ext *spanEx
 }
 
 // appendSpans writes the extent at the end of a, syncs it and commits.
-func (db *DB) appendSpans(a *bloblog.Active, ns, name string, m *SpanMemory, id ContextID, ext *spanExtent, old *SpanMeta, storeW bool) error {
+func (db *DB) appendSpans(a *bloblog.Active, ns, name string, m *SpanMemory, id ContextID, ext *spanmem.Extent, old *SpanMeta, storeW bool) error {
 	off := a.End
-	if err := ext.write(a.F, a.Path, off, id); err != nil {
+	if err := ext.Write(a.F, a.Path, off, id); err != nil {
 		return err
 	}
-	db.st.bytesWritten.Add(ext.length)
+	db.st.bytesWritten.Add(ext.Length)
 	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData); err != nil {
 		return fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
 	}
-	meta := ext.meta(m, id, a.Num, off)
+	meta := ext.Meta(m, id, a.Num, off)
 	b := db.cat.DB.NewBatch()
 	defer b.Close()
 	if err := db.spanBatch(b, ns, name, m, meta, ext, old, storeW); err != nil {
 		return err
 	}
-	recs := db.spanRecords(a, ext.length, old)
+	recs := db.spanRecords(a, ext.Length, old)
 	for i := range recs {
 		_ = b.Set(catalog.BlobFileKey(recs[i].Num), encodeBlobRecord(&recs[i]), nil)
 	}
@@ -152,7 +117,7 @@ func (db *DB) appendSpans(a *bloblog.Active, ns, name string, m *SpanMemory, id 
 	if err := db.commit(b); err != nil {
 		return err
 	}
-	db.w.Committed(ext.length)
+	db.w.Committed(ext.Length)
 	added := int64(1)
 	if old != nil {
 		added = 0 // replaced
@@ -166,7 +131,7 @@ func (db *DB) appendSpans(a *bloblog.Active, ns, name string, m *SpanMemory, id 
 // spanBatch adds the memory's records to b: the old memory's head records
 // deleted, the new root and heads, the model spec and, if storeW, the
 // fitted W.
-func (db *DB) spanBatch(b *pebble.Batch, ns, name string, m *SpanMemory, meta *SpanMeta, ext *spanExtent, old *SpanMeta, storeW bool) error {
+func (db *DB) spanBatch(b *pebble.Batch, ns, name string, m *SpanMemory, meta *SpanMeta, ext *spanmem.Extent, old *SpanMeta, storeW bool) error {
 	if old != nil {
 		for l := range old.Layers {
 			for h := range old.KVHeads {
@@ -180,7 +145,7 @@ func (db *DB) spanBatch(b *pebble.Batch, ns, name string, m *SpanMemory, meta *S
 	}
 	_ = b.Set(catalog.SpanMetaKey(ns, name), v, nil)
 	for g := range m.Heads {
-		hm := ext.head(m, g)
+		hm := ext.Head(m, g)
 		hv, err := hm.Encode(meta)
 		if err != nil {
 			return err
@@ -317,80 +282,4 @@ func (db *DB) spanMeta(ns, name string) (*SpanMeta, error) {
 		return nil, fmt.Errorf("%w: catalog key of span memory %q in namespace %q holds context %s", ErrCorruption, name, ns, m.Context.Short())
 	}
 	return m, nil
-}
-
-// check validates a SpanMemory before anything is written. Errors wrap
-// ErrInvalidArgument.
-func (m *SpanMemory) check() error {
-	bad := func(f string, args ...any) error {
-		return fmt.Errorf("%w: span memory: %s", ErrInvalidArgument, fmt.Sprintf(f, args...))
-	}
-	if err := m.Model.Validate(); err != nil {
-		return fmt.Errorf("span memory: %w", err)
-	}
-	spec, seg := &m.Model, m.Segmentation
-	switch {
-	case m.Tokens < 1 || uint64(m.Tokens) > math.MaxUint32:
-		return bad("%d tokens", m.Tokens)
-	case seg == nil || seg.Tokens != m.Tokens || len(seg.Spans) == 0:
-		return bad("no segmentation of its %d tokens", m.Tokens)
-	case !m.FactorDType.Float():
-		return bad("factor dtype %v", m.FactorDType)
-	case len(m.Heads) != spec.Layers*spec.KVHeads || len(m.ResidentK) != spec.Layers || len(m.ResidentV) != spec.Layers:
-		return bad("%d heads, %d K and %d V resident layers for %d layers x %d kv heads",
-			len(m.Heads), len(m.ResidentK), len(m.ResidentV), spec.Layers, spec.KVHeads)
-	case m.Projection.Dim < 0 || m.Projection.Dim > spec.HeadDim || (m.Projection.Dim == 0) != (m.Projection.Name == ""):
-		return bad("projection %q of dim %d", m.Projection.Name, m.Projection.Dim)
-	}
-	if err := m.Projection.checkFitted(spec); err != nil {
-		return err
-	}
-	rowBytes := spec.KVHeads * len(m.Resident) * spec.HeadDim * spec.DType.Size()
-	for l := range spec.Layers {
-		if len(m.ResidentK[l]) != rowBytes || len(m.ResidentV[l]) != rowBytes {
-			return bad("layer %d: resident K %d, V %d bytes, want %d", l, len(m.ResidentK[l]), len(m.ResidentV[l]), rowBytes)
-		}
-	}
-	for g := range m.Heads {
-		if err := m.checkHead(g); err != nil {
-			return bad("layer %d head %d: %v", g/spec.KVHeads, g%spec.KVHeads, err)
-		}
-	}
-	return nil
-}
-
-// checkHead checks one head's summaries and factors against the spans.
-func (m *SpanMemory) checkHead(g int) error {
-	h, spans := &m.Heads[g], m.Segmentation.Spans
-	if len(h.Summaries) != len(spans) || len(h.K) != len(spans) || len(h.V) != len(spans) {
-		return fmt.Errorf("%d summaries, %d K and %d V factors for %d spans", len(h.Summaries), len(h.K), len(h.V), len(spans))
-	}
-	for s, sp := range spans {
-		for _, f := range []*reconstruct.Factors{h.K[s], h.V[s]} {
-			switch {
-			case sp.Factored && f == nil:
-				return fmt.Errorf("span %d is factored but has no factors", s)
-			case !sp.Factored && f != nil:
-				return fmt.Errorf("span %d is not factored but has factors", s)
-			case f != nil && (f.Rows != sp.Len() || f.Cols != m.Model.HeadDim):
-				return fmt.Errorf("span %d of %d tokens has %dx%d factors", s, sp.Len(), f.Rows, f.Cols)
-			}
-		}
-	}
-	return nil
-}
-
-// checkFitted checks that a fitted W is what Hash and Dim say.
-func (p *ProjectionRef) checkFitted(spec *format.ModelSpec) error {
-	if p.Fitted == nil {
-		return nil
-	}
-	ps, err := decodeProjections(p.Fitted, p.FittedMeta, spec.Layers, spec.KVHeads, spec.HeadDim)
-	switch {
-	case err != nil:
-		return fmt.Errorf("span memory: fitted W: %w", err)
-	case blake3.Sum256(p.Fitted) != p.Hash || ps[0].Dim != p.Dim:
-		return fmt.Errorf("%w: span memory: fitted W does not match its hash or dim %d", ErrInvalidArgument, p.Dim)
-	}
-	return nil
 }

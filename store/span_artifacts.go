@@ -6,69 +6,19 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/segment"
+	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
 // Names of the SeKV artifacts span memory uses, each bound to a model
-// fingerprint (PutArtifact). All are little-endian f32 with the shape in
-// their ArtifactMeta:
-//
-//	ArtifactRouterW     [layers][kv_heads][d'][head_dim]  trained routing projection W
-//	ArtifactRouterWPCA  [layers][kv_heads][d'][head_dim]  default W, fitted by PCA (stored by PutSpanMemory)
-//	ArtifactRouterBias  [layers][kv_heads]                router bias b (default 0)
-//	ArtifactTau         [layers][kv_heads]                zoom threshold tau (default reconstruct.DefaultTau)
-//	ArtifactRank        [layers][kv_heads]                rank gate: fixed factor rank per (layer, head); 0 = energy threshold
-//
-// SeKV's rank gate is a small network of the singular-value spectrum; its
-// training is the framework's job, and what kvstore keeps is its per
-// (layer, head) decision.
+// fingerprint (PutArtifact); spanmem.ArtifactRouterW and its siblings say
+// what each holds.
 const (
-	ArtifactRouterW    = "sekv/router-w"
-	ArtifactRouterWPCA = "sekv/router-w-pca"
-	ArtifactRouterBias = "sekv/router-bias"
-	ArtifactTau        = "sekv/tau"
-	ArtifactRank       = "sekv/rank"
+	ArtifactRouterW    = spanmem.ArtifactRouterW
+	ArtifactRouterWPCA = spanmem.ArtifactRouterWPCA
+	ArtifactRouterBias = spanmem.ArtifactRouterBias
+	ArtifactTau        = spanmem.ArtifactTau
+	ArtifactRank       = spanmem.ArtifactRank
 )
-
-// encodeProjections lays out one projection per (layer, KV head),
-// layer-major, as the data and meta of a W artifact
-// (format.EncodeProjections). All must share Dim and HeadDim. Errors wrap
-// ErrInvalidArgument.
-func encodeProjections(ps []*segment.Projection, layers, kvHeads int) ([]byte, ArtifactMeta, error) {
-	if layers < 1 || kvHeads < 1 || len(ps) != layers*kvHeads {
-		return nil, ArtifactMeta{}, fmt.Errorf("%w: projections: %d for %d layers x %d kv heads", ErrInvalidArgument, len(ps), layers, kvHeads)
-	}
-	dim, hd := ps[0].Dim, ps[0].HeadDim
-	ws := make([][]float32, len(ps))
-	for i, p := range ps {
-		if err := p.Validate(); err != nil {
-			return nil, ArtifactMeta{}, fmt.Errorf("projection %d: %w", i, err)
-		}
-		if p.Dim != dim || p.HeadDim != hd {
-			return nil, ArtifactMeta{}, fmt.Errorf("%w: projection %d is %dx%d, the first %dx%d", ErrInvalidArgument, i, p.Dim, p.HeadDim, dim, hd)
-		}
-		ws[i] = p.W
-	}
-	return format.EncodeProjections(ws, layers, kvHeads, dim, hd)
-}
-
-// decodeProjections parses a W artifact for a model of the given shape.
-// Errors wrap ErrInvalidArgument: another shape or dtype, or a non-finite
-// weight.
-func decodeProjections(data []byte, meta ArtifactMeta, layers, kvHeads, headDim int) ([]*segment.Projection, error) {
-	dim, ws, err := format.DecodeProjections(data, meta, layers, kvHeads, headDim)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*segment.Projection, len(ws))
-	for g, w := range ws {
-		out[g] = &segment.Projection{Dim: dim, HeadDim: headDim, W: w}
-		if err := out[g].Validate(); err != nil {
-			return nil, fmt.Errorf("projection artifact, group %d: %w", g, err)
-		}
-	}
-	return out, nil
-}
 
 // EncodeHeadValues lays out one float per (layer, KV head) as the data and
 // meta of a tau, bias or rank artifact (format.EncodeHeadValues).

@@ -11,6 +11,7 @@ import (
 	"github.com/kvstore/kvstore/segment"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
 // SpanReader reads one stored span memory piece by piece: the root record
@@ -189,7 +190,7 @@ func (r *SpanReader) Summaries(layer, head int) ([]segment.Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	return segmentSummaries(h.Summaries), nil
+	return spanmem.SegmentSummaries(h.Summaries), nil
 }
 
 func (r *SpanReader) checkHead(layer, head int) error {

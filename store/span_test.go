@@ -14,6 +14,7 @@ import (
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"
 	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
 // spanModelCfg is a small random Llama (head dim 16, GQA) whose prefill
@@ -313,7 +314,7 @@ func TestSpanMemoryArtifacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := decodeProjections(data, info.Meta, 2, 2, 16); err != nil {
+	if _, err := spanmem.DecodeProjections(data, info.Meta, 2, 2, 16); err != nil {
 		t.Fatal(err)
 	}
 	second := buildSpans(t, db, in, SpanOptions{ProjectionDim: 8})
@@ -335,7 +336,7 @@ func TestSpanMemoryArtifacts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d, meta, err := encodeProjections(ps, 2, 2)
+	d, meta, err := spanmem.EncodeProjections(ps, 2, 2)
 	putArtifact(ArtifactRouterW, d, meta, err)
 	d, meta, err = EncodeHeadValues([]float32{1, 2, 3, 0}, 2, 2)
 	putArtifact(ArtifactRank, d, meta, err)
