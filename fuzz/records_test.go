@@ -48,7 +48,9 @@ func recordSeeds(tb testing.TB) map[string][][]byte {
 		"FuzzDecodePositions": {append([]byte{2, 1, 10, 3}, pos...), append([]byte{2, 1, 10, 3}, flip(pos, 1)...),
 			append([]byte{2, 1, 10, 3}, pos[:3]...)},
 		// Head values and projections: layers, heads, head dim, then f32s.
-		"FuzzDecodeHeadValues":  {append([]byte{2, 2, 0}, make([]byte, 16)...), {1, 1, 0, 0, 0, 0xc0, 0x7f}},
+		// {48, 0, 0}: zero heads, which the decoder once accepted and the
+		// encoder refused (found by this target).
+		"FuzzDecodeHeadValues":  {append([]byte{2, 2, 0}, make([]byte, 16)...), {1, 1, 0, 0, 0, 0xc0, 0x7f}, {48, 0, 0}},
 		"FuzzDecodeProjections": {append([]byte{1, 2, 4}, make([]byte, 2*2*4*4)...), {1, 1, 2, 0, 0, 0x80, 0x3f}},
 	}
 }
