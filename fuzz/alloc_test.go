@@ -13,7 +13,6 @@ import (
 	"github.com/kvstore/kvstore/format/safetensors"
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"
-	"github.com/kvstore/kvstore/store"
 )
 
 // allocBudget is the most a decoder may allocate for an input of at most
@@ -32,7 +31,7 @@ type decoder struct {
 
 func decoders(tb testing.TB) []decoder {
 	meta, head := spanSeeds(tb)
-	m, err := store.DecodeSpanMeta(meta)
+	m, err := format.DecodeSpanMeta(meta)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -51,17 +50,28 @@ func decoders(tb testing.TB) []decoder {
 	}
 	tr := format.Trailer{Packet: format.PacketID{1}, Offset: format.BlobHeaderSize, PayloadLen: 100}
 	hk, sk := format.KindPacketHeader, format.KindModelSpec
+	bk, ak := format.KindBlobFile, format.KindAccess
+	rs := recordSeeds(tb)
 	return []decoder{
 		{name: "packet header", decode: func(b []byte) { _, _ = format.DecodeHeader(b) }, seeds: headerSeeds(tb)[:3], kind: &hk},
 		{name: "model spec", decode: func(b []byte) { _, _ = format.DecodeModelSpec(b) }, seeds: specSeeds(tb)[:3], kind: &sk},
-		{name: "span meta", decode: func(b []byte) { _, _ = store.DecodeSpanMeta(b) }, seeds: [][]byte{meta}, kind: &spanK},
-		{name: "span head", decode: func(b []byte) { _, _ = store.DecodeHeadMeta(b, m) }, seeds: [][]byte{head}, kind: &spanK},
+		{name: "span meta", decode: func(b []byte) { _, _ = format.DecodeSpanMeta(b) }, seeds: [][]byte{meta}, kind: &spanK},
+		{name: "span head", decode: func(b []byte) { _, _ = format.DecodeHeadMeta(b, m) }, seeds: [][]byte{head}, kind: &spanK},
 		{name: "FORMAT file", decode: func(b []byte) { _, _ = format.DecodeFormatFile(b) }, seeds: [][]byte{format.EncodeFormatFile(format.Current)}},
 		{name: "trailer", decode: func(b []byte) { _, _ = format.DecodeTrailer(b) }, seeds: [][]byte{tr.Encode()}},
 		{name: "blob header", decode: func(b []byte) { _, _ = format.DecodeBlobHeader(b) }, seeds: [][]byte{format.EncodeBlobHeader(3)}},
 		{name: "factors", decode: func(b []byte) { _, _, _ = reconstruct.DecodeFactors(b) }, seeds: [][]byte{factors}},
 		{name: "projection", decode: func(b []byte) { var p segment.Projection; _ = p.UnmarshalBinary(b) }, seeds: [][]byte{proj}},
 		{name: "chunk codecs", decode: decodeChunk, seeds: codecSeeds(tb)},
+		{name: "blob file record", decode: func(b []byte) { _, _ = format.DecodeBlobFileRecord(b) }, seeds: rs["FuzzDecodeBlobFileRecord"][:1], kind: &bk},
+		{name: "access statistics", decode: func(b []byte) { _, _, _ = format.DecodeAccess(b) }, seeds: rs["FuzzDecodeAccess"][:1], kind: &ak},
+		{name: "artifact", decode: func(b []byte) { _, _ = format.DecodeArtifact(b) }, seeds: rs["FuzzDecodeArtifact"][:2]},
+		{name: "keep-set", decode: func(b []byte) { _, _ = format.DecodeKeepSet(b) }, seeds: rs["FuzzDecodeKeepSet"][:1]},
+		{name: "positions", decode: func(b []byte) {
+			if len(b) >= 4 {
+				_, _ = format.DecodePositions(b[4:], int(b[0]), int(b[1]), int(b[2]), int(b[3]))
+			}
+		}, seeds: rs["FuzzDecodePositions"][:1]},
 		{name: "safetensors", decode: func(b []byte) { _, _ = safetensors.Decode(b) }, seeds: safetensorsSeeds(tb)},
 	}
 }

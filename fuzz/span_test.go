@@ -5,19 +5,16 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/reconstruct"
-	"github.com/kvstore/kvstore/segment"
-	"github.com/kvstore/kvstore/store"
 )
 
 // spanMeta is a valid span memory root: 40 tokens in two factored spans and
 // one resident one, two layers of one 8-dim KV head, d' = 4.
-func spanMeta() *store.SpanMeta {
-	m := &store.SpanMeta{
-		Model: format.Fingerprint{1, 2}, Context: store.ContextID{3, 4}, Tokens: 40, Layers: 2, KVHeads: 1, HeadDim: 8,
+func spanMeta() *format.SpanMeta {
+	m := &format.SpanMeta{
+		Model: format.Fingerprint{1, 2}, Context: format.ContextID{3, 4}, Tokens: 40, Layers: 2, KVHeads: 1, HeadDim: 8,
 		ProjDim: 4, ResidentDType: format.DTypeBF16, FactorDType: format.DTypeF16, BasePosition: 5,
 		BlobFile: 1, ExtentOffset: format.BlobHeaderSize, ExtentLength: 16 << 10, CreatedUnixNs: 1,
-		Spans:      []segment.Span{{Start: 0, End: 16, Factored: true}, {Start: 16, End: 28, Factored: true}, {Start: 28, End: 40}},
+		Spans:      []format.Span{{Start: 0, End: 16, Factored: true}, {Start: 16, End: 28, Factored: true}, {Start: 28, End: 40}},
 		Anchors:    []int{0, 1, 2, 3, 16},
 		Projection: "sekv/router-w-pca", Mean: 2, Std: 1, Threshold: 3, AnchorThreshold: 4,
 	}
@@ -27,26 +24,26 @@ func spanMeta() *store.SpanMeta {
 	}
 	n := uint64(len(m.Resident) * 8 * 2)
 	for l := range uint64(2) {
-		m.Blocks = append(m.Blocks, store.ResidentBlock{KOffset: 2 * l * 512, VOffset: (2*l + 1) * 512, Length: n, KCRC: 7, VCRC: 8})
+		m.Blocks = append(m.Blocks, format.ResidentBlock{KOffset: 2 * l * 512, VOffset: (2*l + 1) * 512, Length: n, KCRC: 7, VCRC: 8})
 	}
 	return m
 }
 
 // headMeta is a valid head record of spanMeta.
-func headMeta(m *store.SpanMeta) *store.HeadMeta {
-	h := &store.HeadMeta{Layer: 1, Head: 0, K: make([]store.FactorBlock, 3), V: make([]store.FactorBlock, 3)}
+func headMeta(m *format.SpanMeta) *format.HeadMeta {
+	h := &format.HeadMeta{Layer: 1, Head: 0, K: make([]format.FactorBlock, 3), V: make([]format.FactorBlock, 3)}
 	off := uint64(4096)
 	for s, sp := range m.Spans[:2] {
-		for i, dst := range []*store.FactorBlock{&h.K[s], &h.V[s]} {
+		for i, dst := range []*format.FactorBlock{&h.K[s], &h.V[s]} {
 			rank := 3 - i
-			n := reconstruct.FactorLayout{Rows: sp.Len(), Cols: 8, Rank: rank, DType: m.FactorDType}.Size()
-			*dst = store.FactorBlock{Offset: off, Length: uint32(n), CRC: uint32(s), Rank: rank}
+			n := format.FactorLayout{Rows: sp.Len(), Cols: 8, Rank: rank, DType: m.FactorDType}.Size()
+			*dst = format.FactorBlock{Offset: off, Length: uint32(n), CRC: uint32(s), Rank: rank}
 			off += 1024
 		}
 	}
 	for s := range m.Spans {
 		f := float32(s)
-		h.Summaries = append(h.Summaries, segment.Summary{
+		h.Summaries = append(h.Summaries, format.SpanSummary{
 			Key: []float32{f, 1, 2, 3, 4, 5, 6, 7}, Value: []float32{-f, 0, 0, 0, 0, 0, 0, 1}, Proj: []float32{f, f, 0, 1}})
 	}
 	return h
@@ -99,7 +96,7 @@ func FuzzDecodeHeadMeta(f *testing.F) {
 	f.Add(flip(body, 64))  // first K offset
 	f.Add(flip(body, 96))  // first K rank
 	f.Add(flip(body, 200)) // a summary float
-	m, err := store.DecodeSpanMeta(meta)
+	m, err := format.DecodeSpanMeta(meta)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -108,7 +105,7 @@ func FuzzDecodeHeadMeta(f *testing.F) {
 		if err != nil {
 			return
 		}
-		h, err := store.DecodeHeadMeta(b, m)
+		h, err := format.DecodeHeadMeta(b, m)
 		if err != nil {
 			checkErr(t, err)
 			return
@@ -121,7 +118,7 @@ func FuzzDecodeHeadMeta(f *testing.F) {
 }
 
 func checkSpanMeta(t *testing.T, b []byte) {
-	m, err := store.DecodeSpanMeta(b)
+	m, err := format.DecodeSpanMeta(b)
 	if err != nil {
 		checkErr(t, err)
 		return

@@ -20,7 +20,7 @@
 //
 // store.PrepareAssemblePruned applies a keep-set while assembling a stored
 // packet; store.Packet.Keep stores a packet pruned, only its kept rows and
-// their positions on disk. Set.MarshalBinary encodes one (layout in set_codec.go and
+// their positions on disk. Set.MarshalBinary encodes one (layout in format/keepset.go and
 // docs/format.md) for callers that keep keep-sets beside their packets.
 package prune
 

@@ -1,7 +1,6 @@
 package reconstruct
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -20,23 +19,7 @@ type Factors struct {
 
 // Validate checks shapes and that every element is finite and every
 // singular value non-negative. Errors wrap format.ErrInvalidArgument.
-func (f *Factors) Validate() error {
-	switch {
-	case f.Rows < 1 || f.Cols < 1 || f.Rank < 0 || f.Rank > min(f.Rows, f.Cols):
-		return fmt.Errorf("%w: factors: %dx%d of rank %d", format.ErrInvalidArgument, f.Rows, f.Cols, f.Rank)
-	case len(f.U) != f.Rows*f.Rank || len(f.S) != f.Rank || len(f.Vt) != f.Rank*f.Cols:
-		return fmt.Errorf("%w: factors: %dx%d rank %d with |U|=%d |S|=%d |Vt|=%d",
-			format.ErrInvalidArgument, f.Rows, f.Cols, f.Rank, len(f.U), len(f.S), len(f.Vt))
-	case !factorsFinite(f.U) || !factorsFinite(f.Vt) || !factorsFinite(f.S):
-		return fmt.Errorf("%w: factors: non-finite element", format.ErrInvalidArgument)
-	}
-	for i, s := range f.S {
-		if s < 0 {
-			return fmt.Errorf("%w: factors: singular value %d is %v < 0", format.ErrInvalidArgument, i, s)
-		}
-	}
-	return nil
-}
+func (f *Factors) Validate() error { return (*format.Factors)(f).Validate() }
 
 // Truncate returns a copy holding the first r components (all of them when
 // r >= Rank).
@@ -91,150 +74,33 @@ func checkGates(m []float32, rank int) error {
 	return nil
 }
 
-func factorsFinite(x []float32) bool {
-	for _, v := range x {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return false
-		}
-	}
-	return true
-}
-
-// Factor encoding, little endian: a 16-byte descriptor, then U, S and Vt,
-// each contiguous, every element in the descriptor's dtype:
-//
-//	+--------+----------+----------+----------+----------+--------------+
-//	| "KVSF" | rows u32 | cols u16 | rank u16 | dtype u8 | 3 zero bytes |
-//	+--------+----------+----------+----------+----------+--------------+
-//	| U: rows*rank (row-major) | S: rank | Vt: rank*cols (row-major)      |
-//	+---------------------------------------------------------------------+
-//
-// The arrays start at byte 16, so a 16-byte-aligned buffer can be handed to
-// a kernel as is; FactorLayout gives their offsets. There is no checksum:
-// the store frames and checksums factors.
+// The factor encoding ("KVSF") is drawn and coded in format/factors.go;
+// these names keep it reachable from the package that computes factors.
 const (
-	factorsMagic = "KVSF"
 	// FactorHeaderSize is the size of the descriptor before U.
-	FactorHeaderSize = 16
-	maxFactorCols    = format.MaxHeadDim
+	FactorHeaderSize = format.FactorHeaderSize
+	maxFactorCols    = format.MaxFactorCols
 )
 
 // FactorLayout is the shape and dtype of encoded factors.
-type FactorLayout struct {
-	Rows, Cols, Rank int
-	DType            format.DType
-}
-
-// UOffset, SOffset and VtOffset are the byte offsets of the three arrays in
-// an encoding; Size is its total length.
-func (l FactorLayout) UOffset() int  { return FactorHeaderSize }
-func (l FactorLayout) SOffset() int  { return l.UOffset() + l.Rows*l.Rank*l.DType.Size() }
-func (l FactorLayout) VtOffset() int { return l.SOffset() + l.Rank*l.DType.Size() }
-func (l FactorLayout) Size() int     { return l.VtOffset() + l.Rank*l.Cols*l.DType.Size() }
-
-// check validates the layout's fields; sizes cannot overflow once it passes.
-func (l FactorLayout) check() error {
-	if !l.DType.Float() || l.Rows < 1 || uint64(l.Rows) > math.MaxUint32 || l.Cols < 1 || l.Cols > maxFactorCols ||
-		l.Rank < 0 || l.Rank > min(l.Rows, l.Cols) {
-		return fmt.Errorf("factors %dx%d of rank %d in %v", l.Rows, l.Cols, l.Rank, l.DType)
-	}
-	elems := (uint64(l.Rows) + 1 + uint64(l.Cols)) * uint64(l.Rank)
-	if elems*uint64(l.DType.Size()) > math.MaxInt-FactorHeaderSize { // 32-bit platforms
-		return fmt.Errorf("factors %dx%d of rank %d in %v do not fit in memory", l.Rows, l.Cols, l.Rank, l.DType)
-	}
-	return nil
-}
+type FactorLayout = format.FactorLayout
 
 // AppendFactors appends the encoding of f in dtype dt (f32, f16 or bf16,
 // rounded to nearest even) to dst. Errors wrap format.ErrInvalidArgument:
 // invalid factors, a non-float dtype, or a value beyond f16's range.
 func AppendFactors(dst []byte, f *Factors, dt format.DType) ([]byte, error) {
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	l := FactorLayout{Rows: f.Rows, Cols: f.Cols, Rank: f.Rank, DType: dt}
-	if err := l.check(); err != nil {
-		return nil, fmt.Errorf("%w: append %v", format.ErrInvalidArgument, err)
-	}
-	start := len(dst)
-	dst = append(dst, make([]byte, l.Size())...)
-	b := dst[start:]
-	copy(b, factorsMagic)
-	binary.LittleEndian.PutUint32(b[4:], uint32(l.Rows))
-	binary.LittleEndian.PutUint16(b[8:], uint16(l.Cols))
-	binary.LittleEndian.PutUint16(b[10:], uint16(l.Rank))
-	b[12] = byte(dt)
-	for _, part := range []struct {
-		off int
-		src []float32
-	}{{l.UOffset(), f.U}, {l.SOffset(), f.S}, {l.VtOffset(), f.Vt}} {
-		out := b[part.off : part.off+len(part.src)*dt.Size()]
-		if err := format.FromF32(out, part.src, dt); err != nil {
-			return nil, err
-		}
-	}
-	if dt == format.DTypeF16 && !f16Finite(b[FactorHeaderSize:]) {
-		return nil, fmt.Errorf("%w: append factors: a value overflows f16; store them as bf16 or f32", format.ErrInvalidArgument)
-	}
-	return dst, nil
-}
-
-// f16Finite reports whether no f16 element of b is infinite or NaN.
-func f16Finite(b []byte) bool {
-	for i := 0; i+1 < len(b); i += 2 {
-		if binary.LittleEndian.Uint16(b[i:])&0x7c00 == 0x7c00 {
-			return false
-		}
-	}
-	return true
+	return format.AppendFactors(dst, (*format.Factors)(f), dt)
 }
 
 // ParseFactorLayout reads and checks the descriptor of an encoding, and
 // that b is exactly as long as it says. Errors wrap format.ErrCorruption.
-func ParseFactorLayout(b []byte) (FactorLayout, error) {
-	if len(b) < FactorHeaderSize || string(b[:4]) != factorsMagic {
-		return FactorLayout{}, fmt.Errorf("%w: factors: %d bytes without the %q descriptor", format.ErrCorruption, len(b), factorsMagic)
-	}
-	l := FactorLayout{
-		Rows:  int(binary.LittleEndian.Uint32(b[4:])),
-		Cols:  int(binary.LittleEndian.Uint16(b[8:])),
-		Rank:  int(binary.LittleEndian.Uint16(b[10:])),
-		DType: format.DType(b[12]),
-	}
-	if err := l.check(); err != nil {
-		return FactorLayout{}, fmt.Errorf("%w: %v", format.ErrCorruption, err)
-	}
-	if b[13]|b[14]|b[15] != 0 {
-		return FactorLayout{}, fmt.Errorf("%w: factors: reserved descriptor bytes %x", format.ErrCorruption, b[13:16])
-	}
-	if len(b) != l.Size() {
-		return FactorLayout{}, fmt.Errorf("%w: factors %dx%d rank %d %v: %d bytes, want %d",
-			format.ErrCorruption, l.Rows, l.Cols, l.Rank, l.DType, len(b), l.Size())
-	}
-	return l, nil
-}
+func ParseFactorLayout(b []byte) (FactorLayout, error) { return format.ParseFactorLayout(b) }
 
 // DecodeFactors decodes an encoding made by AppendFactors (widening to
 // float32 exactly) and returns the factors and the stored dtype. Bad bytes
 // give an error wrapping format.ErrCorruption, never a panic; sizes are
 // checked against len(b) before anything is allocated.
 func DecodeFactors(b []byte) (*Factors, format.DType, error) {
-	l, err := ParseFactorLayout(b)
-	if err != nil {
-		return nil, 0, err
-	}
-	f := &Factors{Rows: l.Rows, Cols: l.Cols, Rank: l.Rank,
-		U: make([]float32, l.Rows*l.Rank), S: make([]float32, l.Rank), Vt: make([]float32, l.Rank*l.Cols)}
-	for _, part := range []struct {
-		off int
-		dst []float32
-	}{{l.UOffset(), f.U}, {l.SOffset(), f.S}, {l.VtOffset(), f.Vt}} {
-		if err := format.ToF32(part.dst, b[part.off:part.off+len(part.dst)*l.DType.Size()], l.DType); err != nil {
-			return nil, 0, fmt.Errorf("%w: factors: %v", format.ErrCorruption, err)
-		}
-	}
-	if err := f.Validate(); err != nil {
-		return nil, 0, fmt.Errorf("%w: decoded %v", format.ErrCorruption, err)
-	}
-	return f, l.DType, nil
+	f, dt, err := format.DecodeFactors(b)
+	return (*Factors)(f), dt, err
 }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -10,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // Access statistics are eviction's ordering hints: per packet, when it
@@ -22,17 +22,6 @@ import (
 //
 // Losing them in a crash loses only ordering hints, never data. Pins, on
 // the other hand, are durable (capacity.go).
-
-var kindAccess = format.RegisterKind(format.RecordKind{
-	Name: "access statistics", Magic: format.MagicOf("KVAC"), Version: 1, MaxBody: 1 << 10,
-})
-
-const tagAccess = 'x'
-
-// accessKey is 'x' | ns | id.
-func accessKey(ns string, id format.PacketID) []byte {
-	return append(nsPrefix(tagAccess, ns, len(id)), id[:]...)
-}
 
 const accessShards = 16
 
@@ -137,8 +126,8 @@ func (db *DB) forget(ns string, id format.PacketID) {
 // deleteOpsKeys adds to b the removal of a packet's access and pin
 // records, for the batch that deletes it.
 func deleteOpsKeys(b *pebble.Batch, ns string, id format.PacketID) {
-	_ = b.Delete(accessKey(ns, id), nil)
-	_ = b.Delete(pinKey(ns, id), nil)
+	_ = b.Delete(catalog.AccessKey(ns, id), nil)
+	_ = b.Delete(catalog.PinKey(ns, id), nil)
 }
 
 // maybeFlushAccess saves the statistics if the flush interval has passed
@@ -167,7 +156,7 @@ func (db *DB) flushAccess() error {
 	if db.opts.ReadOnly || db.failed != nil {
 		return nil
 	}
-	b := db.cat.db.NewBatch()
+	b := db.cat.DB.NewBatch()
 	defer b.Close()
 	var stale []packetKey
 	var err error
@@ -175,19 +164,19 @@ func (db *DB) flushAccess() error {
 		if err != nil || !e.dirty.Swap(false) {
 			return
 		}
-		ok, herr := db.cat.has(headerKey(k.ns, k.id))
+		ok, herr := db.cat.Has(catalog.HeaderKey(k.ns, k.id))
 		switch {
 		case herr != nil:
 			err = herr
 		case !ok:
 			stale = append(stale, k)
 		case t.loaded.Load():
-			_ = b.Set(accessKey(k.ns, k.id), encodeAccess(e.last.Load(), e.uses.Load()), nil)
+			_ = b.Set(catalog.AccessKey(k.ns, k.id), encodeAccess(e.last.Load(), e.uses.Load()), nil)
 		default:
 			// The table holds this session's uses only: add the saved ones
 			// and start counting afresh.
 			last, uses := db.savedAccess(k)
-			_ = b.Set(accessKey(k.ns, k.id), encodeAccess(max(last, e.last.Load()), uses+e.uses.Swap(0)), nil)
+			_ = b.Set(catalog.AccessKey(k.ns, k.id), encodeAccess(max(last, e.last.Load()), uses+e.uses.Swap(0)), nil)
 		}
 	})
 	for _, k := range stale {
@@ -202,31 +191,13 @@ func (db *DB) flushAccess() error {
 	return nil
 }
 
-func encodeAccess(last int64, uses uint64) []byte {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(last))
-	binary.LittleEndian.PutUint64(b[8:], uses)
-	v, err := format.Seal(kindAccess, b[:])
-	if err != nil {
-		panic(err) // 16 bytes always fit
-	}
-	return v
-}
+func encodeAccess(last int64, uses uint64) []byte { return format.EncodeAccess(last, uses) }
 
-func decodeAccess(v []byte) (last int64, uses uint64, err error) {
-	b, err := format.Unseal(kindAccess, v)
-	if err != nil {
-		return 0, 0, err
-	}
-	if len(b) < 16 {
-		return 0, 0, fmt.Errorf("%w: access statistics: %d bytes, want 16", ErrCorruption, len(b))
-	}
-	return int64(binary.LittleEndian.Uint64(b)), binary.LittleEndian.Uint64(b[8:]), nil
-}
+func decodeAccess(v []byte) (last int64, uses uint64, err error) { return format.DecodeAccess(v) }
 
 // savedAccess reads packet k's saved statistics (zero if none or bad).
 func (db *DB) savedAccess(k packetKey) (last int64, uses uint64) {
-	_, _ = db.cat.get(accessKey(k.ns, k.id), func(v []byte) error {
+	_, _ = db.cat.Get(catalog.AccessKey(k.ns, k.id), func(v []byte) error {
 		last, uses, _ = decodeAccess(v)
 		return nil
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 func TestArtifactRoundTrip(t *testing.T) {
@@ -170,18 +171,18 @@ func TestArtifactCorruption(t *testing.T) {
 		t.Fatal(err)
 	}
 	var v []byte
-	if _, err := db.cat.get(artifactKey(a, "w"), func(b []byte) error { v = bytes.Clone(b); return nil }); err != nil {
+	if _, err := db.cat.Get(catalog.ArtifactKey(a, "w"), func(b []byte) error { v = bytes.Clone(b); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	flipped := bytes.Clone(v)
 	flipped[len(flipped)-2] ^= 1
-	if err := db.cat.db.Set(artifactKey(a, "w"), flipped, nil); err != nil {
+	if err := db.cat.DB.Set(catalog.ArtifactKey(a, "w"), flipped, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.GetArtifact(a, "w"); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("flipped bit: %v, want ErrCorruption", err)
 	}
-	if err := db.cat.db.Set(artifactKey(a, "v"), v, nil); err != nil { // w's record under v
+	if err := db.cat.DB.Set(catalog.ArtifactKey(a, "v"), v, nil); err != nil { // w's record under v
 		t.Fatal(err)
 	}
 	if _, err := db.GetArtifact(a, "v"); !errors.Is(err, ErrCorruption) {

@@ -103,7 +103,7 @@ func BenchmarkAssemble(b *testing.B) {
 func freshAssembly(b *testing.B, db *DB, spec *format.ModelSpec, items []AssembleItem) *Assembly {
 	db.filesMu.RLock()
 	for _, f := range db.files {
-		f.forgetVerified()
+		f.ForgetVerified()
 	}
 	db.filesMu.RUnlock()
 	a, err := db.PrepareAssemble("bench", spec.Fingerprint(), items)

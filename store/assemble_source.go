@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // chunkSource yields the rows of one stored chunk, [kv_heads][n][head_dim]:
@@ -30,9 +31,9 @@ func (a *Assembly) source(w *assembleWorker, p *assemblePacket, i, rb int) (chun
 	}
 	s := chunkSource{v: p.v, i: i, c: &p.v.h.Chunks[i], mapped: mapped, n: p.Tokens, rb: rb}
 	if check && mapped != nil {
-		// The whole chunk first, at memory speed (crcStream): it is then
+		// The whole chunk first, at memory speed (bloblog.CRC): it is then
 		// still in the last-level cache while it is placed.
-		if err := p.v.checked(i, crcStream(mapped), true); err != nil {
+		if err := p.v.checked(i, bloblog.CRC(mapped), true); err != nil {
 			return chunkSource{}, fmt.Errorf("assemble: %w", err)
 		}
 		s.counted = true
@@ -57,7 +58,7 @@ func (s *chunkSource) rows(h, t0, k int, buf []byte) ([]byte, error) {
 		b = s.mapped[lo : lo+k*s.rb]
 	} else {
 		b = buf[:k*s.rb]
-		if err := s.v.file.readAt(b, s.c.Offset+uint64(lo)); err != nil {
+		if err := s.v.file.ReadAt(b, s.c.Offset+uint64(lo)); err != nil {
 			return nil, fmt.Errorf("assemble: packet %s: %w", s.v.h.ID.Short(), err)
 		}
 	}
@@ -77,7 +78,7 @@ func (s *chunkSource) done() error {
 	}
 	crc := s.crcs[0]
 	for _, c := range s.crcs[1:] {
-		crc = crcCombine(crc, c, uint64(s.n*s.rb))
+		crc = bloblog.CRCCombine(crc, c, uint64(s.n*s.rb))
 	}
 	if err := s.v.checked(s.i, crc, s.mapped != nil); err != nil {
 		return fmt.Errorf("assemble: %w", err)
@@ -101,7 +102,7 @@ func (v *View) rawChunk(i int) (mapped []byte, check bool, err error) {
 	}
 	rel := c.Offset - v.h.ExtentOffset
 	mapped = v.extent[rel : rel+c.Length : rel+c.Length]
-	return mapped, v.verify && !v.seen[i].Load() && !v.file.isVerified(c.Offset, c.CRC32C), nil
+	return mapped, v.verify && !v.seen[i].Load() && !v.file.IsVerified(c.Offset, c.CRC32C), nil
 }
 
 // checked finishes a chunk whose CRC32C the caller computed: it compares
@@ -112,12 +113,12 @@ func (v *View) checked(i int, crc uint32, mapped bool) error {
 	if crc != c.CRC32C {
 		v.st.corruptions.Add(1)
 		return &ChunkError{
-			File: v.file.path, Offset: c.Offset, Length: c.Length, Packet: v.h.ID,
+			File: v.file.Path(), Offset: c.Offset, Length: c.Length, Packet: v.h.ID,
 			Layer: c.Layer, Kind: c.Kind, Want: c.CRC32C, Computed: crc,
 		}
 	}
 	if mapped {
-		v.file.markVerified(c.Offset, c.CRC32C)
+		v.file.MarkVerified(c.Offset, c.CRC32C)
 	}
 	v.st.verifiedBytes.Add(c.Length)
 	v.first(i, c.Length)

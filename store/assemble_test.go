@@ -374,7 +374,7 @@ func TestAssembleCorruptChunk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, path := v.Header(), v.file.path
+			h, path := v.Header(), v.file.Path()
 			v.Release()
 			db.Close()
 			bad := h.Chunks[2] // layer 1 K

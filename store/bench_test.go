@@ -229,7 +229,7 @@ func readViews(b *testing.B, db *DB, fp format.Fingerprint, id format.PacketID, 
 	}
 	defer v.Release()
 	if forget {
-		v.file.forgetVerified()
+		v.file.ForgetVerified()
 	}
 	off := 0
 	for i := range v.Header().Chunks {

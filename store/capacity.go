@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // Capacity: with Options.MaxBytes set, a Put that would take the live
@@ -30,13 +31,6 @@ const (
 	EvictLFU
 )
 
-const tagPin = 'p'
-
-// pinKey is 'p' | ns | id.
-func pinKey(ns string, id format.PacketID) []byte {
-	return append(nsPrefix(tagPin, ns, len(id)), id[:]...)
-}
-
 // Pin keeps packet id of namespace ns, stored for model, from eviction
 // until Unpin (or Delete). It is durable when it returns. ErrNotFound if
 // the packet is absent, ErrModelMismatch if stored for another model.
@@ -59,22 +53,15 @@ func (db *DB) Pinned(ns string, id format.PacketID) (bool, error) {
 	if err := checkNamespace(ns); err != nil {
 		return false, err
 	}
-	return db.cat.has(pinKey(ns, id))
+	return db.cat.Has(catalog.PinKey(ns, id))
 }
 
 func (db *DB) setPin(ns string, model format.Fingerprint, id format.PacketID, pin bool) error {
-	if err := db.enter(); err != nil {
-		return err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return fmt.Errorf("%w: pin", ErrReadOnly)
-	}
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return db.failed
-	}
+	return db.write("pin", nil, func() error { return db.setPinLocked(ns, model, id, pin) })
+}
+
+// setPinLocked is setPin; the writer lock is held.
+func (db *DB) setPinLocked(ns string, model format.Fingerprint, id format.PacketID, pin bool) error {
 	h, err := db.header(ns, id)
 	if err != nil {
 		return err
@@ -83,12 +70,12 @@ func (db *DB) setPin(ns string, model format.Fingerprint, id format.PacketID, pi
 		return fmt.Errorf("%w: pin packet %s in namespace %q: stored for model %s, not %s",
 			ErrModelMismatch, id.Short(), ns, h.Model.Short(), model.Short())
 	}
-	b := db.cat.db.NewBatch()
+	b := db.cat.DB.NewBatch()
 	defer b.Close()
 	if pin {
-		_ = b.Set(pinKey(ns, id), nil, nil)
+		_ = b.Set(catalog.PinKey(ns, id), nil, nil)
 	} else {
-		_ = b.Delete(pinKey(ns, id), nil)
+		_ = b.Delete(catalog.PinKey(ns, id), nil)
 	}
 	if err := db.commit(b); err != nil {
 		return fmt.Errorf("pin packet %s: %w", id.Short(), err)
@@ -106,7 +93,7 @@ func (db *DB) pinnedCount() int {
 	}
 	defer db.leave()
 	n := 0
-	_ = iterate(db.cat.db, []byte{tagPin}, func(_, _ []byte) error { n++; return nil })
+	_ = catalog.Iterate(db.cat.DB, []byte{catalog.TagPin}, func(_, _ []byte) error { n++; return nil })
 	return n
 }
 
@@ -117,7 +104,7 @@ func (db *DB) loadTable() error {
 	if t.loaded.Load() {
 		return nil
 	}
-	err := iterate(db.cat.db, []byte{tagHeader}, func(_, v []byte) error {
+	err := catalog.Iterate(db.cat.DB, []byte{catalog.TagHeader}, func(_, v []byte) error {
 		h, err := format.DecodeHeader(v)
 		if err != nil {
 			return fmt.Errorf("store: capacity: %w", err)
@@ -132,10 +119,10 @@ func (db *DB) loadTable() error {
 	if err != nil {
 		return err
 	}
-	if err := db.loadSaved(tagPin, func(e *accessEntry, _ []byte) error { e.pinned = true; return nil }); err != nil {
+	if err := db.loadSaved(catalog.TagPin, func(e *accessEntry, _ []byte) error { e.pinned = true; return nil }); err != nil {
 		return err
 	}
-	err = db.loadSaved(tagAccess, func(e *accessEntry, v []byte) error {
+	err = db.loadSaved(catalog.TagAccess, func(e *accessEntry, v []byte) error {
 		last, uses, err := decodeAccess(v)
 		if err != nil {
 			return nil // only a hint: start afresh
@@ -156,8 +143,8 @@ func (db *DB) loadTable() error {
 // loadSaved calls fn for every key of tag ('x' or 'p') whose packet has
 // an entry.
 func (db *DB) loadSaved(tag byte, fn func(*accessEntry, []byte) error) error {
-	return iterate(db.cat.db, []byte{tag}, func(k, v []byte) error {
-		ns, rest, ok := splitLenPrefixed(k[1:])
+	return catalog.Iterate(db.cat.DB, []byte{tag}, func(k, v []byte) error {
+		ns, rest, ok := catalog.SplitLenPrefixed(k[1:])
 		if !ok || len(rest) != len(format.PacketID{}) {
 			return nil
 		}
@@ -232,7 +219,7 @@ func (db *DB) candidates() []victim {
 
 // evict deletes vs in one synced batch.
 func (db *DB) evict(vs []victim) error {
-	b := db.cat.db.NewBatch()
+	b := db.cat.DB.NewBatch()
 	defer b.Close()
 	recs := map[uint32]BlobFileInfo{}
 	var hs []*format.PacketHeader
@@ -249,13 +236,13 @@ func (db *DB) evict(vs []victim) error {
 		}
 		killExtent(&r, h.ExtentLength)
 		recs[r.Num] = r
-		_ = b.Delete(headerKey(h.Namespace, h.ID), nil)
-		_ = b.Delete(indexKey(h.Namespace, h.Model, h.ID), nil)
+		_ = b.Delete(catalog.HeaderKey(h.Namespace, h.ID), nil)
+		_ = b.Delete(catalog.IndexKey(h.Namespace, h.Model, h.ID), nil)
 		deleteOpsKeys(b, h.Namespace, h.ID)
 		hs = append(hs, h)
 	}
 	for _, r := range recs {
-		_ = b.Set(blobFileKey(r.Num), encodeBlobRecord(&r), nil)
+		_ = b.Set(catalog.BlobFileKey(r.Num), encodeBlobRecord(&r), nil)
 	}
 	if err := db.commit(b); err != nil {
 		return fmt.Errorf("evict: %w", err)

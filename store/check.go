@@ -8,6 +8,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // GarbageKind classifies what a crash or an interrupted operation may
@@ -75,18 +77,17 @@ func (r *CheckReport) OK() bool { return len(r.Findings) == 0 }
 // the extents checked and the catalogued live extents. The error is only
 // for I/O failures, ErrClosed and ctx's error.
 func (db *DB) Check(ctx context.Context, progress func(done, total int64)) (*CheckReport, error) {
-	if err := db.enter(); err != nil {
-		return nil, err
-	}
-	defer db.leave()
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	c := newChecker(db)
-	defer c.close()
-	if err := c.run(ctx, progress); err != nil {
-		return nil, err
-	}
-	return c.rep, nil
+	var rep *CheckReport
+	err := db.exclusive(func() error {
+		c := newChecker(db)
+		defer c.close()
+		if err := c.run(ctx, progress); err != nil {
+			return err
+		}
+		rep = c.rep
+		return nil
+	})
+	return rep, err
 }
 
 // checker holds one Check run's state.
@@ -118,7 +119,7 @@ func (c *checker) add(f Finding) { c.rep.Findings = append(c.rep.Findings, f) }
 func (c *checker) run(ctx context.Context, progress func(done, total int64)) error {
 	var err error
 	bad := func(b badRecord) { c.add(recordFinding(b)) }
-	if c.recs, err = loadRecords(c.db.cat.db, bad); err != nil {
+	if c.recs, err = loadRecords(c.db.cat.DB, bad); err != nil {
 		return err
 	}
 	c.rep.Files = len(c.recs)
@@ -129,7 +130,7 @@ func (c *checker) run(ctx context.Context, progress func(done, total int64)) err
 	for _, r := range c.recs {
 		total += int64(r.LiveExtents)
 	}
-	err = walkRefs(c.db.cat.db, func(r *extentRef) error {
+	err = walkRefs(c.db.cat.DB, func(r *extentRef) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -168,7 +169,7 @@ func (c *checker) listDisk() error {
 // parseBlobFileName parses NNNNNN.blob (at least six digits).
 func parseBlobFileName(n string) (uint32, bool) {
 	var num uint32
-	if _, err := fmt.Sscanf(n, "%d.blob", &num); err != nil || blobFileName(num) != n {
+	if _, err := fmt.Sscanf(n, "%d.blob", &num); err != nil || bloblog.FileName(num) != n {
 		return 0, false
 	}
 	return num, true
@@ -182,7 +183,7 @@ func (c *checker) ref(r *extentRef) error {
 		c.spans[r.Namespace+"\x00"+r.Context] = true
 	} else {
 		c.rep.Packets++
-		c.indexed[string(indexKey(r.Namespace, r.Header.Model, r.Header.ID))] = true
+		c.indexed[string(catalog.IndexKey(r.Namespace, r.Header.Model, r.Header.ID))] = true
 	}
 	if err := c.model(r, path); err != nil {
 		return err
@@ -233,11 +234,11 @@ func trailerHeader(b []byte, r *extentRef) string {
 
 // model checks that r's model spec is catalogued.
 func (c *checker) model(r *extentRef, path string) error {
-	fp := r.Span.modelOf(r.Header)
+	fp := modelOf(r.Span, r.Header)
 	ok, seen := c.models[fp]
 	if !seen {
 		var err error
-		if ok, err = c.db.cat.has(modelKey(fp)); err != nil {
+		if ok, err = c.db.cat.Has(catalog.ModelKey(fp)); err != nil {
 			return err
 		}
 		c.models[fp] = ok
@@ -249,7 +250,7 @@ func (c *checker) model(r *extentRef, path string) error {
 }
 
 // modelOf is the model fingerprint of a span memory m, or else of h.
-func (m *SpanMeta) modelOf(h *format.PacketHeader) format.Fingerprint {
+func modelOf(m *SpanMeta, h *format.PacketHeader) format.Fingerprint {
 	if m != nil {
 		return m.Model
 	}
@@ -275,12 +276,12 @@ func (c *checker) readAt(num uint32, off, n uint64) ([]byte, error) {
 
 // index checks that index entries and headers match one for one.
 func (c *checker) index() error {
-	err := iterate(c.db.cat.db, []byte{tagIndex}, func(k, _ []byte) error {
+	err := catalog.Iterate(c.db.cat.DB, []byte{catalog.TagIndex}, func(k, _ []byte) error {
 		if c.indexed[string(k)] {
 			delete(c.indexed, string(k))
 			return nil
 		}
-		ns, _, id, ok := parseIndexKey(k)
+		ns, _, id, ok := catalog.ParseIndexKey(k)
 		f := Finding{Kind: FindingIndex, Namespace: ns, ID: id, Layer: -1, Detail: "index entry without a header for its model"}
 		if !ok {
 			f.Detail = fmt.Sprintf("malformed index key %x", k)
@@ -292,7 +293,7 @@ func (c *checker) index() error {
 		return err
 	}
 	for k := range c.indexed {
-		ns, _, id, _ := parseIndexKey([]byte(k))
+		ns, _, id, _ := catalog.ParseIndexKey([]byte(k))
 		c.add(Finding{Kind: FindingIndex, Namespace: ns, ID: id, Layer: -1, Detail: "header without its index entry"})
 	}
 	if err := c.spanHeads(); err != nil {
@@ -303,11 +304,11 @@ func (c *checker) index() error {
 
 // spanHeads checks that every span head record belongs to a span memory.
 func (c *checker) spanHeads() error {
-	return iterate(c.db.cat.db, []byte{tagSpanHead}, func(k, _ []byte) error {
-		ns, rest, ok := splitLenPrefixed(k[1:])
+	return catalog.Iterate(c.db.cat.DB, []byte{catalog.TagSpanHead}, func(k, _ []byte) error {
+		ns, rest, ok := catalog.SplitLenPrefixed(k[1:])
 		name := ""
 		if ok {
-			name, rest, ok = splitLenPrefixed(rest)
+			name, rest, ok = catalog.SplitLenPrefixed(rest)
 		}
 		switch {
 		case !ok || len(rest) != 4:
@@ -321,13 +322,13 @@ func (c *checker) spanHeads() error {
 
 // pins checks that every pin names a catalogued packet.
 func (c *checker) pins() error {
-	return iterate(c.db.cat.db, []byte{tagPin}, func(k, _ []byte) error {
-		ns, rest, ok := splitLenPrefixed(k[1:])
+	return catalog.Iterate(c.db.cat.DB, []byte{catalog.TagPin}, func(k, _ []byte) error {
+		ns, rest, ok := catalog.SplitLenPrefixed(k[1:])
 		if !ok || len(rest) != len(format.PacketID{}) {
 			c.add(Finding{Kind: FindingIndex, Layer: -1, Detail: fmt.Sprintf("malformed pin key %x", k)})
 			return nil
 		}
-		found, err := c.db.cat.has(headerKey(ns, format.PacketID(rest)))
+		found, err := c.db.cat.Has(catalog.HeaderKey(ns, format.PacketID(rest)))
 		if err == nil && !found {
 			c.add(Finding{Kind: FindingIndex, Namespace: ns, ID: [32]byte(rest), Layer: -1, Detail: "pin of a packet that is not catalogued"})
 		}
@@ -385,7 +386,7 @@ func (c *checker) file(rec BlobFileInfo) error {
 		if err != nil {
 			return err
 		}
-		active := c.db.w.cur != nil && c.db.w.cur.num == rec.Num
+		active := c.db.w.Cur != nil && c.db.w.Cur.Num == rec.Num
 		c.garbage(Garbage{Kind: GarbageTail, Num: rec.Num, File: path, Offset: rec.Size, Length: size - rec.Size, Extents: n, Reused: active})
 	}
 	return nil
@@ -460,7 +461,7 @@ func (c *checker) countExtents(num uint32, from, to uint64) (int, error) {
 // sequence checks that the next-blob number is past every file.
 func (c *checker) sequence() error {
 	var next uint32
-	found, err := c.db.cat.get(keyNextBlob, func(v []byte) (err error) {
+	found, err := c.db.cat.Get(catalog.KeyNextBlob, func(v []byte) (err error) {
 		next, err = decodeSequence(v)
 		return err
 	})

@@ -11,6 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 func mustCheck(t *testing.T, db *DB, where string) *CheckReport {
@@ -73,22 +75,22 @@ func TestCheckFindsInconsistencies(t *testing.T) {
 		want   FindingKind
 	}{
 		{"index without header", func(t *testing.T, db *DB, h *format.PacketHeader) {
-			setKey(t, db, indexKey("ns", h.Model, format.PacketID{7}), nil)
+			setKey(t, db, catalog.IndexKey("ns", h.Model, format.PacketID{7}), nil)
 		}, FindingIndex},
 		{"header without index", func(t *testing.T, db *DB, h *format.PacketHeader) {
-			deleteKey(t, db, indexKey(h.Namespace, h.Model, h.ID))
+			deleteKey(t, db, catalog.IndexKey(h.Namespace, h.Model, h.ID))
 		}, FindingIndex},
 		{"missing model", func(t *testing.T, db *DB, h *format.PacketHeader) {
-			deleteKey(t, db, modelKey(h.Model))
+			deleteKey(t, db, catalog.ModelKey(h.Model))
 		}, FindingModel},
 		{"accounting", func(t *testing.T, db *DB, h *format.PacketHeader) {
 			r, _ := db.record(h.BlobFile)
 			r.LiveBytes -= format.Alignment
 			r.DeadBytes += format.Alignment
-			setKey(t, db, blobFileKey(r.Num), encodeBlobRecord(&r))
+			setKey(t, db, catalog.BlobFileKey(r.Num), encodeBlobRecord(&r))
 		}, FindingAccounting},
 		{"dangling file", func(t *testing.T, db *DB, h *format.PacketHeader) {
-			deleteKey(t, db, blobFileKey(h.BlobFile))
+			deleteKey(t, db, catalog.BlobFileKey(h.BlobFile))
 		}, FindingDangling},
 		{"overlap", func(t *testing.T, db *DB, h *format.PacketHeader) {
 			// A second packet whose header claims the first one's extent.
@@ -96,23 +98,23 @@ func TestCheckFindsInconsistencies(t *testing.T) {
 			id := format.ComputePacketID("ns", h.Model, "", p.TokenIDs)
 			c := *h
 			c.ID, c.TokenIDs, c.Tokens = id, p.TokenIDs, uint32(len(p.TokenIDs))
-			setKey(t, db, headerKey("ns", id), mustEncode(t, &c))
-			setKey(t, db, indexKey("ns", h.Model, id), nil)
+			setKey(t, db, catalog.HeaderKey("ns", id), mustEncode(t, &c))
+			setKey(t, db, catalog.IndexKey("ns", h.Model, id), nil)
 			r, _ := db.record(h.BlobFile)
 			r.LiveBytes += h.ExtentLength
 			r.Size += h.ExtentLength
 			r.LiveExtents++
 			r.Extents++
-			setKey(t, db, blobFileKey(r.Num), encodeBlobRecord(&r))
+			setKey(t, db, catalog.BlobFileKey(r.Num), encodeBlobRecord(&r))
 		}, FindingOverlap},
 		{"orphan span head", func(t *testing.T, db *DB, h *format.PacketHeader) {
-			setKey(t, db, spanHeadKey("ns", "gone", 0, 0), nil)
+			setKey(t, db, catalog.SpanHeadKey("ns", "gone", 0, 0), nil)
 		}, FindingIndex},
 		{"stale pin", func(t *testing.T, db *DB, h *format.PacketHeader) {
-			setKey(t, db, pinKey("ns", format.PacketID{5}), nil)
+			setKey(t, db, catalog.PinKey("ns", format.PacketID{5}), nil)
 		}, FindingIndex},
 		{"bad record", func(t *testing.T, db *DB, h *format.PacketHeader) {
-			setKey(t, db, headerKey("other", format.PacketID{3}), []byte{1, 2, 3})
+			setKey(t, db, catalog.HeaderKey("other", format.PacketID{3}), []byte{1, 2, 3})
 		}, FindingRecord},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -147,7 +149,7 @@ func mustEncode(t *testing.T, h *format.PacketHeader) []byte {
 
 func setKey(t *testing.T, db *DB, k, v []byte) {
 	t.Helper()
-	b := db.cat.db.NewBatch()
+	b := db.cat.DB.NewBatch()
 	_ = b.Set(k, v, nil)
 	if err := db.commit(b); err != nil {
 		t.Fatal(err)
@@ -156,7 +158,7 @@ func setKey(t *testing.T, db *DB, k, v []byte) {
 
 func deleteKey(t *testing.T, db *DB, k []byte) {
 	t.Helper()
-	b := db.cat.db.NewBatch()
+	b := db.cat.DB.NewBatch()
 	_ = b.Delete(k, nil)
 	if err := db.commit(b); err != nil {
 		t.Fatal(err)
@@ -172,7 +174,7 @@ func TestCheckGarbage(t *testing.T) {
 	files := db.BlobFiles()
 	db.Close()
 	// An orphan file holding one extent, and a tail on the first file.
-	orphan := fs.PathJoin("/db/blobs", blobFileName(900))
+	orphan := fs.PathJoin("/db/blobs", bloblog.FileName(900))
 	writeFileAt(t, fs, orphan, 0, format.EncodeBlobHeader(900))
 	tr := format.Trailer{Packet: format.PacketID{9}, Offset: format.BlobHeaderSize}
 	writeFileAt(t, fs, orphan, 2*format.Alignment-format.TrailerSize, tr.Encode())

@@ -1,6 +1,10 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+)
 
 // Close closes the store: the catalog, the active blob file and the LOCK.
 // It refuses new calls (they return ErrClosed) and waits for those in
@@ -14,7 +18,7 @@ func (db *DB) Close() error {
 	if ferr := db.closeAccess(); ferr != nil {
 		db.log.Warn("store: saving access statistics at close", "dir", db.dir, "err", ferr)
 	}
-	err := db.w.close()
+	err := db.w.Close()
 	if cerr := db.closeCatalog(); err == nil {
 		err = cerr
 	}
@@ -32,29 +36,21 @@ func (db *DB) Close() error {
 func (db *DB) closeFiles() {
 	db.filesMu.Lock()
 	files := db.files
-	db.files = map[uint32]*blobFile{}
+	db.files = map[uint32]*bloblog.File{}
 	db.recs = map[uint32]BlobFileInfo{}
 	db.filesMu.Unlock()
 	for _, f := range files {
-		f.release()
+		f.Release()
 	}
 }
 
 // closeCatalog closes the catalog. After a fatal catalog error Pebble may
 // report another one while closing; that too becomes an error, and the
 // first failure is what Close returns.
-func (db *DB) closeCatalog() (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fe, ok := r.(fatalError)
-			if !ok {
-				panic(r)
-			}
-			err = fmt.Errorf("%w: close catalog: %s", ErrFailed, fe.msg)
-		}
-		if db.failed != nil {
-			err = db.failed
-		}
-	}()
-	return db.cat.close()
+func (db *DB) closeCatalog() error {
+	err := db.cat.Close()
+	if db.failed != nil {
+		err = db.failed
+	}
+	return err
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvstore/kvstore/codec"
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // Chunk codecs in the store.
@@ -34,10 +35,10 @@ import (
 
 // encodeChunks returns the packet to write (p itself when it is stored raw,
 // else a copy whose layers hold the encoded chunks) and its extent layout.
-func encodeChunks(p *Packet, chunkLen uint64) (*Packet, extentLayout, error) {
+func encodeChunks(p *Packet, chunkLen uint64) (*Packet, bloblog.Layout, error) {
 	chunks := p.chunks() // a pruned packet's positions chunk last, always raw
 	if p.Codec == format.CodecRaw && p.kept == 0 {
-		lay, err := newLayout(chunks, chunkLen)
+		lay, err := bloblog.NewLayout(chunks, chunkLen)
 		return p, lay, err
 	}
 	if p.Codec == format.CodecRaw {
@@ -46,14 +47,14 @@ func encodeChunks(p *Packet, chunkLen uint64) (*Packet, extentLayout, error) {
 	}
 	jobs, err := encodeJobs(p)
 	if err != nil {
-		return nil, extentLayout{}, err
+		return nil, bloblog.Layout{}, err
 	}
 	// The low-rank codec factors keys un-rotated, by the RoPE they were
 	// stored with: the model's, whatever CodecOptions.RoPE says.
 	opts, rope := p.CodecOptions, p.Model.RoPE
 	opts.RoPE = &rope
 	if err := codec.EncodeParallel(jobs, opts, 0); err != nil {
-		return nil, extentLayout{}, fmt.Errorf("%w: packet: %v", ErrInvalidArgument, err)
+		return nil, bloblog.Layout{}, fmt.Errorf("%w: packet: %v", ErrInvalidArgument, err)
 	}
 	q := *p
 	q.Layers = make([]Layer, len(p.Layers))
@@ -111,24 +112,12 @@ func encodeJobs(p *Packet) ([]codec.Job, error) {
 }
 
 // newEncodedLayout places q's chunks, whatever their lengths.
-func newEncodedLayout(q *Packet, raw uint64, codecs []format.Codec) (extentLayout, error) {
-	n := len(codecs)
-	l := extentLayout{chunks: n, raw: raw, codecs: codecs, lens: make([]uint64, n), rels: make([]uint64, n)}
-	var at uint64
-	for i := range n {
-		l.rels[i], l.lens[i] = at, uint64(len(q.chunkSource(i)))
-		end := at + l.lens[i]
-		l.payload = end
-		var ok bool
-		if at, ok = format.AlignUp(end, format.ChunkAlignment); !ok {
-			return l, fmt.Errorf("%w: extent of %d bytes overflows", ErrInvalidArgument, end)
-		}
+func newEncodedLayout(q *Packet, raw uint64, codecs []format.Codec) (bloblog.Layout, error) {
+	lens := make([]uint64, len(codecs))
+	for i := range lens {
+		lens[i] = uint64(len(q.chunkSource(i)))
 	}
-	var ok bool
-	if l.length, ok = format.ExtentLength(l.payload); !ok {
-		return l, fmt.Errorf("%w: extent of %d bytes overflows", ErrInvalidArgument, l.payload)
-	}
-	return l, nil
+	return bloblog.NewEncodedLayout(lens, raw, codecs)
 }
 
 // decodeChunk decodes the stored bytes b of chunk i of header h into dst,

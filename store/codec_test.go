@@ -220,7 +220,7 @@ func TestCodecCorruptChunk(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				bad, path := v.Header().Chunks[2], v.file.path
+				bad, path := v.Header().Chunks[2], v.file.Path()
 				v.Release()
 				db.Close()
 				if bad.Codec != c {

@@ -10,6 +10,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // Compaction rewrites blob files that are mostly dead:
@@ -83,25 +85,20 @@ type SkippedFile struct {
 // memory head record that is missing or bad, is skipped and reported,
 // never copied. Compact is crash-safe at every step and idempotent.
 func (db *DB) Compact(ctx context.Context, o CompactOptions) (*CompactReport, error) {
-	if err := db.enter(); err != nil {
-		return nil, err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return nil, fmt.Errorf("%w: compact", ErrReadOnly)
-	}
-	if o.LiveRatio == 0 {
-		o.LiveRatio = db.opts.CompactLiveRatio
-	}
-	if !(o.LiveRatio > 0 && o.LiveRatio <= 1) {
-		return nil, fmt.Errorf("%w: compact: live ratio %v is not in (0, 1]", ErrInvalidArgument, o.LiveRatio)
-	}
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return nil, db.failed
-	}
-	return db.compactLocked(ctx, &o)
+	var rep *CompactReport
+	err := db.write("compact", func() error {
+		if o.LiveRatio == 0 {
+			o.LiveRatio = db.opts.CompactLiveRatio
+		}
+		if !(o.LiveRatio > 0 && o.LiveRatio <= 1) {
+			return fmt.Errorf("%w: compact: live ratio %v is not in (0, 1]", ErrInvalidArgument, o.LiveRatio)
+		}
+		return nil
+	}, func() (err error) {
+		rep, err = db.compactLocked(ctx, &o)
+		return err
+	})
+	return rep, err
 }
 
 // compactLocked runs a compaction; the writer lock is held.
@@ -164,8 +161,8 @@ type compactOut struct {
 // pick chooses the source files.
 func (c *compaction) pick() {
 	active := uint32(0)
-	if a := c.db.w.cur; a != nil {
-		active = a.num
+	if a := c.db.w.Cur; a != nil {
+		active = a.Num
 	}
 	want := map[uint32]bool{}
 	for _, n := range c.o.Files {
@@ -193,7 +190,7 @@ func (c *compaction) pick() {
 // retired safely.
 func (c *compaction) gather() error {
 	var bad []badRecord
-	err := walkRefs(c.db.cat.db, func(r *extentRef) error {
+	err := walkRefs(c.db.cat.DB, func(r *extentRef) error {
 		if _, ok := c.sources[r.File]; ok {
 			c.refs[r.File] = append(c.refs[r.File], r)
 		}
@@ -243,7 +240,7 @@ func (c *compaction) copyAll(ctx context.Context) error {
 			return fmt.Errorf("store: sync blob file %s: %w", out.path, err)
 		}
 	}
-	return syncDir(c.db.fs, c.db.w.dir)
+	return bloblog.SyncDir(c.db.fs, c.db.w.Dir)
 }
 
 // copyFile copies one source's extents. An extent that fails
@@ -255,7 +252,7 @@ func (c *compaction) copyFile(ctx context.Context, num uint32) error {
 		c.skip(num, "not in the registry")
 		return nil
 	}
-	defer f.release()
+	defer f.Release()
 	moved := len(c.moved)
 	var copied uint64
 	for _, r := range c.refs[num] {
@@ -300,7 +297,7 @@ func (c *compaction) discard(ms []movedExtent, n uint64) {
 
 // copyExtent verifies r's extent in f and appends it to an output. It
 // returns the repointed records, or why the extent failed verification.
-func (c *compaction) copyExtent(f *blobFile, r *extentRef) (movedExtent, string, error) {
+func (c *compaction) copyExtent(f *bloblog.File, r *extentRef) (movedExtent, string, error) {
 	var heads []*HeadMeta
 	var rs []region
 	if r.Span != nil {
@@ -332,10 +329,10 @@ func (c *compaction) copyExtent(f *blobFile, r *extentRef) (movedExtent, string,
 	t, _ := format.DecodeTrailer(b[len(b)-format.TrailerSize:])
 	t.Offset = off
 	body := b[:len(b)-format.TrailerSize]
-	if err := writeAt(out.f, out.path, body, off); err != nil {
+	if err := bloblog.WriteAt(out.f, out.path, body, off); err != nil {
 		return movedExtent{}, "", err
 	}
-	if err := writeAt(out.f, out.path, t.Encode(), off+uint64(len(body))); err != nil {
+	if err := bloblog.WriteAt(out.f, out.path, t.Encode(), off+uint64(len(body))); err != nil {
 		return movedExtent{}, "", err
 	}
 	c.db.st.bytesWritten.Add(r.Length)
@@ -374,8 +371,8 @@ func (c *compaction) spanHeads(r *extentRef) ([]*HeadMeta, string, error) {
 	for l := range m.Layers {
 		for h := range m.KVHeads {
 			var hm *HeadMeta
-			found, err := c.db.cat.get(spanHeadKey(r.Namespace, r.Context, l, h), func(v []byte) (err error) {
-				hm, err = DecodeHeadMeta(v, m)
+			found, err := c.db.cat.Get(catalog.SpanHeadKey(r.Namespace, r.Context, l, h), func(v []byte) (err error) {
+				hm, err = decodeHeadMeta(v, m)
 				return err
 			})
 			switch {
@@ -420,7 +417,7 @@ func (c *compaction) output(n uint64) (*compactOut, error) {
 			return out, nil
 		}
 	}
-	num := c.db.w.next + uint32(len(c.outs))
+	num := c.db.w.Next + uint32(len(c.outs))
 	out := &compactOut{rec: BlobFileInfo{Num: num, Size: format.BlobHeaderSize, Sealed: true}, path: blobPath(c.db, num)}
 	f, err := c.db.fs.Create(out.path, vfs.WriteCategoryUnspecified)
 	if err != nil {
@@ -428,7 +425,7 @@ func (c *compaction) output(n uint64) (*compactOut, error) {
 	}
 	out.f = f
 	c.outs = append(c.outs, out)
-	return out, writeAt(f, out.path, format.EncodeBlobHeader(num), 0)
+	return out, bloblog.WriteAt(f, out.path, format.EncodeBlobHeader(num), 0)
 }
 
 // abort removes the outputs of a compaction that will not commit.
@@ -441,7 +438,7 @@ func (c *compaction) abort() {
 
 // commit repoints the catalog in one synced batch.
 func (c *compaction) commit() error {
-	b := c.db.cat.db.NewBatch()
+	b := c.db.cat.DB.NewBatch()
 	defer b.Close()
 	for _, m := range c.moved {
 		if err := m.repoint(b); err != nil {
@@ -450,14 +447,14 @@ func (c *compaction) commit() error {
 		}
 	}
 	for _, num := range c.done {
-		_ = b.Delete(blobFileKey(num), nil)
+		_ = b.Delete(catalog.BlobFileKey(num), nil)
 	}
 	for _, out := range c.outs {
-		_ = b.Set(blobFileKey(out.rec.Num), encodeBlobRecord(&out.rec), nil)
+		_ = b.Set(catalog.BlobFileKey(out.rec.Num), encodeBlobRecord(&out.rec), nil)
 		c.db.addFile(out.rec)
 	}
 	if len(c.outs) > 0 {
-		_ = b.Set(keyNextBlob, encodeSequence(c.outs[len(c.outs)-1].rec.Num+1), nil)
+		_ = b.Set(catalog.KeyNextBlob, encodeSequence(c.outs[len(c.outs)-1].rec.Num+1), nil)
 	}
 	if err := c.db.commit(b); err != nil {
 		for _, out := range c.outs {
@@ -477,7 +474,7 @@ func (c *compaction) finish() {
 		c.rep.Created = append(c.rep.Created, out.rec.Num)
 	}
 	if len(c.outs) > 0 {
-		c.db.w.next = c.outs[len(c.outs)-1].rec.Num + 1
+		c.db.w.Next = c.outs[len(c.outs)-1].rec.Num + 1
 	}
 	for _, num := range c.done {
 		rec := c.sources[num]
@@ -506,20 +503,20 @@ func (m *movedExtent) repoint(b *pebble.Batch) error {
 		if err != nil {
 			return fmt.Errorf("packet %s: %w", h.ID.Short(), err)
 		}
-		return b.Set(headerKey(h.Namespace, h.ID), v, nil)
+		return b.Set(catalog.HeaderKey(h.Namespace, h.ID), v, nil)
 	}
 	s := m.span
 	v, err := s.meta.Encode()
 	if err != nil {
 		return fmt.Errorf("span memory %q: %w", s.name, err)
 	}
-	_ = b.Set(spanMetaKey(s.ns, s.name), v, nil)
+	_ = b.Set(catalog.SpanMetaKey(s.ns, s.name), v, nil)
 	for _, h := range s.heads {
 		hv, err := h.Encode(s.meta)
 		if err != nil {
 			return fmt.Errorf("span memory %q layer %d head %d: %w", s.name, h.Layer, h.Head, err)
 		}
-		_ = b.Set(spanHeadKey(s.ns, s.name, h.Layer, h.Head), hv, nil)
+		_ = b.Set(catalog.SpanHeadKey(s.ns, s.name, h.Layer, h.Head), hv, nil)
 	}
 	return nil
 }

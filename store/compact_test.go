@@ -99,7 +99,7 @@ func TestCompactKeepsViews(t *testing.T) {
 		if v, err = db.Get("ns", x.spec.Fingerprint(), id); err != nil {
 			t.Fatal(err)
 		}
-		if v.Header().BlobFile != db.w.cur.num {
+		if v.Header().BlobFile != db.w.Cur.Num {
 			break
 		}
 		v.Release()
@@ -242,7 +242,7 @@ func TestCompactSkipsCorruptExtent(t *testing.T) {
 	newOpsFixture(t, db, fs, 9)
 	var h *format.PacketHeader
 	_ = db.Headers(func(x *format.PacketHeader) error {
-		if h == nil && x.BlobFile != db.w.cur.num {
+		if h == nil && x.BlobFile != db.w.Cur.Num {
 			h = x
 		}
 		return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // flipByte flips one bit of the byte at off in a blob file of a closed store.
@@ -53,7 +54,7 @@ func TestCorruptChunkDetected(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := v.Header()
-			path := v.file.path
+			path := v.file.Path()
 			v.Release()
 			db.Close()
 
@@ -90,10 +91,10 @@ func TestCorruptChunkDetected(t *testing.T) {
 						t.Fatalf("layer 1 with a flipped byte: %v, want a ChunkError", err)
 					}
 					if ce.Offset != bad.Offset || ce.Layer != 1 || ce.Kind != format.ChunkV || ce.Packet != id ||
-						!strings.HasSuffix(ce.File, blobFileName(h.BlobFile)) || ce.Want == ce.Computed {
+						!strings.HasSuffix(ce.File, bloblog.FileName(h.BlobFile)) || ce.Want == ce.Computed {
 						t.Fatalf("ChunkError %+v does not name the bad chunk", ce)
 					}
-					for _, s := range []string{blobFileName(h.BlobFile), "layer 1 V", id.Short()} {
+					for _, s := range []string{bloblog.FileName(h.BlobFile), "layer 1 V", id.Short()} {
 						if !strings.Contains(err.Error(), s) {
 							t.Fatalf("error %q does not mention %q", err, s)
 						}
@@ -132,7 +133,7 @@ func TestTruncatedBlobFile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := fs.PathJoin(dir, blobsDirName, blobFileName(1))
+			path := fs.PathJoin(dir, blobsDirName, bloblog.FileName(1))
 			db.Close()
 			if mem, ok := fs.(*vfs.MemFS); ok {
 				f, _ := mem.Create(path, vfs.WriteCategoryUnspecified) // empties the file

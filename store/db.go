@@ -9,6 +9,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // DB is an open store. It is safe for concurrent use: writers (Put,
@@ -21,17 +23,17 @@ type DB struct {
 	fs   vfs.FS
 	log  *slog.Logger
 	lock io.Closer
-	cat  *catalog
+	cat  *catalog.Catalog
 
 	gate *gate // every call passes it; Close closes it
 
 	writeMu sync.Mutex // serialises writers; guards w and failed
-	w       blobWriter
+	w       bloblog.Writer
 	failed  error // set once the catalog failed; writes return it
 
 	filesMu sync.RWMutex
-	files   map[uint32]*blobFile    // catalogued blob files, each holding the registry's reference
-	recs    map[uint32]BlobFileInfo // their catalogued records
+	files   map[uint32]*bloblog.File // catalogued blob files, each holding the registry's reference
+	recs    map[uint32]BlobFileInfo  // their catalogued records
 
 	models sync.Map // format.Fingerprint -> *format.ModelSpec known to be catalogued
 	st     counters
@@ -52,7 +54,7 @@ func (db *DB) leave() { db.gate.leave() }
 // commit commits b durably, counting it; a catalog failure that needs a
 // reopen is remembered so that later writes fail fast. Writers only.
 func (db *DB) commit(b *pebble.Batch) error {
-	err := timed(&db.st.catalogSyncs, &db.st.catalogSyncNanos, func() error { return db.cat.commit(b) })
+	err := timed(&db.st.catalogSyncs, &db.st.catalogSyncNanos, func() error { return db.cat.Commit(b) })
 	if errors.Is(err, ErrFailed) {
 		db.failed = err
 	}
@@ -61,11 +63,11 @@ func (db *DB) commit(b *pebble.Batch) error {
 
 // file takes a reference on blob file num for a reader; nil if the file is
 // not catalogued (or is being retired).
-func (db *DB) file(num uint32) *blobFile {
+func (db *DB) file(num uint32) *bloblog.File {
 	db.filesMu.RLock()
 	f := db.files[num]
 	db.filesMu.RUnlock()
-	if f == nil || !f.acquire() {
+	if f == nil || !f.Acquire() {
 		return nil
 	}
 	return f
@@ -73,8 +75,8 @@ func (db *DB) file(num uint32) *blobFile {
 
 // addFile registers a blob file with the registry's reference.
 func (db *DB) addFile(r BlobFileInfo) {
-	f := newBlobFile(db.fs, db.w.dir, r.Num, !db.opts.DisableMmap, uint64(db.opts.BlobFileSize), db.log)
-	r.Path = f.path
+	f := bloblog.NewFile(db.fs, db.w.Dir, r.Num, !db.opts.DisableMmap, uint64(db.opts.BlobFileSize), db.log)
+	r.Path = f.Path()
 	db.filesMu.Lock()
 	db.files[r.Num] = f
 	db.recs[r.Num] = r
@@ -89,7 +91,7 @@ func (db *DB) dropFile(num uint32) {
 	delete(db.recs, num)
 	db.filesMu.Unlock()
 	if f != nil {
-		f.release()
+		f.Release()
 	}
 }
 
@@ -105,7 +107,7 @@ func (db *DB) record(num uint32) (BlobFileInfo, bool) {
 func (db *DB) setRecords(rs ...BlobFileInfo) {
 	db.filesMu.Lock()
 	for _, r := range rs {
-		r.Path = db.files[r.Num].path
+		r.Path = db.files[r.Num].Path()
 		db.recs[r.Num] = r
 	}
 	db.filesMu.Unlock()
@@ -125,7 +127,7 @@ func (db *DB) blobFiles() ([]BlobFileInfo, uint64) {
 	db.filesMu.RLock()
 	out := make([]BlobFileInfo, 0, len(db.recs))
 	for num, r := range db.recs {
-		r.Views = db.files[num].views()
+		r.Views = db.files[num].Views()
 		out = append(out, r)
 	}
 	spans := max(db.st.spanMemories.Load(), 0)

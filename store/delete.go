@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // Delete removes packet id of namespace ns, stored for model, from the
@@ -13,18 +14,11 @@ import (
 // compaction. It is ErrNotFound if absent, ErrModelMismatch if stored for
 // another model.
 func (db *DB) Delete(ns string, model format.Fingerprint, id format.PacketID) error {
-	if err := db.enter(); err != nil {
-		return err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return fmt.Errorf("%w: delete", ErrReadOnly)
-	}
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return db.failed
-	}
+	return db.write("delete", nil, func() error { return db.deleteLocked(ns, model, id) })
+}
+
+// deleteLocked is Delete; the writer lock is held.
+func (db *DB) deleteLocked(ns string, model format.Fingerprint, id format.PacketID) error {
 	h, err := db.header(ns, id)
 	if err != nil {
 		return err
@@ -41,11 +35,11 @@ func (db *DB) Delete(ns string, model format.Fingerprint, id format.PacketID) er
 	r.LiveBytes -= h.ExtentLength
 	r.DeadBytes += h.ExtentLength
 	r.LiveExtents--
-	b := db.cat.db.NewBatch()
+	b := db.cat.DB.NewBatch()
 	defer b.Close()
-	_ = b.Delete(headerKey(ns, id), nil)
-	_ = b.Delete(indexKey(ns, h.Model, id), nil)
-	_ = b.Set(blobFileKey(r.Num), encodeBlobRecord(&r), nil)
+	_ = b.Delete(catalog.HeaderKey(ns, id), nil)
+	_ = b.Delete(catalog.IndexKey(ns, h.Model, id), nil)
+	_ = b.Set(catalog.BlobFileKey(r.Num), encodeBlobRecord(&r), nil)
 	deleteOpsKeys(b, ns, id)
 	if err := db.commit(b); err != nil {
 		return fmt.Errorf("delete packet %s: %w", id.Short(), err)

@@ -13,39 +13,38 @@
 // Every file, blob files included, goes through Options.FS, so that
 // vfs.NewCrashableMem and vfs/errorfs exercise the whole store.
 //
+// # Packages
+//
+// The root package is the public API and the engine's policy: Open and
+// Close, Options, the errors, Put, Get and Views, List, Assemble,
+// artifacts, span memory's DB calls, and maintenance (Verify, Check,
+// Compact, GC, capacity and eviction, access statistics, events, stats).
+// It sits over internal packages, each one concept with its own tests, and
+// over format, which owns every on-disk byte:
+//
+//	store                    DB, Options, errors, Put/Get/View, Assemble, artifacts, span memory calls,
+//	                         maintenance; write.go: the one writer preamble (db.write, db.exclusive)
+//	store/internal/bloblog   blob files and extents: append (Writer, WriteExtent, pwritev, writeback),
+//	                         read (File: refs, mmap, copies, verified-chunk cache, Chunk, ChunkError),
+//	                         CRC32C combine and streaming, read-ahead advice
+//	store/internal/catalog   the Pebble catalog (open, get, scan, synced commit, fatal-error guard)
+//	                         and every catalog key, built and parsed
+//	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
+//	                         resident rows) from artifacts given as inputs, Check, the extent
+//	                         layout and its records; SpanMemory, SpanInput, ... are its types
+//	format                   every record's bytes: KVPH, KVMS, KVBF, KVSQ, KVAC, KVAR, KVSP, KVSF,
+//	                         KVKS, the positions bitmap, FORMAT, blob header, trailer
+//
+// No package imports one above it: format knows nothing of the store, and
+// the internal packages know nothing of DB.
+//
 // # Catalog keys
 //
-// Keys start with one tag byte. Namespaces are length-prefixed, so no
-// namespace's keys are a prefix of another's and a scan of one namespace
-// never meets another's packets. Integers in keys are big endian so that
-// they sort numerically.
-//
-//	'h' | ns len u16 BE | ns | packet id (32)                   -> framed format.PacketHeader
-//	'i' | ns len u16 BE | ns | model fp (32) | packet id (32)   -> empty (List index)
-//	'm' | model fp (32)                                         -> framed format.ModelSpec
-//	'b' | blob file number u32 BE                               -> framed blob file record
-//	's' | "next-blob"                                           -> framed u32 LE: next file number
-//	'a' | name len u16 BE | name | model fp (32)                -> framed artifact ("KVAR", artifact.go)
-//	'A' | model fp (32) | name                                  -> empty (ListArtifacts index)
-//	'c' | ns len u16 BE | ns | name len u16 BE | name           -> framed SpanMeta ("KVSP", span_record.go)
-//	'C' | ns | name (as for 'c') | layer u16 BE | head u16 BE   -> framed HeadMeta ("KVSP")
-//	'p' | ns len u16 BE | ns | packet id (32)                   -> empty: pinned (capacity.go)
-//	'x' | ns len u16 BE | ns | packet id (32)                   -> framed access statistics ("KVAC", access.go)
-//
-// Values are format records (format.Seal: magic, version, length, CRC32C).
-// A blob file record (kind "KVBF") has a 40-byte little-endian body:
-//
-//	+-----------+-------------+--------------+-----------+----------+-----------+-----------+
-//	| flags u32 | extents u32 | live ext u32 | reserved  | size u64 | live u64  | dead u64  |
-//	| bit 0:    | ever        | not deleted  | u32, 0    | append   | bytes of  | bytes of  |
-//	| sealed    | catalogued  |              |           | offset   | live ext. | deleted   |
-//	+-----------+-------------+--------------+-----------+----------+-----------+-----------+
-//	0           4             8              12          16         24          32        40
-//
-// and the sequence (kind "KVSQ") a 4-byte body, the next file number.
-//
-// size is the offset at which the next extent goes: the end of the last
-// catalogued extent (or the 4 KiB blob header). It never decreases, so a
+// The key layout is drawn in store/internal/catalog (doc.go) and, with
+// every value's bytes, in docs/format.md. Blob file records ("KVBF") and
+// the next-blob sequence ("KVSQ") are coded in format/blobrec.go. A blob
+// file record's size is the offset at which the next extent goes: the end
+// of the last catalogued extent (or the 4 KiB blob header). It never decreases, so a
 // deleted extent's bytes are never overwritten while a view may read them.
 //
 // # Blob files and extents
@@ -91,10 +90,10 @@
 // blob files are mmapped read-only, whole, and the View's slices alias the
 // mapping; on other file systems (vfs.MemFS, for tests) chunks are copied
 // into the View on first use. Chunks are verified against their CRC32C the
-// first time they are read (crcStream keeps that close to memory speed);
+// first time they are read (bloblog.CRC keeps that close to memory speed);
 // the result is remembered per blob file while the store keeps it mapped,
 // so a warm Get costs a catalog lookup and no byte reaches a caller
-// unverified. Readers other than View use blobFile.chunk: (file, chunk) ->
+// unverified. Readers other than View use bloblog.File.Chunk: (file, chunk) ->
 // verified bytes, aliasing the mapping when there is one (no allocation),
 // read into a caller's buffer otherwise. A View holds a reference on its
 // blob file: the file stays mapped (and, once compaction exists, on disk)
@@ -113,7 +112,7 @@
 // their extent and so survive the move); GC (gc.go) removes what
 // crashes leave and wholly dead files. A blob file leaves the catalog
 // before it leaves the disk, and is removed only once no view maps it
-// (blobFile.markObsolete), so every step is crash-safe. Options.MaxBytes
+// (bloblog.File.MarkObsolete), so every step is crash-safe. Options.MaxBytes
 // evicts unpinned packets in LRU or LFU order (capacity.go) from access
 // statistics kept in memory and saved lazily (access.go). Subscribe
 // (events.go) streams packet events without ever blocking the store.

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // Sentinel errors. Every error the store returns wraps one of these (or an
@@ -33,9 +35,13 @@ var (
 	// ErrFailed: an earlier catalog commit failed in a way the catalog cannot
 	// recover from without reopening (Pebble treats WAL errors as fatal).
 	// Reads may continue; writes return it until the DB is reopened.
-	ErrFailed = errors.New("kvstore/store: store failed, reopen it")
+	ErrFailed = catalog.ErrFailed
 	// ErrNoSpace: a Put would take the store past Options.MaxBytes and
 	// evicting every unpinned packet (other than the one being put) could
 	// not make room. Nothing was written or evicted.
 	ErrNoSpace = errors.New("kvstore/store: no space within MaxBytes")
 )
+
+// ChunkError reports a chunk whose stored bytes do not match the CRC32C in
+// its header; it wraps ErrCorruption and says where the chunk is.
+type ChunkError = bloblog.ChunkError

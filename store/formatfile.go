@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // checkFormat reads DIR/FORMAT. It reports true when the store is to be
@@ -65,7 +66,7 @@ func (db *DB) writeFormat() error {
 	if err := db.fs.Rename(tmp, db.fs.PathJoin(db.dir, formatFileName)); err != nil {
 		return fmt.Errorf("store: rename %s: %w", tmp, err)
 	}
-	return syncDir(db.fs, db.dir)
+	return bloblog.SyncDir(db.fs, db.dir)
 }
 
 // readFile reads a small file whole.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 	iofs "io/fs"
 )
 
@@ -37,18 +38,16 @@ type GCReport struct {
 // the writer lock; readers keep working. It is crash-safe (records go
 // before files) and idempotent.
 func (db *DB) GC(ctx context.Context) (*GCReport, error) {
-	if err := db.enter(); err != nil {
-		return nil, err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return nil, fmt.Errorf("%w: gc", ErrReadOnly)
-	}
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return nil, db.failed
-	}
+	var rep *GCReport
+	err := db.write("gc", nil, func() (err error) {
+		rep, err = db.gcLocked(ctx)
+		return err
+	})
+	return rep, err
+}
+
+// gcLocked is GC; the writer lock is held.
+func (db *DB) gcLocked(ctx context.Context) (*GCReport, error) {
 	rep := &GCReport{}
 	disk, err := db.blobFilesOnDisk()
 	if err != nil {
@@ -88,9 +87,9 @@ func compactReclaimed(r *CompactReport) uint64 {
 // file is removed by the release of its last view, which holds no lock
 // that Check or GC hold.
 func (db *DB) blobFilesOnDisk() (map[uint32]uint64, error) {
-	names, err := db.fs.List(db.w.dir)
+	names, err := db.fs.List(db.w.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("store: list %s: %w", db.w.dir, err)
+		return nil, fmt.Errorf("store: list %s: %w", db.w.Dir, err)
 	}
 	disk := map[uint32]uint64{}
 	for _, n := range names {
@@ -98,12 +97,12 @@ func (db *DB) blobFilesOnDisk() (map[uint32]uint64, error) {
 		if !ok {
 			continue
 		}
-		st, err := db.fs.Stat(db.fs.PathJoin(db.w.dir, n))
+		st, err := db.fs.Stat(db.fs.PathJoin(db.w.Dir, n))
 		if errors.Is(err, iofs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("store: stat %s: %w", db.fs.PathJoin(db.w.dir, n), err)
+			return nil, fmt.Errorf("store: stat %s: %w", db.fs.PathJoin(db.w.Dir, n), err)
 		}
 		disk[num] = uint64(st.Size())
 	}
@@ -133,10 +132,10 @@ func (db *DB) removeUnreferenced(rep *GCReport, disk map[uint32]uint64) error {
 // files. It returns the other non-active files with a garbage tail.
 func (db *DB) dropDeadRecords(rep *GCReport, disk map[uint32]uint64) (tails []uint32, err error) {
 	active := uint32(0)
-	if db.w.cur != nil {
-		active = db.w.cur.num
+	if db.w.Cur != nil {
+		active = db.w.Cur.Num
 	}
-	b := db.cat.db.NewBatch()
+	b := db.cat.DB.NewBatch()
 	defer b.Close()
 	var dead []BlobFileInfo
 	for _, r := range db.BlobFiles() {
@@ -144,7 +143,7 @@ func (db *DB) dropDeadRecords(rep *GCReport, disk map[uint32]uint64) (tails []ui
 		switch {
 		case r.Num == active && onDisk:
 		case r.LiveExtents == 0 && (!onDisk || r.Num != active):
-			_ = b.Delete(blobFileKey(r.Num), nil)
+			_ = b.Delete(catalog.BlobFileKey(r.Num), nil)
 			dead = append(dead, r)
 		case onDisk && size > r.Size:
 			tails = append(tails, r.Num)
@@ -163,8 +162,8 @@ func (db *DB) dropDeadRecords(rep *GCReport, disk map[uint32]uint64) (tails []ui
 			rep.BytesReclaimed += size
 		}
 		if r.Num == active {
-			_ = db.w.close()
-			db.w.cur = nil // its file is gone: the next write starts a new one
+			_ = db.w.Close()
+			db.w.Cur = nil // its file is gone: the next write starts a new one
 		}
 		if _, onDisk := disk[r.Num]; onDisk {
 			db.retire(r.Num)

@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 func mustGC(t *testing.T, db *DB) *GCReport {
@@ -40,9 +41,9 @@ func TestGCReclaimsGarbage(t *testing.T) {
 		}
 		return nil
 	})
-	active := db.w.cur.num
+	active := db.w.Cur.Num
 	db.Close()
-	orphan := fs.PathJoin("/db/blobs", blobFileName(500))
+	orphan := fs.PathJoin("/db/blobs", bloblog.FileName(500))
 	writeFileAt(t, fs, orphan, 0, format.EncodeBlobHeader(500))
 	writeFileAt(t, fs, tailed.Path, tailed.Size+format.Alignment-1, []byte{1})
 	activeRec := files[len(files)-1]

@@ -7,6 +7,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // Get returns a View of packet id in namespace ns, stored for model. It is
@@ -54,7 +55,7 @@ func (db *DB) get(ns string, model format.Fingerprint, id format.PacketID) (*Vie
 		}
 		v, err := newView(h, f, !db.opts.DisableChecksums, &db.st)
 		if err != nil {
-			f.release()
+			f.Release()
 			return nil, err
 		}
 		return v, nil
@@ -68,7 +69,7 @@ func (db *DB) header(ns string, id format.PacketID) (*format.PacketHeader, error
 		return nil, err
 	}
 	var h *format.PacketHeader
-	found, err := db.cat.get(headerKey(ns, id), func(v []byte) (err error) {
+	found, err := db.cat.Get(catalog.HeaderKey(ns, id), func(v []byte) (err error) {
 		h, err = format.DecodeHeader(v)
 		return err
 	})
@@ -94,7 +95,7 @@ func (db *DB) Has(ns string, model format.Fingerprint, id format.PacketID) (bool
 	if err := checkNamespace(ns); err != nil {
 		return false, err
 	}
-	if ok, err := db.cat.has(indexKey(ns, model, id)); err != nil || ok {
+	if ok, err := db.cat.Has(catalog.IndexKey(ns, model, id)); err != nil || ok {
 		return ok, err
 	}
 	_, err := db.header(ns, id)
@@ -119,7 +120,7 @@ func (db *DB) Model(fp format.Fingerprint) (*format.ModelSpec, error) {
 		return &c, nil
 	}
 	var m *format.ModelSpec
-	found, err := db.cat.get(modelKey(fp), func(v []byte) (err error) {
+	found, err := db.cat.Get(catalog.ModelKey(fp), func(v []byte) (err error) {
 		m, err = format.DecodeModelSpec(v)
 		return err
 	})
@@ -141,12 +142,12 @@ func (db *DB) addModel(b *pebble.Batch, fp format.Fingerprint, m *format.ModelSp
 	if _, ok := db.models.Load(fp); ok {
 		return nil
 	}
-	if ok, err := db.cat.has(modelKey(fp)); err != nil || ok {
+	if ok, err := db.cat.Has(catalog.ModelKey(fp)); err != nil || ok {
 		return err
 	}
 	v, err := format.EncodeModelSpec(m)
 	if err != nil {
 		return fmt.Errorf("store: encode model spec: %w", err)
 	}
-	return b.Set(modelKey(fp), v, nil)
+	return b.Set(catalog.ModelKey(fp), v, nil)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // List returns up to limit ids of the packets stored in namespace ns for
@@ -22,7 +23,7 @@ func (db *DB) List(ns string, model format.Fingerprint, cursor []byte, limit int
 	if limit <= 0 {
 		return nil, nil, fmt.Errorf("%w: list limit %d, want > 0", ErrInvalidArgument, limit)
 	}
-	prefix := indexPrefix(ns, model)
+	prefix := catalog.IndexPrefix(ns, model)
 	lower := prefix
 	if cursor != nil {
 		if len(cursor) != len(format.PacketID{}) {
@@ -32,7 +33,7 @@ func (db *DB) List(ns string, model format.Fingerprint, cursor []byte, limit int
 		lower = append(append(append([]byte(nil), prefix...), cursor...), 0)
 	}
 	more := false
-	err = db.cat.scan(lower, prefixEnd(prefix), func(k, _ []byte) (bool, error) {
+	err = db.cat.Scan(lower, catalog.PrefixEnd(prefix), func(k, _ []byte) (bool, error) {
 		if len(ids) == limit {
 			more = true
 			return false, nil
@@ -62,8 +63,8 @@ func (db *DB) Headers(fn func(*format.PacketHeader) error) error {
 		return err
 	}
 	defer db.leave()
-	p := headerPrefix()
-	return db.cat.scan(p, prefixEnd(p), func(k, v []byte) (bool, error) {
+	p := catalog.HeaderPrefix()
+	return db.cat.Scan(p, catalog.PrefixEnd(p), func(k, v []byte) (bool, error) {
 		h, err := format.DecodeHeader(v)
 		if err != nil {
 			return false, fmt.Errorf("store: header under key %x: %w", k, err)

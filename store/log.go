@@ -27,12 +27,12 @@ func (db *DB) logOpen() {
 	}
 	db.log.Info("store: opened", "dir", db.dir, "blob_files", len(files), "live_bytes", live, "dead_bytes", dead,
 		"read_only", db.opts.ReadOnly)
-	a := db.w.cur
+	a := db.w.Cur
 	if a == nil {
 		return
 	}
-	if st, err := db.fs.Stat(a.path); err == nil && uint64(st.Size()) > a.end {
+	if st, err := db.fs.Stat(a.Path); err == nil && uint64(st.Size()) > a.End {
 		db.log.Info("store: recovery: the active blob file has bytes past its catalogued size, left by a write that did not commit; the next write overwrites them",
-			"file", a.path, "catalogued", a.end, "size", st.Size())
+			"file", a.Path, "catalogued", a.End, "size", st.Size())
 	}
 }

@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 	iofs "io/fs"
 )
 
@@ -30,12 +32,12 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	o.EnsureDefaults()
 	db := &DB{dir: dir, opts: o, fs: o.FS, log: o.Logger, gate: newGate(),
-		files: make(map[uint32]*blobFile), recs: make(map[uint32]BlobFileInfo)}
-	db.w = blobWriter{fs: o.FS, dir: o.FS.PathJoin(dir, blobsDirName), limit: uint64(o.BlobFileSize), next: 1}
+		files: make(map[uint32]*bloblog.File), recs: make(map[uint32]BlobFileInfo)}
+	db.w = bloblog.Writer{FS: o.FS, Dir: o.FS.PathJoin(dir, blobsDirName), Limit: uint64(o.BlobFileSize), Next: 1}
 	if err := db.open(); err != nil {
 		db.closeFiles()
 		if db.cat != nil {
-			_ = db.cat.close()
+			_ = db.cat.Close()
 		}
 		if db.lock != nil {
 			_ = db.lock.Close()
@@ -61,8 +63,8 @@ func (db *DB) open() error {
 		return err
 	}
 	if create {
-		if err := db.fs.MkdirAll(db.w.dir, 0o755); err != nil {
-			return fmt.Errorf("store: create %s: %w", db.w.dir, err)
+		if err := db.fs.MkdirAll(db.w.Dir, 0o755); err != nil {
+			return fmt.Errorf("store: create %s: %w", db.w.Dir, err)
 		}
 	}
 	if db.cat, err = openCatalog(db.fs.PathJoin(db.dir, catalogDirName), &db.opts); err != nil {
@@ -90,16 +92,16 @@ func (db *DB) prepareDir() error {
 	if err := db.fs.MkdirAll(db.dir, 0o755); err != nil {
 		return fmt.Errorf("store: create %s: %w", db.dir, err)
 	}
-	return syncDir(db.fs, db.fs.PathDir(db.dir))
+	return bloblog.SyncDir(db.fs, db.fs.PathDir(db.dir))
 }
 
 // load reads the blob file records and the sequence, registers the files
 // and picks the active one: the highest numbered, unless sealed.
 func (db *DB) load() error {
-	p := []byte{tagBlobFile}
+	p := []byte{catalog.TagBlobFile}
 	var last *BlobFileInfo
-	err := db.cat.scan(p, prefixEnd(p), func(k, v []byte) (bool, error) {
-		num, err := parseBlobFileKey(k)
+	err := db.cat.Scan(p, catalog.PrefixEnd(p), func(k, v []byte) (bool, error) {
+		num, err := catalog.ParseBlobFileKey(k)
 		if err != nil {
 			return false, err
 		}
@@ -114,19 +116,19 @@ func (db *DB) load() error {
 	if err != nil {
 		return fmt.Errorf("store: load blob file records: %w", err)
 	}
-	found, err := db.cat.get(keyNextBlob, func(v []byte) (err error) {
-		db.w.next, err = decodeSequence(v)
+	found, err := db.cat.Get(catalog.KeyNextBlob, func(v []byte) (err error) {
+		db.w.Next, err = decodeSequence(v)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("store: load next blob file number: %w", err)
 	}
 	if last != nil {
-		if !found || db.w.next <= last.Num {
-			return fmt.Errorf("%w: catalog: next blob file number %d, but file %06d is catalogued", ErrCorruption, db.w.next, last.Num)
+		if !found || db.w.Next <= last.Num {
+			return fmt.Errorf("%w: catalog: next blob file number %d, but file %06d is catalogued", ErrCorruption, db.w.Next, last.Num)
 		}
 		if !last.Sealed && !db.opts.ReadOnly {
-			db.w.cur = &activeFile{num: last.Num, path: db.fs.PathJoin(db.w.dir, blobFileName(last.Num)), end: last.Size}
+			db.w.Cur = &bloblog.Active{Num: last.Num, Path: db.fs.PathJoin(db.w.Dir, bloblog.FileName(last.Num)), End: last.Size}
 		}
 	}
 	return db.loadSpanCount()

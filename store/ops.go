@@ -1,6 +1,10 @@
 package store
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+)
 
 // opsState is the DB's state for the operations side: blob files retired
 // by compaction or GC but still mapped by views, and (in their own files)
@@ -9,7 +13,7 @@ type opsState struct {
 	mu sync.Mutex
 	// retiring holds files dropped from the catalog whose removal waits for
 	// views: GC must not take them for orphans.
-	retiring map[uint32]*blobFile
+	retiring map[uint32]*bloblog.File
 
 	events events
 	access accessTable
@@ -24,10 +28,10 @@ func (db *DB) retire(num uint32) {
 	if f == nil {
 		return
 	}
-	f.markObsolete()
+	f.MarkObsolete()
 	db.ops.mu.Lock()
 	if db.ops.retiring == nil {
-		db.ops.retiring = map[uint32]*blobFile{}
+		db.ops.retiring = map[uint32]*bloblog.File{}
 	}
 	db.ops.retiring[num] = f
 	db.ops.mu.Unlock()
@@ -43,7 +47,7 @@ func (db *DB) isRetiring(num uint32) bool {
 	if f == nil {
 		return false
 	}
-	if f.refs.Load() > 0 {
+	if f.Referenced() {
 		return true
 	}
 	delete(db.ops.retiring, num)

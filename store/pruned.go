@@ -3,7 +3,6 @@ package store
 import (
 	"fmt"
 	"math"
-	"math/bits"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/prune"
@@ -95,24 +94,13 @@ func (p *Packet) compacted() *Packet {
 	return &q
 }
 
-// encodePositions is the positions chunk of keep-set s (checked): per
-// (layer, KV head), layer-major, a bitmap of rowBytes(s.Tokens) bytes with
-// bit t%8 of byte t/8 set when local position t is kept.
-func encodePositions(s *prune.Set) []byte {
-	n := rowBytes(s.Tokens)
-	b := make([]byte, len(s.Keep)*n)
-	for g, list := range s.Keep {
-		row := b[g*n : (g+1)*n]
-		for _, t := range list {
-			row[t/8] |= 1 << (t % 8)
-		}
-	}
-	return b
-}
+// encodePositions is the positions chunk of keep-set s (checked), drawn
+// in format/positions.go.
+func encodePositions(s *prune.Set) []byte { return format.AppendPositions(nil, s.Tokens, s.Keep) }
 
 // rowBytes is the bytes of one (layer, KV head) bitmap of a packet of
 // tokens rows: ceil(tokens/8).
-func rowBytes(tokens int) int { return (tokens + 7) / 8 }
+func rowBytes(tokens int) int { return format.PositionsRowBytes(tokens) }
 
 // decodePositions reads the positions chunk b of pruned packet h (its
 // length checked by the header's validation, its CRC by the caller) and
@@ -120,43 +108,14 @@ func rowBytes(tokens int) int { return (tokens + 7) / 8 }
 // at or beyond h.Tokens. Anything else is ErrCorruption. The lists of the
 // set returned are increasing, as the bits are read in position order.
 func decodePositions(h *format.PacketHeader, b []byte) (*prune.Set, error) {
-	L, H, k, n := int(h.Layers), int(h.KVHeads), int(h.KeptTokens), int(h.PositionsRowBytes())
 	if h.Tokens > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: packet %s: %d tokens: positions beyond int32", ErrCorruption, h.ID.Short(), h.Tokens)
 	}
-	if n == 0 || len(b) != L*H*n {
-		return nil, fmt.Errorf("%w: packet %s: positions chunk of %d bytes, want %d", ErrCorruption, h.ID.Short(), len(b), L*H*n)
+	keep, err := format.DecodePositions(b, int(h.Layers), int(h.KVHeads), int(h.Tokens), int(h.KeptTokens))
+	if err != nil {
+		return nil, fmt.Errorf("packet %s: %w", h.ID.Short(), err)
 	}
-	// The bits past Tokens in each bitmap's last byte must be zero.
-	pad := byte(0)
-	if r := h.Tokens % 8; r != 0 {
-		pad = ^byte(0) << r
-	}
-	s := &prune.Set{Layers: L, KVHeads: H, Tokens: int(h.Tokens), Keep: make([][]int32, L*H)}
-	all := make([]int32, L*H*k)
-	for g := range s.Keep {
-		row := b[g*n : (g+1)*n]
-		if row[n-1]&pad != 0 {
-			return nil, fmt.Errorf("%w: packet %s: positions of layer %d head %d: a bit set at or beyond %d tokens",
-				ErrCorruption, h.ID.Short(), g/H, g%H, h.Tokens)
-		}
-		ones := 0
-		for _, x := range row {
-			ones += bits.OnesCount8(x)
-		}
-		if ones != k {
-			return nil, fmt.Errorf("%w: packet %s: positions of layer %d head %d: %d bits set, want %d kept",
-				ErrCorruption, h.ID.Short(), g/H, g%H, ones, k)
-		}
-		list := all[g*k : g*k : (g+1)*k]
-		for i, x := range row {
-			for ; x != 0; x &= x - 1 {
-				list = append(list, int32(8*i+bits.TrailingZeros8(x)))
-			}
-		}
-		s.Keep[g] = list
-	}
-	return s, nil
+	return &prune.Set{Layers: int(h.Layers), KVHeads: int(h.KVHeads), Tokens: int(h.Tokens), Keep: keep}, nil
 }
 
 // Pruned reports whether the packet was stored pruned: Layer then returns

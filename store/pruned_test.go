@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/prune"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // prunedOf returns a copy of p that Put stores pruned to keep.
@@ -336,7 +337,7 @@ func TestPrunedPositionsCorrupt(t *testing.T) {
 			}
 			ids := putAll(t, db, []*Packet{prunedOf(whole, keep)})
 			h := header(t, db, "ns", spec, ids[0])
-			path := db.fs.PathJoin(db.w.dir, blobFileName(h.BlobFile))
+			path := db.fs.PathJoin(db.w.Dir, bloblog.FileName(h.BlobFile))
 			db.Close()
 			pos := h.Chunks[h.PositionsChunk()]
 			flipByte(t, fs, path, pos.Offset+5)
@@ -649,7 +650,7 @@ func TestPrunedFlipEveryPayloadBit(t *testing.T) {
 	}
 	ids := putAll(t, db, []*Packet{prunedOf(whole, keep)})
 	h := header(t, db, "ns", spec, ids[0])
-	buf, err := mem.UnsafeGetFileDataBuffer(db.fs.PathJoin(db.w.dir, blobFileName(h.BlobFile)))
+	buf, err := mem.UnsafeGetFileDataBuffer(db.fs.PathJoin(db.w.Dir, bloblog.FileName(h.BlobFile)))
 	if err != nil {
 		t.Fatal(err)
 	}

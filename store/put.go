@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // Put stores p and returns its id, format.ComputePacketID(namespace, model
@@ -21,89 +23,88 @@ import (
 // is written. Keys given at a base position other than 0 are rotated to 0
 // in a copy before they are stored. p's buffers are only read, and not kept.
 func (db *DB) Put(p *Packet) (format.PacketID, error) {
-	var id format.PacketID
-	if err := db.enter(); err != nil {
-		return id, err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return id, fmt.Errorf("%w: put", ErrReadOnly)
-	}
-	chunkLen, err := p.check()
-	if err != nil {
-		return id, err
-	}
-	fp := p.Model.Fingerprint()
-	id = format.ComputePacketID(p.Namespace, fp, p.AdapterID, p.TokenIDs)
+	var (
+		id       format.PacketID
+		fp       format.Fingerprint
+		chunkLen uint64
+	)
+	err := db.write("put", func() (err error) {
+		if chunkLen, err = p.check(); err != nil {
+			return err
+		}
+		fp = p.Model.Fingerprint()
+		id = format.ComputePacketID(p.Namespace, fp, p.AdapterID, p.TokenIDs)
+		return nil
+	}, func() error { return db.putLocked(p, chunkLen, fp, id) })
+	return id, err
+}
 
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return id, db.failed
-	}
-	if ok, err := db.cat.has(headerKey(p.Namespace, id)); err != nil || ok {
+// putLocked is Put once p is checked and its id known; the writer lock is
+// held.
+func (db *DB) putLocked(p *Packet, chunkLen uint64, fp format.Fingerprint, id format.PacketID) error {
+	if ok, err := db.cat.Has(catalog.HeaderKey(p.Namespace, id)); err != nil || ok {
 		if ok {
 			db.st.putsDeduped.Add(1)
 		}
-		return id, err
+		return err
 	}
 	q, err := p.compacted().normalized()
 	if err != nil {
-		return id, err
+		return err
 	}
 	// Encoded first, so that room is made for the extent as it will be
 	// stored (compressed chunks, a pruned packet's positions at their own
 	// size), and a packet the codec refuses evicts nothing.
 	q, lay, err := encodeChunks(q, chunkLen)
 	if err != nil {
-		return id, err
+		return err
 	}
-	if err := db.makeRoom(lay.length); err != nil {
-		return id, fmt.Errorf("put packet %s: %w", id.Short(), err)
+	if err := db.makeRoom(lay.Length); err != nil {
+		return fmt.Errorf("put packet %s: %w", id.Short(), err)
 	}
 	if err := db.put(q, &lay, fp, id); err != nil {
-		return id, fmt.Errorf("put packet %s: %w", id.Short(), err)
+		return fmt.Errorf("put packet %s: %w", id.Short(), err)
 	}
-	return id, nil
+	return nil
 }
 
 // put writes, syncs and catalogues a packet known to be new, encoded and
 // laid out as lay.
-func (db *DB) put(p *Packet, lay *extentLayout, fp format.Fingerprint, id format.PacketID) error {
-	a, err := db.w.prepare(lay.length)
+func (db *DB) put(p *Packet, lay *bloblog.Layout, fp format.Fingerprint, id format.PacketID) error {
+	a, err := db.w.Prepare(lay.Length)
 	if err != nil {
 		return err
 	}
-	if a.fresh {
-		db.addFile(BlobFileInfo{Num: a.num, Size: a.end})
+	if a.Fresh {
+		db.addFile(BlobFileInfo{Num: a.Num, Size: a.End})
 	}
 	if err := db.append(a, lay, p, fp, id); err != nil {
-		if a.fresh {
-			db.dropFile(a.num)
+		if a.Fresh {
+			db.dropFile(a.Num)
 		}
-		db.w.abandon()
+		db.w.Abandon()
 		return err
 	}
 	return nil
 }
 
 // append writes the extent at the end of a, syncs it and commits the batch.
-func (db *DB) append(a *activeFile, lay *extentLayout, p *Packet, fp format.Fingerprint, id format.PacketID) error {
-	off := a.end
-	crcs, err := writeExtent(a.f, db.rawFd(a.f), a.path, off, lay, p, id)
+func (db *DB) append(a *bloblog.Active, lay *bloblog.Layout, p *Packet, fp format.Fingerprint, id format.PacketID) error {
+	off := a.End
+	crcs, err := bloblog.WriteExtent(a.F, db.rawFd(a.F), a.Path, off, lay, p.chunkSource, id)
 	if err != nil {
 		return err
 	}
-	db.st.bytesWritten.Add(lay.length)
-	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.f.SyncData); err != nil {
-		return fmt.Errorf("store: sync blob file %s: %w", a.path, err)
+	db.st.bytesWritten.Add(lay.Length)
+	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData); err != nil {
+		return fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
 	}
-	h := newHeader(p, fp, id, a.num, off, lay, crcs)
-	recs, err := db.commitPut(h, p.Model, a, lay.length)
+	h := newHeader(p, fp, id, a.Num, off, lay, crcs)
+	recs, err := db.commitPut(h, p.Model, a, lay.Length)
 	if err != nil {
 		return err
 	}
-	db.w.committed(lay.length)
+	db.w.Committed(lay.Length)
 	db.setRecords(recs...)
 	spec := *p.Model
 	db.models.LoadOrStore(fp, &spec)
@@ -113,7 +114,7 @@ func (db *DB) append(a *activeFile, lay *extentLayout, p *Packet, fp format.Fing
 }
 
 // newHeader describes the extent just written.
-func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32, off uint64, lay *extentLayout, crcs []uint32) *format.PacketHeader {
+func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32, off uint64, lay *bloblog.Layout, crcs []uint32) *format.PacketHeader {
 	m := p.Model
 	tokens := uint32(p.Tokens())
 	h := &format.PacketHeader{
@@ -121,8 +122,8 @@ func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32
 		HeaderTokens: uint32(p.HeaderTokens), TrailerTokens: uint32(p.TrailerTokens), Tokens: tokens,
 		TokenIDs: p.TokenIDs, BasePosition: int64(p.BasePosition),
 		Layers: uint32(m.Layers), KVHeads: uint32(m.KVHeads), HeadDim: uint32(m.HeadDim), DType: m.DType,
-		BlobFile: file, ExtentOffset: off, ExtentLength: lay.length, CreatedUnixNs: time.Now().UnixNano(),
-		Chunks: make([]format.ChunkDesc, lay.chunks),
+		BlobFile: file, ExtentOffset: off, ExtentLength: lay.Length, CreatedUnixNs: time.Now().UnixNano(),
+		Chunks: make([]format.ChunkDesc, lay.Chunks),
 	}
 	shape := []uint32{uint32(m.KVHeads), uint32(p.rows()), uint32(m.HeadDim)}
 	if p.kept > 0 {
@@ -132,7 +133,7 @@ func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32
 		h.Chunks[i] = format.ChunkDesc{
 			Layer: h.Layers, Kind: format.ChunkPositions, DType: format.DTypeU8,
 			Shape: h.PositionsShape(), Codec: format.CodecRaw,
-			BlobFile: file, Offset: off + lay.rel(i), Length: n, RawLength: n, CRC32C: crcs[i],
+			BlobFile: file, Offset: off + lay.Rel(i), Length: n, RawLength: n, CRC32C: crcs[i],
 		}
 	}
 	for i := range 2 * m.Layers {
@@ -141,8 +142,8 @@ func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32
 			kind = format.ChunkV
 		}
 		h.Chunks[i] = format.ChunkDesc{
-			Layer: uint32(i / 2), Kind: kind, DType: m.DType, Shape: shape, Codec: lay.codec(i),
-			BlobFile: file, Offset: off + lay.rel(i), Length: lay.size(i), RawLength: lay.raw, CRC32C: crcs[i],
+			Layer: uint32(i / 2), Kind: kind, DType: m.DType, Shape: shape, Codec: lay.Codec(i),
+			BlobFile: file, Offset: off + lay.Rel(i), Length: lay.Size(i), RawLength: lay.Raw, CRC32C: crcs[i],
 		}
 	}
 	return h
@@ -152,25 +153,25 @@ func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32
 // model spec if it is new, the blob file's record, records of files sealed
 // since the last batch and, for a new file, the next file number. It
 // returns the records it wrote.
-func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *activeFile, n uint64) ([]BlobFileInfo, error) {
+func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *bloblog.Active, n uint64) ([]BlobFileInfo, error) {
 	hv, err := format.EncodeHeader(h)
 	if err != nil {
 		return nil, fmt.Errorf("store: encode header: %w", err)
 	}
-	b := db.cat.db.NewBatch()
+	b := db.cat.DB.NewBatch()
 	defer b.Close()
-	_ = b.Set(headerKey(h.Namespace, h.ID), hv, nil)
-	_ = b.Set(indexKey(h.Namespace, h.Model, h.ID), nil, nil)
+	_ = b.Set(catalog.HeaderKey(h.Namespace, h.ID), hv, nil)
+	_ = b.Set(catalog.IndexKey(h.Namespace, h.Model, h.ID), nil, nil)
 	if err := db.addModel(b, h.Model, m); err != nil {
 		return nil, err
 	}
-	r, _ := db.record(a.num)
-	r.Size = a.end + n
+	r, _ := db.record(a.Num)
+	r.Size = a.End + n
 	r.LiveBytes += n
 	r.Extents++
 	r.LiveExtents++
 	recs := []BlobFileInfo{r}
-	for _, num := range db.w.sealed {
+	for _, num := range db.w.Sealed {
 		s, ok := db.record(num)
 		if ok {
 			s.Sealed = true
@@ -178,10 +179,10 @@ func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *activeFi
 		}
 	}
 	for i := range recs {
-		_ = b.Set(blobFileKey(recs[i].Num), encodeBlobRecord(&recs[i]), nil)
+		_ = b.Set(catalog.BlobFileKey(recs[i].Num), encodeBlobRecord(&recs[i]), nil)
 	}
-	if a.fresh {
-		_ = b.Set(keyNextBlob, encodeSequence(a.num+1), nil)
+	if a.Fresh {
+		_ = b.Set(catalog.KeyNextBlob, encodeSequence(a.Num+1), nil)
 	}
 	if err := db.commit(b); err != nil {
 		return nil, err

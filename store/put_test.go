@@ -7,6 +7,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -182,7 +183,7 @@ func TestExtentOnDisk(t *testing.T) {
 		}
 		h := v.Header()
 		v.Release()
-		data, err := mem.UnsafeGetFileDataBuffer("/db/blobs/" + blobFileName(h.BlobFile))
+		data, err := mem.UnsafeGetFileDataBuffer("/db/blobs/" + bloblog.FileName(h.BlobFile))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,27 +1,13 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/kvstore/kvstore/format"
 )
 
-// Record kinds of the catalog values this package defines (the layouts are
-// drawn in doc.go).
-var (
-	kindBlobFile = format.RegisterKind(format.RecordKind{
-		Name: "blob file record", Magic: format.MagicOf("KVBF"), Version: 1, MaxBody: 1 << 10,
-	})
-	kindSequence = format.RegisterKind(format.RecordKind{
-		Name: "sequence", Magic: format.MagicOf("KVSQ"), Version: 1, MaxBody: 1 << 10,
-	})
-)
-
-const (
-	blobRecordSize = 40
-	flagSealed     = 1 << 0
-)
+// The catalog's blob file records and sequence are format.KindBlobFile and
+// format.KindSequence (format/blobrec.go draws them).
 
 // BlobFileInfo is the catalog's accounting of one blob file.
 type BlobFileInfo struct {
@@ -40,69 +26,25 @@ type BlobFileInfo struct {
 
 // encodeBlobRecord returns the framed catalog value of r.
 func encodeBlobRecord(r *BlobFileInfo) []byte {
-	b := make([]byte, blobRecordSize)
-	var flags uint32
-	if r.Sealed {
-		flags |= flagSealed
-	}
-	binary.LittleEndian.PutUint32(b[0:], flags)
-	binary.LittleEndian.PutUint32(b[4:], r.Extents)
-	binary.LittleEndian.PutUint32(b[8:], r.LiveExtents)
-	binary.LittleEndian.PutUint64(b[16:], r.Size)
-	binary.LittleEndian.PutUint64(b[24:], r.LiveBytes)
-	binary.LittleEndian.PutUint64(b[32:], r.DeadBytes)
-	v, err := format.Seal(kindBlobFile, b)
-	if err != nil {
-		panic(err) // 40 bytes always fit
-	}
-	return v
+	return format.EncodeBlobFileRecord(&format.BlobFileRecord{
+		Size: r.Size, LiveBytes: r.LiveBytes, DeadBytes: r.DeadBytes,
+		Extents: r.Extents, LiveExtents: r.LiveExtents, Sealed: r.Sealed,
+	})
 }
 
 // decodeBlobRecord parses the record of blob file num.
 func decodeBlobRecord(num uint32, v []byte) (BlobFileInfo, error) {
-	r := BlobFileInfo{Num: num}
-	b, err := format.Unseal(kindBlobFile, v)
+	d, err := format.DecodeBlobFileRecord(v)
+	r := BlobFileInfo{Num: num, Size: d.Size, LiveBytes: d.LiveBytes, DeadBytes: d.DeadBytes,
+		Extents: d.Extents, LiveExtents: d.LiveExtents, Sealed: d.Sealed}
 	if err != nil {
 		return r, fmt.Errorf("blob file %06d: %w", num, err)
-	}
-	if len(b) < blobRecordSize {
-		return r, fmt.Errorf("%w: blob file %06d record: %d bytes, want %d", ErrCorruption, num, len(b), blobRecordSize)
-	}
-	flags := binary.LittleEndian.Uint32(b[0:])
-	if reserved := binary.LittleEndian.Uint32(b[12:]); flags&^flagSealed != 0 || reserved != 0 {
-		return r, fmt.Errorf("%w: blob file %06d record: unknown flags %#x or reserved field %#x", ErrCorruption, num, flags, reserved)
-	}
-	r.Sealed = flags&flagSealed != 0
-	r.Extents = binary.LittleEndian.Uint32(b[4:])
-	r.LiveExtents = binary.LittleEndian.Uint32(b[8:])
-	r.Size = binary.LittleEndian.Uint64(b[16:])
-	r.LiveBytes = binary.LittleEndian.Uint64(b[24:])
-	r.DeadBytes = binary.LittleEndian.Uint64(b[32:])
-	if r.Size < format.BlobHeaderSize || r.Size%format.Alignment != 0 ||
-		r.LiveBytes > r.Size || r.DeadBytes > r.Size-r.LiveBytes || r.LiveExtents > r.Extents {
-		return r, fmt.Errorf("%w: blob file %06d record: inconsistent size %d, live %d, dead %d, extents %d/%d",
-			ErrCorruption, num, r.Size, r.LiveBytes, r.DeadBytes, r.LiveExtents, r.Extents)
 	}
 	return r, nil
 }
 
 // encodeSequence returns the framed catalog value of a counter.
-func encodeSequence(n uint32) []byte {
-	v, err := format.Seal(kindSequence, binary.LittleEndian.AppendUint32(nil, n))
-	if err != nil {
-		panic(err) // 4 bytes always fit
-	}
-	return v
-}
+func encodeSequence(n uint32) []byte { return format.EncodeSequence(n) }
 
 // decodeSequence parses a counter.
-func decodeSequence(v []byte) (uint32, error) {
-	b, err := format.Unseal(kindSequence, v)
-	if err != nil {
-		return 0, err
-	}
-	if len(b) < 4 {
-		return 0, fmt.Errorf("%w: sequence: %d bytes, want 4", ErrCorruption, len(b))
-	}
-	return binary.LittleEndian.Uint32(b), nil
-}
+func decodeSequence(v []byte) (uint32, error) { return format.DecodeSequence(v) }

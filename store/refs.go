@@ -1,12 +1,12 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // extentRef is one catalogued extent: a packet's (Header set) or a span
@@ -44,9 +44,9 @@ type badRecord struct {
 // record that does not decode is passed to bad and the walk goes on; an
 // error of fn or of the iterator stops it.
 func walkRefs(rd pebble.Reader, fn func(*extentRef) error, bad func(badRecord)) error {
-	err := iterate(rd, []byte{tagHeader}, func(k, v []byte) error {
+	err := catalog.Iterate(rd, []byte{catalog.TagHeader}, func(k, v []byte) error {
 		h, err := format.DecodeHeader(v)
-		if err == nil && !equalKey(k, headerKey(h.Namespace, h.ID)) {
+		if err == nil && !equalKey(k, catalog.HeaderKey(h.Namespace, h.ID)) {
 			err = fmt.Errorf("%w: header of packet %s in namespace %q under another key", ErrCorruption, h.ID.Short(), h.Namespace)
 		}
 		if err != nil {
@@ -59,9 +59,9 @@ func walkRefs(rd pebble.Reader, fn func(*extentRef) error, bad func(badRecord)) 
 	if err != nil {
 		return err
 	}
-	return iterate(rd, []byte{tagSpanMeta}, func(k, v []byte) error {
-		ns, name, ok := parseSpanMetaKey(k)
-		m, err := DecodeSpanMeta(v)
+	return catalog.Iterate(rd, []byte{catalog.TagSpanMeta}, func(k, v []byte) error {
+		ns, name, ok := catalog.ParseSpanMetaKey(k)
+		m, err := decodeSpanMeta(v)
 		if err == nil && (!ok || m.Context != ComputeContextID(ns, m.Model, name)) {
 			err = fmt.Errorf("%w: span memory record under a key that does not name its context", ErrCorruption)
 		}
@@ -74,69 +74,14 @@ func walkRefs(rd pebble.Reader, fn func(*extentRef) error, bad func(badRecord)) 
 	})
 }
 
-// iterate calls fn with every key of rd starting with prefix, in order.
-func iterate(rd pebble.Reader, prefix []byte, fn func(k, v []byte) error) error {
-	it, err := rd.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
-	if err != nil {
-		return fmt.Errorf("store: catalog scan: %w", err)
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		v, err := it.ValueAndErr()
-		if err != nil {
-			break
-		}
-		if err := fn(it.Key(), v); err != nil {
-			_ = it.Close()
-			return err
-		}
-	}
-	if err := it.Close(); err != nil {
-		return fmt.Errorf("store: catalog scan: %w", err)
-	}
-	return nil
-}
-
-// parseSpanMetaKey splits 'c' | ns len | ns | name len | name.
-func parseSpanMetaKey(k []byte) (ns, name string, ok bool) {
-	ns, rest, ok := splitLenPrefixed(k[1:])
-	if !ok {
-		return "", "", false
-	}
-	name, rest, ok = splitLenPrefixed(rest)
-	return ns, name, ok && len(rest) == 0
-}
-
-// splitLenPrefixed reads a u16 BE length and that many bytes.
-func splitLenPrefixed(b []byte) (string, []byte, bool) {
-	if len(b) < 2 {
-		return "", nil, false
-	}
-	n := int(binary.BigEndian.Uint16(b))
-	if len(b) < 2+n {
-		return "", nil, false
-	}
-	return string(b[2 : 2+n]), b[2+n:], true
-}
-
-// parseIndexKey splits 'i' | ns len | ns | model (32) | id (32).
-func parseIndexKey(k []byte) (ns string, model format.Fingerprint, id format.PacketID, ok bool) {
-	ns, rest, ok := splitLenPrefixed(k[1:])
-	if !ok || len(rest) != len(model)+len(id) {
-		return "", model, id, false
-	}
-	copy(model[:], rest)
-	copy(id[:], rest[len(model):])
-	return ns, model, id, true
-}
-
 func equalKey(a, b []byte) bool { return string(a) == string(b) }
 
 // loadRecords reads every blob file record of rd. Records that do not
 // decode go to bad.
 func loadRecords(rd pebble.Reader, bad func(badRecord)) (map[uint32]BlobFileInfo, error) {
 	recs := map[uint32]BlobFileInfo{}
-	err := iterate(rd, []byte{tagBlobFile}, func(k, v []byte) error {
-		num, err := parseBlobFileKey(k)
+	err := catalog.Iterate(rd, []byte{catalog.TagBlobFile}, func(k, v []byte) error {
+		num, err := catalog.ParseBlobFileKey(k)
 		var r BlobFileInfo
 		if err == nil {
 			r, err = decodeBlobRecord(num, v)

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // flipCounts tallies a bit-flip campaign.
@@ -78,7 +79,7 @@ type catalogEntry struct{ k, v []byte }
 
 func catalogEntries(t *testing.T, db *DB) []catalogEntry {
 	var es []catalogEntry
-	err := db.cat.scan(nil, nil, func(k, v []byte) (bool, error) {
+	err := db.cat.Scan(nil, nil, func(k, v []byte) (bool, error) {
 		es = append(es, catalogEntry{append([]byte(nil), k...), append([]byte(nil), v...)})
 		return true, nil
 	})
@@ -128,7 +129,7 @@ func TestReliabilityFlipCatalog(t *testing.T) {
 			if bit%stride != 0 || !readableTag(e.k[0]) {
 				continue
 			}
-			if err := db.cat.db.Set(e.k, v, pebble.NoSync); err != nil {
+			if err := db.cat.DB.Set(e.k, v, pebble.NoSync); err != nil {
 				t.Fatal(err)
 			}
 			sampled++
@@ -137,7 +138,7 @@ func TestReliabilityFlipCatalog(t *testing.T) {
 			}
 			c.readErr++
 		}
-		if err := db.cat.db.Set(e.k, e.v, pebble.NoSync); err != nil {
+		if err := db.cat.DB.Set(e.k, e.v, pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -158,7 +159,9 @@ func TestReliabilityFlipCatalog(t *testing.T) {
 // readableTag reports whether the store has a read path of its own for
 // values under tag (the others are read only by Open or by background
 // work).
-func readableTag(tag byte) bool { return tag == tagHeader || tag == tagModel || tag == tagArtifact }
+func readableTag(tag byte) bool {
+	return tag == catalog.TagHeader || tag == catalog.TagModel || tag == catalog.TagArtifact
+}
 
 // decodeCatalogValue decodes v, the flipped value of key k (orig before
 // the flip), with the decoder the store uses for k's kind; a panic is
@@ -170,20 +173,20 @@ func decodeCatalogValue(k, orig, v []byte) (err error) {
 		}
 	}()
 	switch k[0] {
-	case tagHeader:
+	case catalog.TagHeader:
 		_, err = format.DecodeHeader(v)
-	case tagModel:
+	case catalog.TagModel:
 		_, err = format.DecodeModelSpec(v)
-	case tagBlobFile:
+	case catalog.TagBlobFile:
 		_, err = decodeBlobRecord(1, v)
-	case tagSequence:
+	case catalog.TagSequence:
 		_, err = decodeSequence(v)
-	case tagArtifact:
+	case catalog.TagArtifact:
 		var body []byte
 		if body, err = format.Unseal(kindArtifact, v); err == nil {
 			_, err = decodeArtifact(body)
 		}
-	case tagAccess:
+	case catalog.TagAccess:
 		_, _, err = decodeAccess(v)
 	default:
 		kind, ok := format.KindOf(orig)
@@ -205,9 +208,9 @@ func probeCatalog(db *DB, g *golden, k []byte, walk bool) (err error) {
 		}
 	}()
 	switch k[0] {
-	case tagHeader:
+	case catalog.TagHeader:
 		for i, p := range g.packets {
-			if string(headerKey(p.Namespace, g.ids[i])) == string(k) {
+			if string(catalog.HeaderKey(p.Namespace, g.ids[i])) == string(k) {
 				out, err := readBack(db, p, g.ids[i])
 				if out != readCorrupt {
 					return fmt.Errorf("Get gave %v: %v", out, err)
@@ -218,11 +221,11 @@ func probeCatalog(db *DB, g *golden, k []byte, walk bool) (err error) {
 				return err
 			}
 		}
-	case tagModel:
+	case catalog.TagModel:
 		db.models.Clear()
 		_, err := db.Model(format.Fingerprint(k[1:]))
 		return err
-	case tagArtifact:
+	case catalog.TagArtifact:
 		_, err := db.GetArtifact(g.packets[0].Model.Fingerprint(), "router-w")
 		return err
 	}
@@ -235,7 +238,7 @@ func probeCatalog(db *DB, g *golden, k []byte, walk bool) (err error) {
 func reopenWithFlippedRecords(t *testing.T, g *golden, db *DB) {
 	var targets []catalogEntry
 	for _, e := range catalogEntries(t, db) {
-		if e.k[0] == tagBlobFile || e.k[0] == tagSequence {
+		if e.k[0] == catalog.TagBlobFile || e.k[0] == catalog.TagSequence {
 			targets = append(targets, e)
 		}
 	}
@@ -271,10 +274,10 @@ func setCatalogValue(t *testing.T, g *golden, k, v []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.db.Set(k, v, pebble.Sync); err != nil {
+	if err := c.DB.Set(k, v, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.close(); err != nil {
+	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
 }

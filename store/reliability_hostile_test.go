@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/reconstruct"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // resealFrame recomputes a framed value's CRC after its bytes were edited
@@ -92,12 +93,12 @@ func TestReliabilityHostileHeaders(t *testing.T) {
 		}(), ErrCorruption, FindingRecord},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			key := headerKey(g.packets[a].Namespace, g.ids[a])
-			if err := db.cat.db.Set(key, tc.v, pebble.Sync); err != nil {
+			key := catalog.HeaderKey(g.packets[a].Namespace, g.ids[a])
+			if err := db.cat.DB.Set(key, tc.v, pebble.Sync); err != nil {
 				t.Fatal(err)
 			}
 			defer func() {
-				if err := db.cat.db.Set(key, orig, pebble.Sync); err != nil {
+				if err := db.cat.DB.Set(key, orig, pebble.Sync); err != nil {
 					t.Fatal(err)
 				}
 			}()

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // The reliability suite (RELIABILITY.md) lives in reliability_*_test.go.
@@ -146,7 +147,7 @@ func (g *golden) open(t testing.TB, o func(*Options)) *DB {
 
 // blobPath is the path of blob file num.
 func (g *golden) blobPath(num uint32) string {
-	return g.fs.PathJoin(g.dir, blobsDirName, blobFileName(num))
+	return g.fs.PathJoin(g.dir, blobsDirName, bloblog.FileName(num))
 }
 
 // checkAll reads every golden packet and requires it exact.

@@ -3,60 +3,27 @@ package store
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/zeebo/blake3"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/reconstruct"
-	"github.com/kvstore/kvstore/segment"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
-// SpanMemory is SeKV's memory of one long context, as BuildSpanMemory
-// makes it and PutSpanMemory stores it: the context cut into spans, the
-// resident rows kept at full resolution (anchors and the tokens of spans
-// too short to factor), and per (layer, KV head) a summary of every span
-// and truncated SVD factors of every factored span's pre-RoPE keys and
-// values.
-type SpanMemory struct {
-	Model        format.ModelSpec
-	Tokens       int
-	BasePosition int64 // position of row 0 when the memory was built
-	Segmentation *segment.Segmentation
-	// Resident rows, ascending: every anchor and every token of an
-	// unfactored span.
-	Resident []int
-	// ResidentK and ResidentV hold, per layer, the resident rows
-	// [KVHeads][len(Resident)][HeadDim] in Model.DType; keys post-RoPE at
-	// local positions (row t rotated for position t), as packets store them.
-	ResidentK, ResidentV [][]byte
-	// Heads is per (layer, KV head), layer-major.
-	Heads       []SpanHead
-	FactorDType format.DType
-	Projection  ProjectionRef
-}
+// SpanMemory is SeKV's memory of one long context (spanmem.Memory): the
+// context cut into spans, the resident rows kept at full resolution, and
+// per (layer, KV head) span summaries and factors.
+type SpanMemory = spanmem.Memory
 
 // SpanHead is one (layer, KV head) of a SpanMemory.
-type SpanHead struct {
-	Summaries []segment.Summary // per span
-	// K and V are per span the factors of its pre-RoPE keys and of its
-	// values; nil for spans that are not factored.
-	K, V []*reconstruct.Factors
-}
+type SpanHead = spanmem.Head
 
 // ProjectionRef names the routing projection W the summaries were
 // projected with.
-type ProjectionRef struct {
-	Name string   // artifact name (ArtifactRouterW or ArtifactRouterWPCA); "" for none
-	Hash [32]byte // BLAKE3-256 of the artifact's data
-	Dim  int      // d'
-	// Fitted holds the artifact (data and meta) when BuildSpanMemory fitted
-	// W itself: PutSpanMemory stores it in the memory's commit.
-	Fitted     []byte
-	FittedMeta ArtifactMeta
-}
+type ProjectionRef = spanmem.ProjectionRef
 
 // isAbsent reports a lookup that found nothing for the model asked.
 func isAbsent(err error) bool { return errors.Is(err, ErrNotFound) || errors.Is(err, ErrModelMismatch) }
@@ -74,39 +41,31 @@ func isAbsent(err error) bool { return errors.Is(err, ErrNotFound) || errors.Is(
 // under its name since m was built: the memory's projected keys would not
 // match it. Rebuild m then.
 func (db *DB) PutSpanMemory(ns, name string, m *SpanMemory) (ContextID, error) {
-	var id ContextID
-	if err := db.enter(); err != nil {
-		return id, err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return id, fmt.Errorf("%w: put span memory", ErrReadOnly)
-	}
-	if err := checkContextName(ns, name); err != nil {
-		return id, err
-	}
-	if err := m.check(); err != nil {
-		return id, err
-	}
-	fp := m.Model.Fingerprint()
-	id = ComputeContextID(ns, fp, name)
-	ext, err := layoutSpanExtent(m)
-	if err != nil {
-		return id, err
-	}
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return id, db.failed
-	}
-	if err := db.putSpans(ns, name, m, id, ext); err != nil {
-		return id, fmt.Errorf("put span memory %q: %w", name, err)
-	}
-	return id, nil
+	var (
+		id  ContextID
+		ext *spanmem.Extent
+	)
+	err := db.write("put span memory", func() (err error) {
+		if err := checkContextName(ns, name); err != nil {
+			return err
+		}
+		if err := m.Check(); err != nil {
+			return err
+		}
+		id = ComputeContextID(ns, m.Model.Fingerprint(), name)
+		ext, err = spanmem.LayoutExtent(m)
+		return err
+	}, func() error {
+		if err := db.putSpans(ns, name, m, id, ext); err != nil {
+			return fmt.Errorf("put span memory %q: %w", name, err)
+		}
+		return nil
+	})
+	return id, err
 }
 
 // putSpans writes, syncs and catalogues a span extent (writer lock held).
-func (db *DB) putSpans(ns, name string, m *SpanMemory, id ContextID, ext *spanExtent) error {
+func (db *DB) putSpans(ns, name string, m *SpanMemory, id ContextID, ext *spanmem.Extent) error {
 	old, err := db.spanMeta(ns, name)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
@@ -115,50 +74,50 @@ func (db *DB) putSpans(ns, name string, m *SpanMemory, id ContextID, ext *spanEx
 	if err != nil {
 		return err
 	}
-	a, err := db.w.prepare(ext.length)
+	a, err := db.w.Prepare(ext.Length)
 	if err != nil {
 		return err
 	}
-	if a.fresh {
-		db.addFile(BlobFileInfo{Num: a.num, Size: a.end})
+	if a.Fresh {
+		db.addFile(BlobFileInfo{Num: a.Num, Size: a.End})
 	}
 	if err := db.appendSpans(a, ns, name, m, id, ext, old, storeW); err != nil {
-		if a.fresh {
-			db.dropFile(a.num)
+		if a.Fresh {
+			db.dropFile(a.Num)
 		}
-		db.w.abandon()
+		db.w.Abandon()
 		return err
 	}
 	return nil
 }
 
 // appendSpans writes the extent at the end of a, syncs it and commits.
-func (db *DB) appendSpans(a *activeFile, ns, name string, m *SpanMemory, id ContextID, ext *spanExtent, old *SpanMeta, storeW bool) error {
-	off := a.end
-	if err := ext.write(a.f, a.path, off, id); err != nil {
+func (db *DB) appendSpans(a *bloblog.Active, ns, name string, m *SpanMemory, id ContextID, ext *spanmem.Extent, old *SpanMeta, storeW bool) error {
+	off := a.End
+	if err := ext.Write(a.F, a.Path, off, id); err != nil {
 		return err
 	}
-	db.st.bytesWritten.Add(ext.length)
-	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.f.SyncData); err != nil {
-		return fmt.Errorf("store: sync blob file %s: %w", a.path, err)
+	db.st.bytesWritten.Add(ext.Length)
+	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData); err != nil {
+		return fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
 	}
-	meta := ext.meta(m, id, a.num, off)
-	b := db.cat.db.NewBatch()
+	meta := ext.Meta(m, id, a.Num, off)
+	b := db.cat.DB.NewBatch()
 	defer b.Close()
 	if err := db.spanBatch(b, ns, name, m, meta, ext, old, storeW); err != nil {
 		return err
 	}
-	recs := db.spanRecords(a, ext.length, old)
+	recs := db.spanRecords(a, ext.Length, old)
 	for i := range recs {
-		_ = b.Set(blobFileKey(recs[i].Num), encodeBlobRecord(&recs[i]), nil)
+		_ = b.Set(catalog.BlobFileKey(recs[i].Num), encodeBlobRecord(&recs[i]), nil)
 	}
-	if a.fresh {
-		_ = b.Set(keyNextBlob, encodeSequence(a.num+1), nil)
+	if a.Fresh {
+		_ = b.Set(catalog.KeyNextBlob, encodeSequence(a.Num+1), nil)
 	}
 	if err := db.commit(b); err != nil {
 		return err
 	}
-	db.w.committed(ext.length)
+	db.w.Committed(ext.Length)
 	added := int64(1)
 	if old != nil {
 		added = 0 // replaced
@@ -172,11 +131,11 @@ func (db *DB) appendSpans(a *activeFile, ns, name string, m *SpanMemory, id Cont
 // spanBatch adds the memory's records to b: the old memory's head records
 // deleted, the new root and heads, the model spec and, if storeW, the
 // fitted W.
-func (db *DB) spanBatch(b *pebble.Batch, ns, name string, m *SpanMemory, meta *SpanMeta, ext *spanExtent, old *SpanMeta, storeW bool) error {
+func (db *DB) spanBatch(b *pebble.Batch, ns, name string, m *SpanMemory, meta *SpanMeta, ext *spanmem.Extent, old *SpanMeta, storeW bool) error {
 	if old != nil {
 		for l := range old.Layers {
 			for h := range old.KVHeads {
-				_ = b.Delete(spanHeadKey(ns, name, l, h), nil)
+				_ = b.Delete(catalog.SpanHeadKey(ns, name, l, h), nil)
 			}
 		}
 	}
@@ -184,14 +143,14 @@ func (db *DB) spanBatch(b *pebble.Batch, ns, name string, m *SpanMemory, meta *S
 	if err != nil {
 		return err
 	}
-	_ = b.Set(spanMetaKey(ns, name), v, nil)
+	_ = b.Set(catalog.SpanMetaKey(ns, name), v, nil)
 	for g := range m.Heads {
-		hm := ext.head(m, g)
+		hm := ext.Head(m, g)
 		hv, err := hm.Encode(meta)
 		if err != nil {
 			return err
 		}
-		_ = b.Set(spanHeadKey(ns, name, hm.Layer, hm.Head), hv, nil)
+		_ = b.Set(catalog.SpanHeadKey(ns, name, hm.Layer, hm.Head), hv, nil)
 	}
 	if err := db.addModel(b, meta.Model, &m.Model); err != nil {
 		return err
@@ -201,8 +160,8 @@ func (db *DB) spanBatch(b *pebble.Batch, ns, name string, m *SpanMemory, meta *S
 		if err != nil {
 			return fmt.Errorf("store: artifact %q: %w", p.Name, err)
 		}
-		_ = b.Set(artifactKey(meta.Model, p.Name), rec, nil)
-		_ = b.Set(artifactIndexKey(meta.Model, p.Name), nil, nil)
+		_ = b.Set(catalog.ArtifactKey(meta.Model, p.Name), rec, nil)
+		_ = b.Set(catalog.ArtifactIndexKey(meta.Model, p.Name), nil, nil)
 	}
 	return nil
 }
@@ -227,15 +186,15 @@ func (db *DB) checkFitted(m *SpanMemory) (bool, error) {
 // spanRecords returns the blob file records after the commit: the active
 // file grown by n live bytes, the old memory's extent (if any) dead, and
 // the files sealed since the last batch.
-func (db *DB) spanRecords(a *activeFile, n uint64, old *SpanMeta) []BlobFileInfo {
-	r, _ := db.record(a.num)
-	r.Size = a.end + n
+func (db *DB) spanRecords(a *bloblog.Active, n uint64, old *SpanMeta) []BlobFileInfo {
+	r, _ := db.record(a.Num)
+	r.Size = a.End + n
 	r.LiveBytes += n
 	r.Extents++
 	r.LiveExtents++
 	recs := []BlobFileInfo{r}
-	for _, num := range db.w.sealed {
-		if s, ok := db.record(num); ok && num != a.num {
+	for _, num := range db.w.Sealed {
+		if s, ok := db.record(num); ok && num != a.Num {
 			s.Sealed = true
 			recs = append(recs, s)
 		}
@@ -272,21 +231,12 @@ func killExtent(r *BlobFileInfo, n uint64) {
 // already open keep reading them until released). It is ErrNotFound if
 // absent and ErrModelMismatch if stored for another model.
 func (db *DB) DeleteSpanMemory(ns string, model format.Fingerprint, name string) error {
-	if err := db.enter(); err != nil {
-		return err
-	}
-	defer db.leave()
-	if db.opts.ReadOnly {
-		return fmt.Errorf("%w: delete span memory", ErrReadOnly)
-	}
-	if err := checkContextName(ns, name); err != nil {
-		return err
-	}
-	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
-	if db.failed != nil {
-		return db.failed
-	}
+	return db.write("delete span memory", func() error { return checkContextName(ns, name) },
+		func() error { return db.deleteSpansLocked(ns, model, name) })
+}
+
+// deleteSpansLocked is DeleteSpanMemory; the writer lock is held.
+func (db *DB) deleteSpansLocked(ns string, model format.Fingerprint, name string) error {
 	m, err := db.spanMeta(ns, name)
 	if err != nil {
 		return err
@@ -300,15 +250,15 @@ func (db *DB) DeleteSpanMemory(ns string, model format.Fingerprint, name string)
 		return fmt.Errorf("%w: delete span memory %q: blob file %06d's record does not account for its extent", ErrCorruption, name, m.BlobFile)
 	}
 	killExtent(&r, m.ExtentLength)
-	b := db.cat.db.NewBatch()
+	b := db.cat.DB.NewBatch()
 	defer b.Close()
-	_ = b.Delete(spanMetaKey(ns, name), nil)
+	_ = b.Delete(catalog.SpanMetaKey(ns, name), nil)
 	for l := range m.Layers {
 		for h := range m.KVHeads {
-			_ = b.Delete(spanHeadKey(ns, name, l, h), nil)
+			_ = b.Delete(catalog.SpanHeadKey(ns, name, l, h), nil)
 		}
 	}
-	_ = b.Set(blobFileKey(r.Num), encodeBlobRecord(&r), nil)
+	_ = b.Set(catalog.BlobFileKey(r.Num), encodeBlobRecord(&r), nil)
 	if err := db.commit(b); err != nil {
 		return fmt.Errorf("delete span memory %q: %w", name, err)
 	}
@@ -319,8 +269,8 @@ func (db *DB) DeleteSpanMemory(ns string, model format.Fingerprint, name string)
 // spanMeta reads and checks the root record of (ns, name).
 func (db *DB) spanMeta(ns, name string) (*SpanMeta, error) {
 	var m *SpanMeta
-	found, err := db.cat.get(spanMetaKey(ns, name), func(v []byte) (err error) {
-		m, err = DecodeSpanMeta(v)
+	found, err := db.cat.Get(catalog.SpanMetaKey(ns, name), func(v []byte) (err error) {
+		m, err = decodeSpanMeta(v)
 		return err
 	})
 	switch {
@@ -332,80 +282,4 @@ func (db *DB) spanMeta(ns, name string) (*SpanMeta, error) {
 		return nil, fmt.Errorf("%w: catalog key of span memory %q in namespace %q holds context %s", ErrCorruption, name, ns, m.Context.Short())
 	}
 	return m, nil
-}
-
-// check validates a SpanMemory before anything is written. Errors wrap
-// ErrInvalidArgument.
-func (m *SpanMemory) check() error {
-	bad := func(f string, args ...any) error {
-		return fmt.Errorf("%w: span memory: %s", ErrInvalidArgument, fmt.Sprintf(f, args...))
-	}
-	if err := m.Model.Validate(); err != nil {
-		return fmt.Errorf("span memory: %w", err)
-	}
-	spec, seg := &m.Model, m.Segmentation
-	switch {
-	case m.Tokens < 1 || uint64(m.Tokens) > math.MaxUint32:
-		return bad("%d tokens", m.Tokens)
-	case seg == nil || seg.Tokens != m.Tokens || len(seg.Spans) == 0:
-		return bad("no segmentation of its %d tokens", m.Tokens)
-	case !m.FactorDType.Float():
-		return bad("factor dtype %v", m.FactorDType)
-	case len(m.Heads) != spec.Layers*spec.KVHeads || len(m.ResidentK) != spec.Layers || len(m.ResidentV) != spec.Layers:
-		return bad("%d heads, %d K and %d V resident layers for %d layers x %d kv heads",
-			len(m.Heads), len(m.ResidentK), len(m.ResidentV), spec.Layers, spec.KVHeads)
-	case m.Projection.Dim < 0 || m.Projection.Dim > spec.HeadDim || (m.Projection.Dim == 0) != (m.Projection.Name == ""):
-		return bad("projection %q of dim %d", m.Projection.Name, m.Projection.Dim)
-	}
-	if err := m.Projection.checkFitted(spec); err != nil {
-		return err
-	}
-	rowBytes := spec.KVHeads * len(m.Resident) * spec.HeadDim * spec.DType.Size()
-	for l := range spec.Layers {
-		if len(m.ResidentK[l]) != rowBytes || len(m.ResidentV[l]) != rowBytes {
-			return bad("layer %d: resident K %d, V %d bytes, want %d", l, len(m.ResidentK[l]), len(m.ResidentV[l]), rowBytes)
-		}
-	}
-	for g := range m.Heads {
-		if err := m.checkHead(g); err != nil {
-			return bad("layer %d head %d: %v", g/spec.KVHeads, g%spec.KVHeads, err)
-		}
-	}
-	return nil
-}
-
-// checkHead checks one head's summaries and factors against the spans.
-func (m *SpanMemory) checkHead(g int) error {
-	h, spans := &m.Heads[g], m.Segmentation.Spans
-	if len(h.Summaries) != len(spans) || len(h.K) != len(spans) || len(h.V) != len(spans) {
-		return fmt.Errorf("%d summaries, %d K and %d V factors for %d spans", len(h.Summaries), len(h.K), len(h.V), len(spans))
-	}
-	for s, sp := range spans {
-		for _, f := range []*reconstruct.Factors{h.K[s], h.V[s]} {
-			switch {
-			case sp.Factored && f == nil:
-				return fmt.Errorf("span %d is factored but has no factors", s)
-			case !sp.Factored && f != nil:
-				return fmt.Errorf("span %d is not factored but has factors", s)
-			case f != nil && (f.Rows != sp.Len() || f.Cols != m.Model.HeadDim):
-				return fmt.Errorf("span %d of %d tokens has %dx%d factors", s, sp.Len(), f.Rows, f.Cols)
-			}
-		}
-	}
-	return nil
-}
-
-// checkFitted checks that a fitted W is what Hash and Dim say.
-func (p *ProjectionRef) checkFitted(spec *format.ModelSpec) error {
-	if p.Fitted == nil {
-		return nil
-	}
-	ps, err := DecodeProjections(p.Fitted, p.FittedMeta, spec.Layers, spec.KVHeads, spec.HeadDim)
-	switch {
-	case err != nil:
-		return fmt.Errorf("span memory: fitted W: %w", err)
-	case blake3.Sum256(p.Fitted) != p.Hash || ps[0].Dim != p.Dim:
-		return fmt.Errorf("%w: span memory: fitted W does not match its hash or dim %d", ErrInvalidArgument, p.Dim)
-	}
-	return nil
 }

@@ -1,53 +1,19 @@
 package store
 
-import (
-	"fmt"
-	"math"
-	"runtime"
-	"slices"
-	"sync"
-
-	"github.com/zeebo/blake3"
-
-	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/reconstruct"
-	"github.com/kvstore/kvstore/segment"
-)
+import "github.com/kvstore/kvstore/store/internal/spanmem"
 
 // SpanInput is a long context's KV cache as BuildSpanMemory takes it.
-type SpanInput struct {
-	Model *format.ModelSpec
-	// K and V hold, per layer, [KVHeads][tokens][HeadDim] float32 rows;
-	// keys post-RoPE, row t rotated for position BasePosition+t (what the
-	// model attended with).
-	K, V         [][]float32
-	BasePosition int64
-	// Surprisal is H_t = -ln p(x_t | x_<t) per token, NaN where unknown
-	// (the first token); see segment.Split for non-finite values.
-	Surprisal []float32
-}
+type SpanInput = spanmem.Input
 
 // SpanOptions configure BuildSpanMemory. The zero value is SeKV's defaults.
-type SpanOptions struct {
-	Segment segment.Options
-	// ProjectionDim is d' of a W fitted here (no W artifact stored); 0
-	// means segment.DefaultProjectionDim; clipped to the head dim.
-	ProjectionDim int
-	// SVD bounds the factors: MaxRank (r_max, default 32) and Energy
-	// (default 0.99) choose each span's rank unless the model has an
-	// ArtifactRank, whose per (layer, head) rank then applies. Rank is
-	// ignored; Seed is mixed with (layer, head, span, K|V).
-	SVD reconstruct.SVDOptions
-	// FactorDType is the storage dtype of factors; 0 means the model's.
-	FactorDType format.DType
-}
+type SpanOptions = spanmem.Options
 
-// BuildSpanMemory builds the span memory of a context from its KV cache,
-// reading the model's SeKV artifacts from db: keys are un-rotated at their
-// positions (reconstruct.Unapply), the context is segmented by surprisal
-// (segment.Split), every span is summarised per (layer, KV head) and its
-// summary key projected by W, and each factored span's pre-RoPE keys and
-// values get truncated SVD factors.
+// BuildSpanMemory builds the span memory of a context from its KV cache
+// (spanmem.Build), reading the model's SeKV artifacts from db: keys are
+// un-rotated at their positions, the context is segmented by surprisal,
+// every span is summarised per (layer, KV head) and its summary key
+// projected by W, and each factored span's pre-RoPE keys and values get
+// truncated SVD factors.
 //
 // W is the trained ArtifactRouterW when stored, else a default
 // ArtifactRouterWPCA stored earlier, else it is fitted here by PCA of this
@@ -61,266 +27,22 @@ func (db *DB) BuildSpanMemory(in *SpanInput, opts *SpanOptions) (*SpanMemory, er
 		return nil, err
 	}
 	defer db.leave()
-	var o SpanOptions
-	if opts != nil {
-		o = *opts
-	}
-	if err := in.check(); err != nil {
-		return nil, err
-	}
-	b, err := newSpanBuild(in, &o)
-	if err != nil {
-		return nil, err
-	}
-	if err := b.projection(db, o.ProjectionDim); err != nil {
-		return nil, err
-	}
-	if b.ranks, err = db.headValues(b.m.Model.Fingerprint(), ArtifactRank, in.Model.Layers, in.Model.KVHeads); err != nil {
-		return nil, err
-	}
-	if err := b.heads(); err != nil {
-		return nil, err
-	}
-	if err := b.resident(); err != nil {
-		return nil, err
-	}
-	return b.m, nil
+	return spanmem.Build(in, opts, &dbArtifacts{db: db, in: in})
 }
 
-// check validates a SpanInput. Errors wrap ErrInvalidArgument.
-func (in *SpanInput) check() error {
-	bad := func(f string, args ...any) error {
-		return fmt.Errorf("%w: span input: %s", ErrInvalidArgument, fmt.Sprintf(f, args...))
-	}
-	if in.Model == nil {
-		return bad("no model spec")
-	}
-	if err := in.Model.Validate(); err != nil {
-		return fmt.Errorf("span input: %w", err)
-	}
-	m, n := in.Model, len(in.Surprisal)
-	switch {
-	case n == 0 || uint64(n) > math.MaxUint32:
-		return bad("%d tokens", n)
-	case in.BasePosition < 0 || in.BasePosition > math.MaxInt64-int64(n):
-		return bad("base position %d", in.BasePosition)
-	case len(in.K) != m.Layers || len(in.V) != m.Layers:
-		return bad("%d K and %d V layers, model has %d", len(in.K), len(in.V), m.Layers)
-	}
-	want := m.KVHeads * n * m.HeadDim
-	for l := range m.Layers {
-		if len(in.K[l]) != want || len(in.V[l]) != want {
-			return bad("layer %d: %d K and %d V floats, want %d ([%d][%d][%d])", l, len(in.K[l]), len(in.V[l]), want, m.KVHeads, n, m.HeadDim)
-		}
-	}
-	return nil
+// dbArtifacts reads the SeKV artifacts of in's model from the catalog for
+// spanmem.Build (which checks in before it asks).
+type dbArtifacts struct {
+	db *DB
+	in *SpanInput
 }
 
-// spanBuild is the state of one BuildSpanMemory.
-type spanBuild struct {
-	in    *SpanInput
-	opts  *SpanOptions
-	rope  *reconstruct.RoPE
-	m     *SpanMemory
-	pre   [][]float32 // per layer, pre-RoPE keys [KVHeads][tokens][HeadDim]
-	projs []*segment.Projection
-	ranks []float32 // per group, or nil
+func (a *dbArtifacts) Artifact(name string) (spanmem.Artifact, bool, error) {
+	l, ok, err := a.db.loadArtifact(a.in.Model.Fingerprint(), name)
+	return spanmem.Artifact{Data: l.data, Meta: l.meta, Hash: l.hash}, ok, err
 }
 
-func newSpanBuild(in *SpanInput, o *SpanOptions) (*spanBuild, error) {
-	spec := in.Model
-	rope, err := reconstruct.NewRoPE(spec.RoPE, spec.HeadDim)
-	if err != nil {
-		return nil, err
-	}
-	seg, err := segment.Split(in.Surprisal, o.Segment)
-	if err != nil {
-		return nil, err
-	}
-	if o.FactorDType == 0 {
-		o.FactorDType = spec.DType
-	}
-	if !o.FactorDType.Float() {
-		return nil, fmt.Errorf("%w: span options: factor dtype %v", ErrInvalidArgument, o.FactorDType)
-	}
-	b := &spanBuild{in: in, opts: o, rope: rope, m: &SpanMemory{
-		Model: *spec, Tokens: len(in.Surprisal), BasePosition: in.BasePosition, Segmentation: seg,
-		Resident: residentRows(seg), FactorDType: o.FactorDType,
-	}}
-	b.pre = make([][]float32, spec.Layers)
-	for l := range b.pre {
-		b.pre[l] = b.unrotate(in.K[l])
-	}
-	return b, nil
-}
-
-// residentRows is the anchors and every token of an unfactored span.
-func residentRows(seg *segment.Segmentation) []int {
-	rows := append([]int(nil), seg.Anchors...)
-	for _, s := range seg.Spans {
-		if !s.Factored {
-			for t := s.Start; t < s.End; t++ {
-				rows = append(rows, t)
-			}
-		}
-	}
-	slices.Sort(rows)
-	return slices.Compact(rows)
-}
-
-// unrotate returns keys with RoPE undone at each row's position.
-func (b *spanBuild) unrotate(k []float32) []float32 {
-	hd, n := b.in.Model.HeadDim, len(b.in.Surprisal)
-	out := append([]float32(nil), k...)
-	for r := 0; r < len(out)/hd; r++ {
-		reconstruct.Unapply(b.rope, out[r*hd:(r+1)*hd], b.in.BasePosition+int64(r%n))
-	}
-	return out
-}
-
-// rows is [start, end) of head h of a layer's [KVHeads][tokens][HeadDim].
-func (b *spanBuild) rows(x []float32, h, start, end int) []float32 {
-	hd, n := b.in.Model.HeadDim, len(b.in.Surprisal)
-	return x[(h*n+start)*hd : (h*n+end)*hd]
-}
-
-// projection picks W: trained, stored default, or fitted here.
-func (b *spanBuild) projection(db *DB, dim int) error {
-	spec := b.in.Model
-	fp := spec.Fingerprint()
-	for _, name := range []string{ArtifactRouterW, ArtifactRouterWPCA} {
-		a, ok, err := db.loadArtifact(fp, name)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		if b.projs, err = DecodeProjections(a.data, a.meta, spec.Layers, spec.KVHeads, spec.HeadDim); err != nil {
-			return fmt.Errorf("artifact %q: %w", name, err)
-		}
-		b.m.Projection = ProjectionRef{Name: name, Hash: a.hash, Dim: b.projs[0].Dim}
-		return nil
-	}
-	return b.fitProjection(dim)
-}
-
-// fitProjection fits W by PCA of each (layer, KV head)'s pre-RoPE keys.
-func (b *spanBuild) fitProjection(dim int) error {
-	spec := b.in.Model
-	b.projs = make([]*segment.Projection, spec.Layers*spec.KVHeads)
-	for g := range b.projs {
-		l, h := g/spec.KVHeads, g%spec.KVHeads
-		p, err := segment.FitPCA(b.rows(b.pre[l], h, 0, len(b.in.Surprisal)), spec.HeadDim, dim)
-		if err != nil {
-			return fmt.Errorf("fit W of layer %d head %d: %w", l, h, err)
-		}
-		b.projs[g] = p
-	}
-	data, meta, err := EncodeProjections(b.projs, spec.Layers, spec.KVHeads)
-	if err != nil {
-		return err
-	}
-	b.m.Projection = ProjectionRef{Name: ArtifactRouterWPCA, Hash: blake3.Sum256(data), Dim: b.projs[0].Dim,
-		Fitted: data, FittedMeta: meta}
-	return nil
-}
-
-// heads summarises and factors every (layer, KV head), on several cores.
-func (b *spanBuild) heads() error {
-	spec := b.in.Model
-	groups := spec.Layers * spec.KVHeads
-	b.m.Heads = make([]SpanHead, groups)
-	errs := make([]error, groups)
-	next := make(chan int, groups)
-	for g := range groups {
-		next <- g
-	}
-	close(next)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), groups) {
-		wg.Go(func() {
-			for g := range next {
-				errs[g] = b.head(g)
-			}
-		})
-	}
-	wg.Wait()
-	for g, err := range errs {
-		if err != nil {
-			return fmt.Errorf("span memory: layer %d head %d: %w", g/spec.KVHeads, g%spec.KVHeads, err)
-		}
-	}
-	return nil
-}
-
-// head builds group g: summaries of all spans, factors of factored ones.
-func (b *spanBuild) head(g int) error {
-	spec := b.in.Model
-	l, h := g/spec.KVHeads, g%spec.KVHeads
-	n := len(b.in.Surprisal)
-	spans := b.m.Segmentation.Spans
-	sums, err := segment.SummarizeSpans(b.rows(b.pre[l], h, 0, n), b.rows(b.in.V[l], h, 0, n), spec.HeadDim,
-		b.in.Surprisal, spans, b.projs[g])
-	if err != nil {
-		return err
-	}
-	out := SpanHead{Summaries: sums, K: make([]*reconstruct.Factors, len(spans)), V: make([]*reconstruct.Factors, len(spans))}
-	for s, sp := range spans {
-		if !sp.Factored {
-			continue
-		}
-		o := b.svdOptions(g, s)
-		if out.K[s], err = reconstruct.SVD(b.rows(b.pre[l], h, sp.Start, sp.End), sp.Len(), spec.HeadDim, o); err != nil {
-			return fmt.Errorf("span %d keys: %w", s, err)
-		}
-		o.Seed ^= 0x9e3779b97f4a7c15
-		if out.V[s], err = reconstruct.SVD(b.rows(b.in.V[l], h, sp.Start, sp.End), sp.Len(), spec.HeadDim, o); err != nil {
-			return fmt.Errorf("span %d values: %w", s, err)
-		}
-	}
-	b.m.Heads[g] = out
-	return nil
-}
-
-// svdOptions are the SVD options of span s of group g: the rank gate's
-// rank when there is one, and a seed of its own.
-func (b *spanBuild) svdOptions(g, s int) reconstruct.SVDOptions {
-	o := b.opts.SVD
-	o.EnsureDefaults()
-	o.Rank = 0
-	if b.ranks != nil && b.ranks[g] >= 1 {
-		o.Rank = min(int(b.ranks[g]), o.MaxRank)
-	}
-	o.Seed += uint64(g)<<32 | uint64(s)
-	return o
-}
-
-// resident gathers the resident rows of every layer: keys rotated to local
-// positions (row t at position t) and both rounded to the model's dtype.
-func (b *spanBuild) resident() error {
-	spec, rows := b.in.Model, b.m.Resident
-	hd, n, r := spec.HeadDim, len(b.in.Surprisal), len(rows)
-	b.m.ResidentK, b.m.ResidentV = make([][]byte, spec.Layers), make([][]byte, spec.Layers)
-	k, v := make([]float32, spec.KVHeads*r*hd), make([]float32, spec.KVHeads*r*hd)
-	for l := range spec.Layers {
-		for h := range spec.KVHeads {
-			for i, t := range rows {
-				copy(k[(h*r+i)*hd:(h*r+i+1)*hd], b.in.K[l][(h*n+t)*hd:(h*n+t+1)*hd])
-				copy(v[(h*r+i)*hd:(h*r+i+1)*hd], b.in.V[l][(h*n+t)*hd:(h*n+t+1)*hd])
-			}
-		}
-		if err := reconstruct.ShiftF32(k, k, b.rope, spec.KVHeads, r, -b.in.BasePosition); err != nil {
-			return err
-		}
-		b.m.ResidentK[l] = make([]byte, len(k)*spec.DType.Size())
-		b.m.ResidentV[l] = make([]byte, len(v)*spec.DType.Size())
-		if err := format.FromF32(b.m.ResidentK[l], k, spec.DType); err != nil {
-			return fmt.Errorf("%w: resident keys of layer %d: %v", ErrInvalidArgument, l, err)
-		}
-		if err := format.FromF32(b.m.ResidentV[l], v, spec.DType); err != nil {
-			return fmt.Errorf("%w: resident values of layer %d: %v", ErrInvalidArgument, l, err)
-		}
-	}
-	return nil
+func (a *dbArtifacts) HeadValues(name string) ([]float32, error) {
+	m := a.in.Model
+	return a.db.headValues(m.Fingerprint(), name, m.Layers, m.KVHeads)
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/zeebo/blake3"
@@ -10,22 +9,11 @@ import (
 	"github.com/kvstore/kvstore/format"
 )
 
-// Catalog key tags of span memory (the table is in doc.go).
-const (
-	tagSpanMeta = 'c' // 'c' | ns | name            -> framed SpanMeta
-	tagSpanHead = 'C' // 'C' | ns | name | l | h    -> framed HeadMeta
-)
-
 // ContextID identifies one stored span memory: BLAKE3-256 over (namespace,
 // model fingerprint, context name). It is what the extent trailer names and
 // what gpu.SpanKey.Context carries (store/gpusource adapts a SpanReader to
 // gpu.Source; store itself does not import gpu).
-type ContextID [32]byte
-
-func (c ContextID) String() string { return hex.EncodeToString(c[:]) }
-
-// Short is the first 8 bytes in hex, for tables and logs.
-func (c ContextID) Short() string { return hex.EncodeToString(c[:8]) }
+type ContextID = format.ContextID
 
 // ComputeContextID derives a span memory's id. Variable-length fields are
 // length-prefixed so that no two inputs share an encoding.
@@ -55,20 +43,4 @@ func checkContextName(ns, name string) error {
 		return fmt.Errorf("%w: context name of %d bytes, want 1 to %d", ErrInvalidArgument, len(name), format.MaxNameLen)
 	}
 	return nil
-}
-
-// spanMetaKey is 'c' | ns len u16 BE | ns | name len u16 BE | name.
-func spanMetaKey(ns, name string) []byte {
-	k := nsPrefix(tagSpanMeta, ns, 2+len(name))
-	k = binary.BigEndian.AppendUint16(k, uint16(len(name)))
-	return append(k, name...)
-}
-
-// spanHeadKey is 'C' | ns | name (as in spanMetaKey) | layer u16 BE | head u16 BE.
-func spanHeadKey(ns, name string, layer, head int) []byte {
-	k := nsPrefix(tagSpanHead, ns, 6+len(name))
-	k = binary.BigEndian.AppendUint16(k, uint16(len(name)))
-	k = append(k, name...)
-	k = binary.BigEndian.AppendUint16(k, uint16(layer))
-	return binary.BigEndian.AppendUint16(k, uint16(head))
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // SpanMemoryInfo describes one stored span memory as its root record
@@ -42,10 +43,10 @@ func (db *DB) SpanMemories(fn func(SpanMemoryInfo) error) error {
 		return err
 	}
 	defer db.leave()
-	p := []byte{tagSpanMeta}
-	return db.cat.scan(p, prefixEnd(p), func(k, v []byte) (bool, error) {
-		ns, name, ok := parseSpanMetaKey(k)
-		m, err := DecodeSpanMeta(v)
+	p := []byte{catalog.TagSpanMeta}
+	return db.cat.Scan(p, catalog.PrefixEnd(p), func(k, v []byte) (bool, error) {
+		ns, name, ok := catalog.ParseSpanMetaKey(k)
+		m, err := decodeSpanMeta(v)
 		if err == nil && (!ok || m.Context != ComputeContextID(ns, m.Model, name)) {
 			err = fmt.Errorf("%w: the key does not name the record's context", ErrCorruption)
 		}
@@ -77,9 +78,9 @@ func spanMemoryInfo(ns, name string, m *SpanMeta) SpanMemoryInfo {
 
 // loadSpanCount counts the catalogued span memories at Open, for Stats.
 func (db *DB) loadSpanCount() error {
-	p := []byte{tagSpanMeta}
+	p := []byte{catalog.TagSpanMeta}
 	n := int64(0)
-	err := db.cat.scan(p, prefixEnd(p), func(k, v []byte) (bool, error) {
+	err := db.cat.Scan(p, catalog.PrefixEnd(p), func(k, v []byte) (bool, error) {
 		n++
 		return true, nil
 	})
@@ -98,7 +99,7 @@ func (db *DB) setSpanRecords(delta int64, rs ...BlobFileInfo) {
 	defer db.filesMu.Unlock()
 	db.st.spanMemories.Add(delta)
 	for _, r := range rs {
-		r.Path = db.files[r.Num].path
+		r.Path = db.files[r.Num].Path()
 		db.recs[r.Num] = r
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // collectSpanMemories returns every SpanMemories entry.
@@ -96,7 +97,7 @@ func TestSpanMemories(t *testing.T) {
 func TestSpanMemoriesCorruptRecord(t *testing.T) {
 	db, _, _ := openSpanDB(t, false)
 	defer db.Close()
-	if err := db.cat.db.Set(spanMetaKey("ns", "bad"), []byte("not a record"), nil); err != nil {
+	if err := db.cat.DB.Set(catalog.SpanMetaKey("ns", "bad"), []byte("not a record"), nil); err != nil {
 		t.Fatal(err)
 	}
 	err := db.SpanMemories(func(SpanMemoryInfo) error { return nil })

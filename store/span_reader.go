@@ -9,6 +9,9 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
 // SpanReader reads one stored span memory piece by piece: the root record
@@ -30,7 +33,7 @@ type SpanReader struct {
 	ns     string
 	name   string
 	meta   *SpanMeta
-	file   *blobFile
+	file   *bloblog.File
 	extent []byte // the mapped extent; nil when reads copy
 	verify bool
 	rope   *reconstruct.RoPE
@@ -69,7 +72,7 @@ func (db *DB) OpenSpanMemory(ns string, model format.Fingerprint, name string) (
 		}
 		r, err := db.newSpanReader(ns, name, m, f)
 		if err != nil {
-			f.release()
+			f.Release()
 			return nil, err
 		}
 		db.st.views.Add(1)
@@ -78,7 +81,7 @@ func (db *DB) OpenSpanMemory(ns string, model format.Fingerprint, name string) (
 	return nil, fmt.Errorf("%w: span memory %q: blob file missing from the catalog", ErrCorruption, name)
 }
 
-func (db *DB) newSpanReader(ns, name string, m *SpanMeta, f *blobFile) (*SpanReader, error) {
+func (db *DB) newSpanReader(ns, name string, m *SpanMeta, f *bloblog.File) (*SpanReader, error) {
 	spec, err := db.Model(m.Model)
 	if err != nil {
 		return nil, fmt.Errorf("span memory %q: %w", name, err)
@@ -87,7 +90,7 @@ func (db *DB) newSpanReader(ns, name string, m *SpanMeta, f *blobFile) (*SpanRea
 	if err != nil {
 		return nil, fmt.Errorf("%w: span memory %q: model spec: %v", ErrCorruption, name, err)
 	}
-	extent, err := f.span(m.ExtentOffset, m.ExtentLength)
+	extent, err := f.Span(m.ExtentOffset, m.ExtentLength)
 	if err != nil {
 		return nil, fmt.Errorf("span memory %q: %w", name, err)
 	}
@@ -144,8 +147,8 @@ func (r *SpanReader) Head(layer, head int) (*HeadMeta, error) {
 // errOtherWrite when it belongs to another write or place of the memory.
 func (r *SpanReader) readHead(m *SpanMeta, layer, head int) (*HeadMeta, error) {
 	var h *HeadMeta
-	found, err := r.db.cat.get(spanHeadKey(r.ns, r.name, layer, head), func(v []byte) (err error) {
-		h, err = DecodeHeadMeta(v, m)
+	found, err := r.db.cat.Get(catalog.SpanHeadKey(r.ns, r.name, layer, head), func(v []byte) (err error) {
+		h, err = decodeHeadMeta(v, m)
 		return err
 	})
 	switch {
@@ -187,7 +190,7 @@ func (r *SpanReader) Summaries(layer, head int) ([]segment.Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.Summaries, nil
+	return spanmem.SegmentSummaries(h.Summaries), nil
 }
 
 func (r *SpanReader) checkHead(layer, head int) error {
@@ -317,7 +320,7 @@ func (r *SpanReader) Release() {
 	}
 	r.released = true
 	r.extent = nil
-	r.file.release()
+	r.file.Release()
 	r.db.st.views.Add(-1)
 }
 
@@ -335,11 +338,11 @@ func (r *SpanReader) block(dst []byte, off, n uint64, crc uint32, what func() st
 	var b []byte
 	if r.extent != nil {
 		b = r.extent[off : off+n : off+n]
-		if r.verify && !r.file.isVerified(abs, crc) {
+		if r.verify && !r.file.IsVerified(abs, crc) {
 			if err := r.checkBlock(b, abs, crc, what); err != nil {
 				return nil, err
 			}
-			r.file.markVerified(abs, crc)
+			r.file.MarkVerified(abs, crc)
 		}
 		if dst != nil {
 			b = dst[:copy(dst, b)]
@@ -349,7 +352,7 @@ func (r *SpanReader) block(dst []byte, off, n uint64, crc uint32, what func() st
 			dst = make([]byte, n)
 		}
 		b = dst[:n]
-		if err := r.file.readAt(b, abs); err != nil {
+		if err := r.file.ReadAt(b, abs); err != nil {
 			return nil, fmt.Errorf("span memory %q %s: %w", r.name, what(), err)
 		}
 		if r.verify {
@@ -368,7 +371,7 @@ func (r *SpanReader) checkBlock(b []byte, abs uint64, crc uint32, what func() st
 	if got := format.CRC(b); got != crc {
 		r.db.st.corruptions.Add(1)
 		return fmt.Errorf("%w: blob file %s offset %d (%d bytes): span memory %q (%s) %s: crc32c %08x, computed %08x",
-			ErrCorruption, r.file.path, abs, len(b), r.name, r.meta.Context.Short(), what(), crc, got)
+			ErrCorruption, r.file.Path(), abs, len(b), r.name, r.meta.Context.Short(), what(), crc, got)
 	}
 	return nil
 }

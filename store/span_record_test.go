@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // spanRecords returns the stored root and one head record of a memory.
@@ -19,8 +20,8 @@ func spanRecords(t *testing.T) (meta, head []byte) {
 	if _, err := db.PutSpanMemory("ns", "ctx", m); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range [][]byte{spanMetaKey("ns", "ctx"), spanHeadKey("ns", "ctx", 1, 1)} {
-		if _, err := db.cat.get(k, func(v []byte) error {
+	for _, k := range [][]byte{catalog.SpanMetaKey("ns", "ctx"), catalog.SpanHeadKey("ns", "ctx", 1, 1)} {
+		if _, err := db.cat.Get(k, func(v []byte) error {
 			if meta == nil {
 				meta = append([]byte(nil), v...)
 			} else {
@@ -36,7 +37,7 @@ func spanRecords(t *testing.T) (meta, head []byte) {
 
 func TestSpanRecordsRoundTrip(t *testing.T) {
 	mv, hv := spanRecords(t)
-	m, err := DecodeSpanMeta(mv)
+	m, err := decodeSpanMeta(mv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestSpanRecordsRoundTrip(t *testing.T) {
 	if err != nil || !bytes.Equal(again, mv) {
 		t.Fatalf("span meta does not re-encode to its bytes (%v)", err)
 	}
-	h, err := DecodeHeadMeta(hv, m)
+	h, err := decodeHeadMeta(hv, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,10 +56,10 @@ func TestSpanRecordsRoundTrip(t *testing.T) {
 	if err != nil || !bytes.Equal(again, hv) {
 		t.Fatalf("head meta does not re-encode to its bytes (%v)", err)
 	}
-	if _, err := DecodeHeadMeta(mv, m); !errors.Is(err, ErrCorruption) {
+	if _, err := decodeHeadMeta(mv, m); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("root decoded as a head: %v", err)
 	}
-	if _, err := DecodeSpanMeta(hv); !errors.Is(err, ErrCorruption) {
+	if _, err := decodeSpanMeta(hv); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("head decoded as a root: %v", err)
 	}
 }
@@ -76,7 +77,7 @@ func reseal(t *testing.T, v []byte, mutate func([]byte) []byte) []byte {
 
 func TestSpanRecordsMutations(t *testing.T) {
 	mv, hv := spanRecords(t)
-	m, err := DecodeSpanMeta(mv)
+	m, err := decodeSpanMeta(mv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestSpanRecordsMutations(t *testing.T) {
 	for i := format.FrameSize; i < len(mv); i++ {
 		for _, bit := range []byte{0x01, 0x80} {
 			v := reseal(t, mv, func(b []byte) []byte { b[i-format.FrameSize] ^= bit; return b })
-			got, err := DecodeSpanMeta(v)
+			got, err := decodeSpanMeta(v)
 			if err != nil {
 				if !errors.Is(err, ErrCorruption) {
 					t.Fatalf("meta byte %d: error wraps no sentinel: %v", i, err)
@@ -99,7 +100,7 @@ func TestSpanRecordsMutations(t *testing.T) {
 	}
 	for i := format.FrameSize; i < len(hv); i++ {
 		v := reseal(t, hv, func(b []byte) []byte { b[i-format.FrameSize] ^= 0x40; return b })
-		got, err := DecodeHeadMeta(v, m)
+		got, err := decodeHeadMeta(v, m)
 		if err != nil {
 			if !errors.Is(err, ErrCorruption) {
 				t.Fatalf("head byte %d: error wraps no sentinel: %v", i, err)
@@ -111,12 +112,12 @@ func TestSpanRecordsMutations(t *testing.T) {
 		}
 	}
 	for n := 0; n < len(mv); n += 7 {
-		if _, err := DecodeSpanMeta(mv[:n]); err == nil {
+		if _, err := decodeSpanMeta(mv[:n]); err == nil {
 			t.Fatalf("meta truncated to %d bytes decoded", n)
 		}
 	}
 	for n := 0; n < len(hv); n += 7 {
-		if _, err := DecodeHeadMeta(hv[:n], m); err == nil {
+		if _, err := decodeHeadMeta(hv[:n], m); err == nil {
 			t.Fatalf("head truncated to %d bytes decoded", n)
 		}
 	}
@@ -128,17 +129,17 @@ func TestSpanRecordsHostileCounts(t *testing.T) {
 	// anything is allocated.
 	for _, off := range []int{68, 120, 124, 128} {
 		v := reseal(t, mv, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[off:], 0xffffffff); return b })
-		if _, err := DecodeSpanMeta(v); !errors.Is(err, ErrCorruption) {
+		if _, err := decodeSpanMeta(v); !errors.Is(err, ErrCorruption) {
 			t.Fatalf("count at %d set to 2^32-1: %v", off, err)
 		}
 	}
 	v := reseal(t, mv, func(b []byte) []byte { binary.LittleEndian.PutUint16(b[72:], 0xffff); return b })
-	if _, err := DecodeSpanMeta(v); !errors.Is(err, ErrCorruption) {
+	if _, err := decodeSpanMeta(v); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("65535 layers: %v", err)
 	}
 	v = append([]byte(nil), mv...)
 	v[20] ^= 1
-	if _, err := DecodeSpanMeta(v); !errors.Is(err, ErrCorruption) {
+	if _, err := decodeSpanMeta(v); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("bad crc: %v", err)
 	}
 }

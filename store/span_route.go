@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"
+	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
 // Routing is the zoom-in policy of one span memory, what stays on the GPU
@@ -88,7 +89,7 @@ func (r *SpanReader) routingProjection() (projs []*segment.Projection, name stri
 		if !ok {
 			continue
 		}
-		projs, err := DecodeProjections(a.data, a.meta, m.Layers, m.KVHeads, m.HeadDim)
+		projs, err := spanmem.DecodeProjections(a.data, a.meta, m.Layers, m.KVHeads, m.HeadDim)
 		if err != nil {
 			return nil, "", false, fmt.Errorf("artifact %q: %w", name, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"
+	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
 // openRouting stores a memory of the fixture and returns its reader.
@@ -185,7 +186,7 @@ func TestSpanRoutingArtifacts(t *testing.T) {
 			ps[g].W[i*16+i+g] = 1
 		}
 	}
-	d, meta, err := EncodeProjections(ps, 2, 2)
+	d, meta, err := spanmem.EncodeProjections(ps, 2, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"
+	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
 // spanModelCfg is a small random Llama (head dim 16, GQA) whose prefill
@@ -312,7 +314,7 @@ func TestSpanMemoryArtifacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := DecodeProjections(data, info.Meta, 2, 2, 16); err != nil {
+	if _, err := spanmem.DecodeProjections(data, info.Meta, 2, 2, 16); err != nil {
 		t.Fatal(err)
 	}
 	second := buildSpans(t, db, in, SpanOptions{ProjectionDim: 8})
@@ -334,7 +336,7 @@ func TestSpanMemoryArtifacts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d, meta, err := EncodeProjections(ps, 2, 2)
+	d, meta, err := spanmem.EncodeProjections(ps, 2, 2)
 	putArtifact(ArtifactRouterW, d, meta, err)
 	d, meta, err = EncodeHeadValues([]float32{1, 2, 3, 0}, 2, 2)
 	putArtifact(ArtifactRank, d, meta, err)
@@ -451,7 +453,7 @@ func TestSpanMemoryDeleteAndReplace(t *testing.T) {
 	if dead != size || live == 0 {
 		t.Fatalf("after replace: live %d dead %d, old extent %d", live, dead, size)
 	}
-	if has, _ := db.cat.has(spanHeadKey("ns", "ctx", 1, 0)); has {
+	if has, _ := db.cat.Has(catalog.SpanHeadKey("ns", "ctx", 1, 0)); has {
 		t.Fatal("head record of the replaced memory's layer 1 survived")
 	}
 	// The reader opened before still reads the old bytes.
@@ -504,7 +506,7 @@ func TestSpanMemoryCorruptBlock(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := r.file.path
+			path := r.file.Path()
 			at := r.Meta().ExtentOffset + h.K[s].Offset + 20
 			r.Release()
 			if err := db.Close(); err != nil {
@@ -594,4 +596,18 @@ func TestSpanMemoryCrash(t *testing.T) {
 		}
 		_ = db.Close()
 	}
+}
+
+// subset reports whether every element of a (ascending) is in b (ascending).
+func subset(a, b []int) bool {
+	j := 0
+	for _, t := range a {
+		for j < len(b) && b[j] < t {
+			j++
+		}
+		if j == len(b) || b[j] != t {
+			return false
+		}
+	}
+	return true
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // VerifyOptions tune Verify. A nil *VerifyOptions means the defaults.
@@ -50,7 +52,7 @@ func (db *DB) Verify(ctx context.Context, o *VerifyOptions, progress func(done, 
 		return nil, err
 	}
 	defer db.leave()
-	v := &verifier{db: db, rep: &VerifyReport{}, snap: db.cat.db.NewSnapshot()}
+	v := &verifier{db: db, rep: &VerifyReport{}, snap: db.cat.DB.NewSnapshot()}
 	defer v.snap.Close()
 	if o != nil {
 		v.max = o.MaxFindings
@@ -97,7 +99,7 @@ func (v *verifier) add(f Finding) { v.rep.Findings = append(v.rep.Findings, f) }
 func (v *verifier) extent(r *extentRef) error {
 	f := v.db.file(r.File)
 	if f == nil {
-		if _, found, err := snapGet(v.snap, blobFileKey(r.File)); err != nil {
+		if _, found, err := snapGet(v.snap, catalog.BlobFileKey(r.File)); err != nil {
 			return err
 		} else if found {
 			v.rep.Skipped++ // retired by a compaction since the snapshot
@@ -106,10 +108,10 @@ func (v *verifier) extent(r *extentRef) error {
 		v.add(refFinding(FindingDangling, r, blobPath(v.db, r.File), "blob file is not catalogued"))
 		return nil
 	}
-	defer f.release()
+	defer f.Release()
 	b, err := v.read(f, r)
 	if errors.Is(err, ErrCorruption) {
-		v.add(refFinding(FindingDangling, r, f.path, err.Error()))
+		v.add(refFinding(FindingDangling, r, f.Path(), err.Error()))
 		return nil
 	}
 	if err != nil {
@@ -127,7 +129,7 @@ func (v *verifier) extent(r *extentRef) error {
 		v.rep.Chunks++
 		if got[i] != rs[i].crc {
 			bad = true
-			fd := refFinding(FindingChunkCRC, r, f.path, fmt.Sprintf("%s: crc32c %08x, computed %08x", rs[i].what, rs[i].crc, got[i]))
+			fd := refFinding(FindingChunkCRC, r, f.Path(), fmt.Sprintf("%s: crc32c %08x, computed %08x", rs[i].what, rs[i].crc, got[i]))
 			fd.Offset, fd.Length, fd.Layer, fd.Chunk = r.Offset+rs[i].off, rs[i].n, rs[i].layer, rs[i].kind
 			v.add(fd)
 		}
@@ -136,14 +138,14 @@ func (v *verifier) extent(r *extentRef) error {
 		payloadEnd = noPayloadCheck // the bad chunk is the finding
 	}
 	if msg := trailerProblem(b, r, payloadCRC, payloadEnd); msg != "" {
-		v.add(refFinding(FindingTrailer, r, f.path, msg))
+		v.add(refFinding(FindingTrailer, r, f.Path(), msg))
 	}
 	return nil
 }
 
 // read returns the extent's bytes: a slice of the mapping, or v.buf.
-func (v *verifier) read(f *blobFile, r *extentRef) ([]byte, error) {
-	b, err := f.span(r.Offset, r.Length)
+func (v *verifier) read(f *bloblog.File, r *extentRef) ([]byte, error) {
+	b, err := f.Span(r.Offset, r.Length)
 	if err != nil || b != nil {
 		return b, err
 	}
@@ -151,7 +153,7 @@ func (v *verifier) read(f *blobFile, r *extentRef) ([]byte, error) {
 		v.buf = make([]byte, r.Length)
 	}
 	b = v.buf[:r.Length]
-	return b, f.readAt(b, r.Offset)
+	return b, f.ReadAt(b, r.Offset)
 }
 
 // regions lists the extent's checksummed blocks; for a span memory it
@@ -165,13 +167,13 @@ func (v *verifier) regions(r *extentRef) ([]region, error) {
 	m := r.Span
 	for l := range m.Layers {
 		for h := range m.KVHeads {
-			val, found, err := snapGet(v.snap, spanHeadKey(r.Namespace, r.Context, l, h))
+			val, found, err := snapGet(v.snap, catalog.SpanHeadKey(r.Namespace, r.Context, l, h))
 			if err != nil {
 				return nil, err
 			}
 			var hm *HeadMeta
 			if found {
-				hm, err = DecodeHeadMeta(val, m)
+				hm, err = decodeHeadMeta(val, m)
 			}
 			if !found || err != nil {
 				fd := refFinding(FindingRecord, r, "", fmt.Sprintf("layer %d head %d record: missing or bad: %v", l, h, err))
@@ -199,7 +201,7 @@ func snapGet(s pebble.Reader, key []byte) ([]byte, bool, error) {
 }
 
 // blobPath is blob file num's path.
-func blobPath(db *DB, num uint32) string { return db.fs.PathJoin(db.w.dir, blobFileName(num)) }
+func blobPath(db *DB, num uint32) string { return db.fs.PathJoin(db.w.Dir, bloblog.FileName(num)) }
 
 // region is one checksummed block of an extent, relative to its start.
 type region struct {
@@ -268,13 +270,13 @@ func crcRegions(b []byte, rs []region) (got []uint32, payload uint32, end uint64
 	tiled := true
 	for _, i := range order {
 		r := rs[i]
-		got[i] = crcStream(b[r.off : r.off+r.n])
+		got[i] = bloblog.CRC(b[r.off : r.off+r.n])
 		if r.off < pos {
 			tiled = false
 			continue
 		}
-		payload = crcCombine(payload, crcStream(b[pos:r.off]), r.off-pos)
-		payload = crcCombine(payload, got[i], r.n)
+		payload = bloblog.CRCCombine(payload, bloblog.CRC(b[pos:r.off]), r.off-pos)
+		payload = bloblog.CRCCombine(payload, got[i], r.n)
 		pos = r.off + r.n
 	}
 	if !tiled {
@@ -329,7 +331,7 @@ func trailerProblem(b []byte, r *extentRef, payloadCRC uint32, end uint64) strin
 	case end == noPayloadCheck:
 		return ""
 	case end != t.PayloadLen:
-		payloadCRC = crcStream(b[:t.PayloadLen])
+		payloadCRC = bloblog.CRC(b[:t.PayloadLen])
 	}
 	if payloadCRC != t.PayloadCRC {
 		return fmt.Sprintf("payload crc32c %08x, computed %08x", t.PayloadCRC, payloadCRC)

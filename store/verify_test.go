@@ -7,6 +7,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // opsFixture is a store with packets spread over several small blob
@@ -155,8 +156,8 @@ func TestVerifyUndecodableHeaderAndPastEnd(t *testing.T) {
 		return nil
 	})
 	// A garbage header value and a header pointing past its file's end.
-	b := db.cat.db.NewBatch()
-	_ = b.Set(headerKey("ns", format.PacketID{1}), []byte("not a header"), nil)
+	b := db.cat.DB.NewBatch()
+	_ = b.Set(catalog.HeaderKey("ns", format.PacketID{1}), []byte("not a header"), nil)
 	moved := *first
 	moved.ExtentOffset += 1 << 20
 	moved.Chunks = append([]format.ChunkDesc(nil), first.Chunks...)
@@ -167,7 +168,7 @@ func TestVerifyUndecodableHeaderAndPastEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = b.Set(headerKey(first.Namespace, first.ID), v, nil)
+	_ = b.Set(catalog.HeaderKey(first.Namespace, first.ID), v, nil)
 	if err := db.commit(b); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/prune"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // View is a packet read from the store: its header and, chunk by chunk, its
@@ -22,7 +23,7 @@ import (
 // Release. A View is safe for concurrent use.
 type View struct {
 	h      *format.PacketHeader
-	file   *blobFile
+	file   *bloblog.File
 	verify bool
 	st     *counters
 
@@ -41,8 +42,8 @@ type View struct {
 	keep   *prune.Set // a pruned packet's positions, once decoded (pruned.go)
 }
 
-func newView(h *format.PacketHeader, f *blobFile, verify bool, st *counters) (*View, error) {
-	extent, err := f.span(h.ExtentOffset, h.ExtentLength)
+func newView(h *format.PacketHeader, f *bloblog.File, verify bool, st *counters) (*View, error) {
+	extent, err := f.Span(h.ExtentOffset, h.ExtentLength)
 	if err != nil {
 		return nil, fmt.Errorf("packet %s: %w", h.ID.Short(), err)
 	}
@@ -104,13 +105,13 @@ func (v *View) Chunk(i int) ([]byte, error) {
 	if v.seen[i].Load() {
 		return b, nil
 	}
-	if v.verify && !v.file.isVerified(c.Offset, c.CRC32C) {
+	if v.verify && !v.file.IsVerified(c.Offset, c.CRC32C) {
 		v.advise()
-		if err := v.file.checkChunk(v.h, c, b); err != nil {
+		if err := v.file.CheckChunk(v.h, c, b); err != nil {
 			v.st.corruptions.Add(1)
 			return nil, err
 		}
-		v.file.markVerified(c.Offset, c.CRC32C)
+		v.file.MarkVerified(c.Offset, c.CRC32C)
 		v.st.verifiedBytes.Add(c.Length)
 	}
 	v.first(i, c.Length)
@@ -134,10 +135,10 @@ const adviseMax = 16 << 20
 // page is cached is taken for warm and not asked for: asking costs about
 // 0.2 ms per 9 MiB even when every page is cached.
 func (v *View) advise() {
-	if len(v.extent) > adviseMax || v.advised.Swap(true) || resident(v.extent) {
+	if len(v.extent) > adviseMax || v.advised.Swap(true) || bloblog.Resident(v.extent) {
 		return
 	}
-	_ = adviseWillNeed(v.extent) // advice: a refusal only costs speed
+	_ = bloblog.AdviseWillNeed(v.extent) // advice: a refusal only costs speed
 }
 
 // copied returns chunk i, reading it on first use.
@@ -147,7 +148,7 @@ func (v *View) copied(i int) ([]byte, error) {
 	if b := v.bufs[i]; b != nil {
 		return b, nil
 	}
-	b, err := v.file.chunk(v.h, i, nil, v.verify)
+	b, err := v.file.Chunk(v.h, i, nil, v.verify)
 	if err != nil {
 		if errors.Is(err, ErrCorruption) {
 			v.st.corruptions.Add(1)
@@ -183,6 +184,6 @@ func (v *View) Release() {
 	v.dec.mu.Lock()
 	v.dec.bufs = nil
 	v.dec.mu.Unlock()
-	v.file.release()
+	v.file.Release()
 	v.st.views.Add(-1)
 }

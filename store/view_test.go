@@ -85,12 +85,12 @@ func TestViewSurvivesDeleteAndClose(t *testing.T) {
 			if !bytes.Equal(k0, p.Layers[0].K) {
 				t.Fatal("bytes returned before Delete changed")
 			}
-			if n := v.file.refs.Load(); n != 1 {
+			if n := v.file.Refs(); n != 1 {
 				t.Fatalf("blob file refs %d with one view left after Close, want 1", n)
 			}
 			v.Release()
 			v.Release() // idempotent
-			if n := v.file.refs.Load(); n != 0 {
+			if n := v.file.Refs(); n != 0 {
 				t.Fatalf("blob file refs %d after the last release", n)
 			}
 			if _, _, err := v.Layer(0); !errors.Is(err, ErrClosed) {
@@ -191,19 +191,19 @@ func TestObsoleteFileRemovedAfterLastView(t *testing.T) {
 	}
 	f := v.file
 	// What compaction will do once it has repointed every header.
-	f.markObsolete()
-	db.dropFile(f.num)
-	if _, err := fs.Stat(f.path); err != nil {
+	f.MarkObsolete()
+	db.dropFile(f.Num())
+	if _, err := fs.Stat(f.Path()); err != nil {
 		t.Fatalf("obsolete file removed while a view holds it: %v", err)
 	}
 	if k, _, err := v.Layer(0); err != nil || !bytes.Equal(k, p.Layers[0].K) {
 		t.Fatalf("view of an obsolete file: %v", err)
 	}
 	v.Release()
-	if _, err := fs.Stat(f.path); err == nil {
+	if _, err := fs.Stat(f.Path()); err == nil {
 		t.Fatal("obsolete file still there after its last view was released")
 	}
-	if f.acquire() {
+	if f.Acquire() {
 		t.Fatal("a closed blob file was acquired")
 	}
 }

@@ -3,9 +3,9 @@ package quality
 import (
 	"math"
 
+	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/reconstruct"
-	"github.com/kvstore/kvstore/segment"
 )
 
 // RankRow is the relative Frobenius reconstruction error at one rank,
@@ -17,7 +17,7 @@ type RankRow struct {
 
 // rankErrors measures the error of rank-r SVD factors of the spans of a
 // prefilled cache, for each rank (ranks above the head dim dropped).
-func rankErrors(c *llama.Cache, spans []segment.Span, ranks []int) ([]RankRow, error) {
+func rankErrors(c *llama.Cache, spans []format.Span, ranks []int) ([]RankRow, error) {
 	hd, n := c.HeadDim, c.Len()
 	var out []RankRow
 	for _, r := range ranks {

@@ -11,7 +11,6 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/reconstruct"
-	"github.com/kvstore/kvstore/segment"
 	"github.com/kvstore/kvstore/store"
 )
 
@@ -192,7 +191,7 @@ func keptAnchors(meta *store.SpanMeta, h []float32, limit int) []bool {
 }
 
 func spanOf(meta *store.SpanMeta, t int) int {
-	i, _ := slices.BinarySearchFunc(meta.Spans, t, func(s segment.Span, t int) int {
+	i, _ := slices.BinarySearchFunc(meta.Spans, t, func(s format.Span, t int) int {
 		switch {
 		case s.End <= t:
 			return -1

@@ -1,0 +1,125 @@
+package format
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"testing"
+)
+
+// testSpanMeta is a valid root: 40 tokens in two factored spans and one
+// resident one, two layers of one 8-dim KV head, d' = 4.
+func testSpanMeta() *SpanMeta {
+	m := &SpanMeta{
+		Model: Fingerprint{1, 2}, Context: ContextID{3, 4}, Tokens: 40, Layers: 2, KVHeads: 1, HeadDim: 8,
+		ProjDim: 4, ResidentDType: DTypeBF16, FactorDType: DTypeF16, BasePosition: 5,
+		BlobFile: 1, ExtentOffset: BlobHeaderSize, ExtentLength: 16 << 10, CreatedUnixNs: 1,
+		Spans:      []Span{{Start: 0, End: 16, Factored: true}, {Start: 16, End: 28, Factored: true}, {Start: 28, End: 40}},
+		Anchors:    []int{0, 1, 2, 3, 16},
+		Projection: "sekv/router-w-pca", Mean: 2, Std: 1, Threshold: 3, AnchorThreshold: 4,
+	}
+	m.Resident = append([]int(nil), m.Anchors...)
+	for t := 28; t < 40; t++ {
+		m.Resident = append(m.Resident, t)
+	}
+	n := uint64(len(m.Resident) * 8 * 2)
+	for l := range uint64(2) {
+		m.Blocks = append(m.Blocks, ResidentBlock{KOffset: 2 * l * 512, VOffset: (2*l + 1) * 512, Length: n, KCRC: 7, VCRC: 8})
+	}
+	return m
+}
+
+// testHeadMeta is a valid head record of testSpanMeta.
+func testHeadMeta(m *SpanMeta) *HeadMeta {
+	h := &HeadMeta{Layer: 1, Head: 0, K: make([]FactorBlock, 3), V: make([]FactorBlock, 3)}
+	off := uint64(4096)
+	for s, sp := range m.Spans[:2] {
+		for i, dst := range []*FactorBlock{&h.K[s], &h.V[s]} {
+			rank := 3 - i
+			n := FactorLayout{Rows: sp.Len(), Cols: 8, Rank: rank, DType: m.FactorDType}.Size()
+			*dst = FactorBlock{Offset: off, Length: uint32(n), CRC: uint32(s), Rank: rank}
+			off += 1024
+		}
+	}
+	for s := range m.Spans {
+		f := float32(s)
+		h.Summaries = append(h.Summaries, SpanSummary{
+			Key: []float32{f, 1, 2, 3, 4, 5, 6, 7}, Value: []float32{-f, 0, 0, 0, 0, 0, 0, 1}, Proj: []float32{f, f, 0, 1}})
+	}
+	return h
+}
+
+func TestSpanMetaRoundTrip(t *testing.T) {
+	m := testSpanMeta()
+	v, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v) != FrameSize+spanMetaFixed+3*spanEntrySize+4*(17+5)+2*spanLayerSize+len(m.Projection) {
+		t.Fatalf("root of %d bytes", len(v))
+	}
+	got, err := DecodeSpanMeta(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := got.Encode(); err != nil || !bytes.Equal(again, v) {
+		t.Fatalf("root does not re-encode to its bytes (%v)", err)
+	}
+	hv, err := testHeadMeta(m).Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := DecodeHeadMeta(hv, got)
+	if err != nil || h.Layer != 1 || len(h.Summaries) != 3 || h.K[0].Rank != 3 || h.V[1].Rank != 2 || h.K[2] != (FactorBlock{}) {
+		t.Fatalf("head %+v, %v", h, err)
+	}
+	if again, err := h.Encode(got); err != nil || !bytes.Equal(again, hv) {
+		t.Fatalf("head does not re-encode to its bytes (%v)", err)
+	}
+	if _, err := DecodeHeadMeta(v, got); !errors.Is(err, ErrCorruption) {
+		t.Errorf("root read as a head: %v", err)
+	}
+	if _, err := DecodeSpanMeta(hv); !errors.Is(err, ErrCorruption) {
+		t.Errorf("head read as a root: %v", err)
+	}
+}
+
+func TestSpanMetaRefusals(t *testing.T) {
+	m := testSpanMeta()
+	v, _ := m.Encode()
+	reseal := func(edit func(b []byte)) []byte {
+		b := bytes.Clone(v[FrameSize:])
+		edit(b)
+		out, err := Seal(KindSpan, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	le := binary.LittleEndian
+	for name, edit := range map[string]func(b []byte){
+		"type":        func(b []byte) { b[0] = 2 },
+		"reserved":    func(b []byte) { b[92] = 1 },
+		"spans count": func(b []byte) { le.PutUint32(b[120:], 4) },
+		"span gap":    func(b []byte) { le.PutUint32(b[spanMetaFixed+12:], 17) },
+		"anchor":      func(b []byte) { b[spanMetaFixed+3*spanEntrySize+17*4] = 5 },
+		"extent":      func(b []byte) { le.PutUint64(b[96:], 100) },
+		"block":       func(b []byte) { le.PutUint64(b[len(b)-len(m.Projection)-spanLayerSize:], 1) },
+		"no W name":   func(b []byte) { le.PutUint16(b[78:], 0) },
+	} {
+		if _, err := DecodeSpanMeta(reseal(edit)); !errors.Is(err, ErrCorruption) {
+			t.Errorf("%s: %v, want ErrCorruption", name, err)
+		}
+	}
+	other := testSpanMeta()
+	other.ExtentOffset += Alignment
+	hv, _ := testHeadMeta(m).Encode(m)
+	if _, err := DecodeHeadMeta(hv, other); !errors.Is(err, ErrOtherWrite) || !errors.Is(err, ErrCorruption) {
+		t.Errorf("head of another write: %v, want ErrOtherWrite in ErrCorruption", err)
+	}
+	bad := testHeadMeta(m)
+	bad.Summaries[0].Key = bad.Summaries[0].Key[:7]
+	if _, err := bad.Encode(m); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("short summary: %v, want ErrInvalidArgument", err)
+	}
+}

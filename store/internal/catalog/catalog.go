@@ -1,0 +1,153 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Catalog is the Pebble database in DIR/catalog. It keeps every small value
+// of the store (keys in keys.go); tensors never go in it.
+type Catalog struct {
+	DB *pebble.DB // for batches and iterators; reads and commits go through the methods
+}
+
+// Options are the catalog's settings (the store's Options say what each
+// means and its default).
+type Options struct {
+	FS           vfs.FS
+	CacheSize    int64
+	MemTableSize uint64
+	ReadOnly     bool
+	Logger       *slog.Logger
+}
+
+// ErrFailed: an earlier catalog commit failed in a way the catalog cannot
+// recover from without reopening (Pebble treats WAL errors as fatal). The
+// store returns it as store.ErrFailed.
+var ErrFailed = errors.New("kvstore/store: store failed, reopen it")
+
+// Open opens (or, unless read-only, creates) the catalog in dir on o.FS.
+func Open(dir string, o *Options) (*Catalog, error) {
+	cache := pebble.NewCache(o.CacheSize)
+	defer cache.Unref()
+	db, err := pebble.Open(dir, &pebble.Options{
+		FS:                 o.FS,
+		Cache:              cache,
+		MemTableSize:       o.MemTableSize,
+		ReadOnly:           o.ReadOnly,
+		ErrorIfNotExists:   o.ReadOnly,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{o.Logger},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: open catalog %s: %w", dir, err)
+	}
+	return &Catalog{DB: db}, nil
+}
+
+// Get calls fn with the value of key, which is only valid during the call.
+// It reports false, without calling fn, when key is absent.
+func (c *Catalog) Get(key []byte, fn func(v []byte) error) (bool, error) {
+	v, closer, err := c.DB.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: catalog get %q: %w", key, err)
+	}
+	defer closer.Close()
+	return true, fn(v)
+}
+
+// Has reports whether key is present.
+func (c *Catalog) Has(key []byte) (bool, error) {
+	return c.Get(key, func([]byte) error { return nil })
+}
+
+// Scan calls fn for each key in [lower, upper) in order until fn returns
+// an error or false. Keys and values are only valid during the call.
+func (c *Catalog) Scan(lower, upper []byte, fn func(k, v []byte) (bool, error)) error {
+	it, err := c.DB.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return fmt.Errorf("store: catalog scan: %w", err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			break
+		}
+		more, err := fn(it.Key(), v)
+		if err != nil || !more {
+			_ = it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("store: catalog scan: %w", err)
+	}
+	return nil
+}
+
+// Commit applies b durably (pebble.Sync). Pebble reports a failed WAL write
+// through Logger.Fatalf, which pebbleLogger turns into a panic carrying a
+// fatalError; commit recovers it and returns it wrapping ErrFailed.
+func (c *Catalog) Commit(b *pebble.Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fe, ok := r.(fatalError)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("%w: catalog commit: %s", ErrFailed, fe.msg)
+		}
+	}()
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("store: catalog commit: %w", err)
+	}
+	return nil
+}
+
+// Close closes the catalog. After a fatal catalog error Pebble may report
+// another one while closing;
+// that too is returned wrapping ErrFailed.
+func (c *Catalog) Close() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fe, ok := r.(fatalError)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("%w: close catalog: %s", ErrFailed, fe.msg)
+		}
+	}()
+	if err := c.DB.Close(); err != nil {
+		return fmt.Errorf("store: close catalog: %w", err)
+	}
+	return nil
+}
+
+// fatalError is what pebbleLogger.Fatalf panics with instead of exiting the
+// process: library code must not exit, and commit turns it into an error.
+type fatalError struct{ msg string }
+
+// pebbleLogger routes Pebble's log lines to the store's slog.Logger:
+// informational ones at Debug level.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(f string, args ...any) {
+	p.l.Debug(fmt.Sprintf(f, args...), "component", "catalog")
+}
+
+func (p pebbleLogger) Errorf(f string, args ...any) {
+	p.l.Error(fmt.Sprintf(f, args...), "component", "catalog")
+}
+
+func (p pebbleLogger) Fatalf(f string, args ...any) {
+	msg := fmt.Sprintf(f, args...)
+	p.l.Error(msg, "component", "catalog", "fatal", true)
+	panic(fatalError{msg})
+}

@@ -1,0 +1,18 @@
+// Package spanmem is SeKV's span memory as data: Build turns a long
+// context's KV cache into a Memory (segmentation by surprisal, span
+// summaries and routing projections, truncated SVD factors of every
+// factored span's pre-RoPE keys and values, the resident rows), Check
+// validates one, and LayoutExtent lays it out as one blob-log extent and
+// its catalog records (format.SpanMeta, format.HeadMeta; the bytes are
+// format's, docs/format.md draws them).
+//
+// It takes the model's SeKV artifacts as inputs (the Artifacts interface)
+// and never reaches into the store: the store reads the artifacts from its
+// catalog, and writes, syncs and catalogues what LayoutExtent produced.
+package spanmem
+
+import "github.com/kvstore/kvstore/format"
+
+// ErrInvalidArgument is format's, so that errors.Is works with the
+// store's name for it too.
+var ErrInvalidArgument = format.ErrInvalidArgument

@@ -1,0 +1,132 @@
+package spanmem
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/reconstruct"
+	"github.com/kvstore/kvstore/segment"
+)
+
+// Memory is SeKV's memory of one long context, as Build makes it and
+// the store's PutSpanMemory stores it: the context cut into spans, the
+// resident rows kept at full resolution (anchors and the tokens of spans
+// too short to factor), and per (layer, KV head) a summary of every span
+// and truncated SVD factors of every factored span's pre-RoPE keys and
+// values.
+type Memory struct {
+	Model        format.ModelSpec
+	Tokens       int
+	BasePosition int64 // position of row 0 when the memory was built
+	Segmentation *segment.Segmentation
+	// Resident rows, ascending: every anchor and every token of an
+	// unfactored span.
+	Resident []int
+	// ResidentK and ResidentV hold, per layer, the resident rows
+	// [KVHeads][len(Resident)][HeadDim] in Model.DType; keys post-RoPE at
+	// local positions (row t rotated for position t), as packets store them.
+	ResidentK, ResidentV [][]byte
+	// Heads is per (layer, KV head), layer-major.
+	Heads       []Head
+	FactorDType format.DType
+	Projection  ProjectionRef
+}
+
+// Head is one (layer, KV head) of a Memory.
+type Head struct {
+	Summaries []segment.Summary // per span
+	// K and V are per span the factors of its pre-RoPE keys and of its
+	// values; nil for spans that are not factored.
+	K, V []*reconstruct.Factors
+}
+
+// ProjectionRef names the routing projection W the summaries were
+// projected with.
+type ProjectionRef struct {
+	Name string   // artifact name (ArtifactRouterW or ArtifactRouterWPCA); "" for none
+	Hash [32]byte // BLAKE3-256 of the artifact's data
+	Dim  int      // d'
+	// Fitted holds the artifact (data and meta) when BuildSpanMemory fitted
+	// W itself: PutSpanMemory stores it in the memory's commit.
+	Fitted     []byte
+	FittedMeta format.ArtifactMeta
+}
+
+// Check validates a Memory before anything is written. Errors wrap
+// ErrInvalidArgument.
+func (m *Memory) Check() error {
+	bad := func(f string, args ...any) error {
+		return fmt.Errorf("%w: span memory: %s", ErrInvalidArgument, fmt.Sprintf(f, args...))
+	}
+	if err := m.Model.Validate(); err != nil {
+		return fmt.Errorf("span memory: %w", err)
+	}
+	spec, seg := &m.Model, m.Segmentation
+	switch {
+	case m.Tokens < 1 || uint64(m.Tokens) > math.MaxUint32:
+		return bad("%d tokens", m.Tokens)
+	case seg == nil || seg.Tokens != m.Tokens || len(seg.Spans) == 0:
+		return bad("no segmentation of its %d tokens", m.Tokens)
+	case !m.FactorDType.Float():
+		return bad("factor dtype %v", m.FactorDType)
+	case len(m.Heads) != spec.Layers*spec.KVHeads || len(m.ResidentK) != spec.Layers || len(m.ResidentV) != spec.Layers:
+		return bad("%d heads, %d K and %d V resident layers for %d layers x %d kv heads",
+			len(m.Heads), len(m.ResidentK), len(m.ResidentV), spec.Layers, spec.KVHeads)
+	case m.Projection.Dim < 0 || m.Projection.Dim > spec.HeadDim || (m.Projection.Dim == 0) != (m.Projection.Name == ""):
+		return bad("projection %q of dim %d", m.Projection.Name, m.Projection.Dim)
+	}
+	if err := m.Projection.checkFitted(spec); err != nil {
+		return err
+	}
+	rowBytes := spec.KVHeads * len(m.Resident) * spec.HeadDim * spec.DType.Size()
+	for l := range spec.Layers {
+		if len(m.ResidentK[l]) != rowBytes || len(m.ResidentV[l]) != rowBytes {
+			return bad("layer %d: resident K %d, V %d bytes, want %d", l, len(m.ResidentK[l]), len(m.ResidentV[l]), rowBytes)
+		}
+	}
+	for g := range m.Heads {
+		if err := m.checkHead(g); err != nil {
+			return bad("layer %d head %d: %v", g/spec.KVHeads, g%spec.KVHeads, err)
+		}
+	}
+	return nil
+}
+
+// checkHead checks one head's summaries and factors against the spans.
+func (m *Memory) checkHead(g int) error {
+	h, spans := &m.Heads[g], m.Segmentation.Spans
+	if len(h.Summaries) != len(spans) || len(h.K) != len(spans) || len(h.V) != len(spans) {
+		return fmt.Errorf("%d summaries, %d K and %d V factors for %d spans", len(h.Summaries), len(h.K), len(h.V), len(spans))
+	}
+	for s, sp := range spans {
+		for _, f := range []*reconstruct.Factors{h.K[s], h.V[s]} {
+			switch {
+			case sp.Factored && f == nil:
+				return fmt.Errorf("span %d is factored but has no factors", s)
+			case !sp.Factored && f != nil:
+				return fmt.Errorf("span %d is not factored but has factors", s)
+			case f != nil && (f.Rows != sp.Len() || f.Cols != m.Model.HeadDim):
+				return fmt.Errorf("span %d of %d tokens has %dx%d factors", s, sp.Len(), f.Rows, f.Cols)
+			}
+		}
+	}
+	return nil
+}
+
+// checkFitted checks that a fitted W is what Hash and Dim say.
+func (p *ProjectionRef) checkFitted(spec *format.ModelSpec) error {
+	if p.Fitted == nil {
+		return nil
+	}
+	ps, err := DecodeProjections(p.Fitted, p.FittedMeta, spec.Layers, spec.KVHeads, spec.HeadDim)
+	switch {
+	case err != nil:
+		return fmt.Errorf("span memory: fitted W: %w", err)
+	case blake3.Sum256(p.Fitted) != p.Hash || ps[0].Dim != p.Dim:
+		return fmt.Errorf("%w: span memory: fitted W does not match its hash or dim %d", ErrInvalidArgument, p.Dim)
+	}
+	return nil
+}
