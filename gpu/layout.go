@@ -8,32 +8,23 @@ import (
 	"github.com/kvstore/kvstore/format"
 )
 
-// LayoutKind is the shape of the server's KV buffer that the kernels write.
-type LayoutKind uint8
+// LayoutKind is the shape of the server's KV buffer that the kernels write:
+// format.KVLayout, the layout type store.Assemble's destinations use too.
+type LayoutKind = format.KVLayout
 
 const (
 	// LayoutHND is one contiguous tensor per layer and K|V:
 	//
 	//	[heads][tokens][head_dim]    element (h, t, d) at (h*Tokens + t)*HeadDim + d
-	LayoutHND LayoutKind = 1
+	LayoutHND = format.KVLayoutHND
 	// LayoutPagedNHD is a paged cache (vLLM style): physical blocks of
 	// BlockSize tokens, and a block table of int32 block ids that maps
 	// logical token t to block table[t/BlockSize], slot t%BlockSize:
 	//
 	//	[blocks][block_size][heads][head_dim]
 	//	element (h, t, d) at ((table[t/BS]*BS + t%BS)*Heads + h)*HeadDim + d
-	LayoutPagedNHD LayoutKind = 2
+	LayoutPagedNHD = format.KVLayoutPagedNHD
 )
-
-func (k LayoutKind) String() string {
-	switch k {
-	case LayoutHND:
-		return "hnd"
-	case LayoutPagedNHD:
-		return "paged-nhd"
-	}
-	return fmt.Sprintf("layout(%d)", uint8(k))
-}
 
 // Layout describes the destination of a kernel: one layer's K or V in the
 // server's KV buffer. Its data lives in a Buffer of Bytes() bytes and, for

@@ -9,38 +9,27 @@ import (
 	"github.com/kvstore/kvstore/format"
 )
 
-// Layout says how a Dest arranges the rows of one layer's K (or V) buffer.
-// A row is one token's head_dim elements for one KV head.
-type Layout uint8
+// Layout says how a Dest arranges the rows of one layer's K (or V) buffer:
+// format.KVLayout, the one layout type the store, the GPU staging layer and
+// its kernels share. A row is one token's head_dim elements for one KV head.
+type Layout = format.KVLayout
 
 const (
 	// LayoutContiguous is [kv_heads][tokens][head_dim], tokens being
 	// Assembly.Tokens(): head 0's rows of every packet in item order, then
 	// head 1's, and so on (HF's HND cache layout, and kvstore's own).
-	LayoutContiguous Layout = iota
+	LayoutContiguous = format.KVLayoutHND
 	// LayoutPaged is [blocks][block_size][kv_heads][head_dim] (vLLM's NHD
 	// paged layout): token t of the assembly lives in block
 	// BlockTable[t/BlockSize], slot t%BlockSize.
-	LayoutPaged
+	LayoutPaged = format.KVLayoutPagedNHD
 	// LayoutTransposedV is llama.cpp's KV cache state with v_trans = 1: K
 	// token-major [tokens][kv_heads][head_dim] (LayoutPaged with one block
 	// of tokens slots), V transposed [kv_heads*head_dim][tokens], element
 	// (h, t, d) at (h*head_dim+d)*tokens + t. Each buffer is exactly
 	// kv_heads*tokens*head_dim elements.
-	LayoutTransposedV
+	LayoutTransposedV = format.KVLayoutTransposedV
 )
-
-func (l Layout) String() string {
-	switch l {
-	case LayoutContiguous:
-		return "contiguous"
-	case LayoutPaged:
-		return "paged"
-	case LayoutTransposedV:
-		return "transposed-v"
-	}
-	return fmt.Sprintf("layout(%d)", uint8(l))
-}
 
 // Dest is caller-owned memory that Assemble fills: K[l] and V[l] are layer
 // l's keys and values in the model's storage dtype, little endian.
