@@ -80,6 +80,7 @@ func (c Config) Validate() error {
 type Model struct {
 	Config
 	rope       *reconstruct.RoPE
+	invFreq    []float64 // rope.InvFreq(), for the float64 path
 	embed      []float32 // [Vocab][Dim]
 	layers     []layerWeights
 	normOut    []float32 // [Dim]
@@ -122,7 +123,7 @@ func newModel(cfg Config, tied bool) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("llama: %w", err)
 	}
-	m := &Model{Config: cfg, rope: rope, layers: make([]layerWeights, cfg.Layers)}
+	m := &Model{Config: cfg, rope: rope, invFreq: rope.InvFreq(), layers: make([]layerWeights, cfg.Layers)}
 	m.embed = make([]float32, cfg.Vocab*cfg.Dim)
 	d, kv, h := cfg.Dim, cfg.KVDim(), cfg.Hidden
 	for l := range m.layers {
