@@ -35,6 +35,13 @@ func (db *DB) Put(p *Packet) (format.PacketID, error) {
 	}
 	fp := p.Model.Fingerprint()
 	id = format.ComputePacketID(p.Namespace, fp, p.AdapterID, p.TokenIDs)
+	if p.AdapterID != "" {
+		// A packet's adapter rows are only as good as the adapter they
+		// came from: it must be stored for this model (package adapter).
+		if _, err := db.StatArtifact(fp, AdapterArtifact(p.AdapterID)); err != nil {
+			return id, fmt.Errorf("put packet %s: its adapter: %w", id.Short(), err)
+		}
+	}
 
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
@@ -66,6 +73,12 @@ func (db *DB) Put(p *Packet) (format.PacketID, error) {
 	}
 	return id, nil
 }
+
+// AdapterArtifact is the artifact name under which a model's KV Packet
+// adapter id is stored; Put refuses a packet naming an adapter id that has
+// no such artifact for its model (ErrNotFound, or ErrModelMismatch when
+// only another model has it).
+func AdapterArtifact(id string) string { return "adapter/" + id }
 
 // put writes, syncs and catalogues a packet known to be new, encoded and
 // laid out as lay.
