@@ -8,13 +8,16 @@ import (
 )
 
 // PacketExample is one distillation example for KV Packet adapters: the
-// student's side of it. Each document is prefilled alone from position 0
+// student's side of it. After the Prefix, each document is prefilled alone from position 0
 // as [header; doc; trailer]; the packets are concatenated in order, each
 // one's keys re-rotated by the rows before it (as Assemble does); Query is
 // prefilled after them. The loss is the mean over the last len(Teacher)
 // Query rows of KL(Teacher[j] || the student's next-token distribution).
 type PacketExample struct {
-	Docs  [][]int
+	// Prefix, when not empty, is prefilled first, from position 0, with no
+	// adapter rows (a BOS, a system prompt): the packets follow it.
+	Prefix []int
+	Docs   [][]int
 	Query []int // the question, then the answer but its last token
 	// Teacher[j] is the distribution the full-context model gave after the
 	// same token (Vocab entries summing to 1).
@@ -36,14 +39,15 @@ func (m *Model) PacketLoss(header, trailer []float64, ex *PacketExample, gHeader
 	offsets := make([]int64, len(ex.Docs))
 	prefix := make([]kv64, m.Layers)
 	var rows int64
-	for p, doc := range ex.Docs {
-		x0 := append([]float64(nil), header...)
-		for _, t := range doc {
-			for _, v := range m.embed[t*d : (t+1)*d] {
-				x0 = append(x0, float64(v))
-			}
+	if len(ex.Prefix) > 0 {
+		t := m.forward64(m.embed64(ex.Prefix), positions(0, len(ex.Prefix)), nil, nil)
+		for l := range prefix {
+			prefix[l] = kv64{k: append([]float64(nil), t.kv[l].k...), v: append([]float64(nil), t.kv[l].v...)}
 		}
-		x0 = append(x0, trailer...)
+		rows = int64(len(ex.Prefix))
+	}
+	for p, doc := range ex.Docs {
+		x0 := append(append(append([]float64(nil), header...), m.embed64(doc)...), trailer...)
 		n := nh + len(doc) + nt
 		tapes[p] = m.forward64(x0, positions(0, n), nil, nil)
 		offsets[p] = rows
@@ -55,14 +59,8 @@ func (m *Model) PacketLoss(header, trailer []float64, ex *PacketExample, gHeader
 		}
 		rows += int64(n)
 	}
-	q0 := make([]float64, 0, len(ex.Query)*d)
-	for _, t := range ex.Query {
-		for _, v := range m.embed[t*d : (t+1)*d] {
-			q0 = append(q0, float64(v))
-		}
-	}
 	first := len(ex.Query) - len(ex.Teacher)
-	student := m.forward64(q0, positions(rows, len(ex.Query)), prefix, positionsInt(first, len(ex.Teacher)))
+	student := m.forward64(m.embed64(ex.Query), positions(rows, len(ex.Query)), prefix, positionsInt(first, len(ex.Teacher)))
 	loss, dz := distill(student.logits, ex.Teacher)
 	if gHeader == nil {
 		return loss, nil
@@ -86,6 +84,18 @@ func (m *Model) PacketLoss(header, trailer []float64, ex *PacketExample, gHeader
 		axpy64(gTrailer, 1, dx[(n-nt)*d:])
 	}
 	return loss, nil
+}
+
+// embed64 is the input embeddings of tokens in float64, [n][Dim] flat.
+func (m *Model) embed64(tokens []int) []float64 {
+	d := m.Dim
+	x := make([]float64, 0, len(tokens)*d)
+	for _, t := range tokens {
+		for _, v := range m.embed[t*d : (t+1)*d] {
+			x = append(x, float64(v))
+		}
+	}
+	return x
 }
 
 // distill is the mean of KL(p_j || softmax(z_j)) and its gradient with
@@ -165,7 +175,7 @@ func (m *Model) checkPacketExample(header, trailer []float64, ex *PacketExample,
 			}
 		}
 	}
-	for i, doc := range append(append([][]int{}, ex.Docs...), ex.Query) {
+	for i, doc := range append(append([][]int{ex.Prefix}, ex.Docs...), ex.Query) {
 		for _, t := range doc {
 			if t < 0 || t >= m.Vocab {
 				return bad("token %d (sequence %d) outside vocab [0, %d)", t, i, m.Vocab)

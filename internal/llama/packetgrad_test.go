@@ -48,7 +48,7 @@ func randomExample(m *Model, rng *rand.Rand, nh, nt int, docLens []int, query, t
 		}
 		return s
 	}
-	ex = &PacketExample{Query: toks(query)}
+	ex = &PacketExample{Prefix: toks(2), Query: toks(query)}
 	for _, n := range docLens {
 		ex.Docs = append(ex.Docs, toks(n))
 	}
@@ -153,7 +153,11 @@ func TestPacketLossMatchesForward(t *testing.T) {
 			}
 			return out
 		}
-		all := m.NewCache()
+		pre, err := m.Forward(ex.Prefix, 0, nil, ForwardOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := pre.Cache
 		for _, doc := range ex.Docs {
 			e, err := m.Embed(doc)
 			if err != nil {
