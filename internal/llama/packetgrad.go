@@ -18,7 +18,7 @@ type PacketExample struct {
 	// adapter rows (a BOS, a system prompt): the packets follow it.
 	Prefix []int
 	Docs   [][]int
-	Query []int // the question, then the answer but its last token
+	Query  []int // the question, then the answer but its last token
 	// Teacher[j] is the distribution the full-context model gave after the
 	// same token (Vocab entries summing to 1).
 	Teacher [][]float64
