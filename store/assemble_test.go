@@ -15,13 +15,11 @@ import (
 )
 
 // floatPacket returns a packet of spec with finite random elements in
-// [-4, 4), header and trailer adapter rows around tokens document rows.
+// [-4, 4), header and trailer adapter rows around tokens document rows
+// (an unnamed adapter: Put checks named ones, see store/adapter_test.go).
 func floatPacket(spec *format.ModelSpec, ns string, tokens, header, trailer int, seed uint64) *Packet {
 	rng := rand.New(rand.NewPCG(seed, 0xa55e))
 	p := &Packet{Namespace: ns, Model: spec, TokenIDs: make([]uint32, tokens), HeaderTokens: header, TrailerTokens: trailer}
-	if header+trailer > 0 {
-		p.AdapterID = "adapter-test"
-	}
 	for i := range p.TokenIDs {
 		p.TokenIDs[i] = rng.Uint32N(1000)
 	}

@@ -35,8 +35,27 @@ func (db *DB) Put(p *Packet) (format.PacketID, error) {
 		fp = p.Model.Fingerprint()
 		id = format.ComputePacketID(p.Namespace, fp, p.AdapterID, p.TokenIDs)
 		return nil
-	}, func() error { return db.putLocked(p, chunkLen, fp, id) })
+	}, func() error {
+		if err := db.checkAdapter(p.AdapterID, fp, id); err != nil {
+			return err
+		}
+		return db.putLocked(p, chunkLen, fp, id)
+	})
 	return id, err
+}
+
+// checkAdapter refuses a packet whose adapter the store does not hold for
+// its model: a packet's adapter rows are only as good as the adapter they
+// came from (package adapter). It runs under the writer lock, so a
+// concurrent DeleteArtifact cannot slip between the check and the write.
+func (db *DB) checkAdapter(adapterID string, fp format.Fingerprint, id format.PacketID) error {
+	if adapterID == "" {
+		return nil
+	}
+	if _, err := db.StatArtifact(fp, AdapterArtifact(adapterID)); err != nil {
+		return fmt.Errorf("put packet %s: its adapter: %w", id.Short(), err)
+	}
+	return nil
 }
 
 // putLocked is Put once p is checked and its id known; the writer lock is
@@ -67,6 +86,12 @@ func (db *DB) putLocked(p *Packet, chunkLen uint64, fp format.Fingerprint, id fo
 	}
 	return nil
 }
+
+// AdapterArtifact is the artifact name under which a model's KV Packet
+// adapter id is stored; Put refuses a packet naming an adapter id that has
+// no such artifact for its model (ErrNotFound, or ErrModelMismatch when
+// only another model has it).
+func AdapterArtifact(id string) string { return "adapter/" + id }
 
 // put writes, syncs and catalogues a packet known to be new, encoded and
 // laid out as lay.

@@ -67,6 +67,11 @@ func TestAdapterTokens(t *testing.T) {
 	p := randPacket(spec, "ns", 4+3+2, 9) // bytes for 9 rows
 	p.TokenIDs = p.TokenIDs[:4]
 	p.HeaderTokens, p.TrailerTokens, p.AdapterID = 3, 2, "adapter-v1"
+	for _, a := range []string{"adapter-v1", "adapter-v2"} {
+		if err := db.PutArtifact(spec.Fingerprint(), AdapterArtifact(a), []byte(a), ArtifactMeta{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	id, err := db.Put(p)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 
 func TestRunThreeDocuments(t *testing.T) {
 	var out bytes.Buffer
-	r, err := run(&out, config{docs: 3, docTokens: 12, questionTokens: 4})
+	r, err := run(&out, config{docs: 3, docTokens: 12, questionTokens: 4, adapterRows: 1, trainRequests: 4, trainEpochs: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,10 +19,13 @@ func TestRunThreeDocuments(t *testing.T) {
 	if !(r.KL >= 0) || math.IsInf(r.KL, 0) || !(r.KLNoDocs >= 0) || math.IsInf(r.KLNoDocs, 0) {
 		t.Fatalf("KL(full||packets) %v, KL(full||question alone) %v", r.KL, r.KLNoDocs)
 	}
+	if !(r.KLAdapter >= 0) || math.IsInf(r.KLAdapter, 0) || r.AdapterRows != 2 || r.AdapterID == "" {
+		t.Fatalf("adapter %q of %d rows: KL %v", r.AdapterID, r.AdapterRows, r.KLAdapter)
+	}
 	if r.Docs[0].ID == r.Docs[1].ID {
 		t.Fatal("two documents got one packet id")
 	}
-	for _, s := range []string{r.Model, "4 (0 of documents)", "full recompute", "KL(full || packets)", r.Docs[2].ID.Short()} {
+	for _, s := range []string{r.Model, "4 (0 of documents)", "full recompute", "KL(full || packets)", "KL(full || adapter packets)", r.AdapterID, r.Docs[2].ID.Short()} {
 		if !strings.Contains(out.String(), s) {
 			t.Fatalf("output lacks %q:\n%s", s, out.String())
 		}
@@ -33,7 +36,7 @@ func TestRunThreeDocuments(t *testing.T) {
 // there is no missing context, so the packets path must give the full
 // recompute's distribution up to float rounding.
 func TestRunOneDocumentEqualsRecompute(t *testing.T) {
-	r, err := run(&bytes.Buffer{}, config{docs: 1, docTokens: 12, questionTokens: 3})
+	r, err := run(&bytes.Buffer{}, config{docs: 1, docTokens: 12, questionTokens: 3, adapterRows: 1, trainRequests: 2, trainEpochs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,5 +45,24 @@ func TestRunOneDocumentEqualsRecompute(t *testing.T) {
 	}
 	if r.KLNoDocs < 1e-3 {
 		t.Fatalf("the document should matter: KL(full||question alone) = %g", r.KLNoDocs)
+	}
+}
+
+// An adapter trained and stored by one run is loaded by id by the next,
+// which then gets the same packets and the same KL.
+func TestRunLoadsStoredAdapter(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config{dir: dir, docs: 2, docTokens: 8, questionTokens: 3, adapterRows: 1, trainRequests: 2, trainEpochs: 1}
+	first, err := run(&bytes.Buffer{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.adapterID = first.AdapterID
+	second, err := run(&bytes.Buffer{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.AdapterTrain != 0 || second.KLAdapter != first.KLAdapter {
+		t.Fatalf("loaded adapter: trained %v s, KL %v vs %v", second.AdapterTrain, second.KLAdapter, first.KLAdapter)
 	}
 }

@@ -39,4 +39,12 @@
 // [2, L, 1, H, S, D] (K then V; batch 1) in the model's dtype, plus
 // "position_ids" [1, S] int64, with the model spec and the packet's
 // identity in __metadata__ (keys in kv.go).
+//
+// # KV Packet adapters
+//
+// EncodeAdapter and DecodeAdapter (adapter.go) read and write the file the
+// reference code saves per model: tensors "header" [N_h, hidden] and
+// "trailer" [N_t, hidden] (F32 or BF16; F16 and a leading batch dimension
+// of 1 accepted on import) and the training config as the metadata string
+// "train_config".
 package safetensors

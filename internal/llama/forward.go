@@ -53,11 +53,19 @@ func (m *Model) Forward(tokens []int, startPos int64, cache *Cache, opts Forward
 	if err != nil {
 		return nil, err
 	}
-	n, d := len(tokens), m.Dim
-	x := make([]float32, n*d)
+	d := m.Dim
+	x := make([]float32, len(tokens)*d)
 	for i, t := range tokens {
 		copy(x[i*d:(i+1)*d], m.embed[t*d:(t+1)*d])
 	}
+	return m.forward(x, pos, cache, opts, tokens), nil
+}
+
+// forward runs the input embeddings x ([len(pos)][Dim], overwritten: it
+// becomes the residual stream) through the model over a checked cache.
+// tokens, when not nil, are the inputs' token ids, for Surprisal.
+func (m *Model) forward(x []float32, pos []int64, cache *Cache, opts ForwardOptions, tokens []int) *Result {
+	n, d := len(pos), m.Dim
 	res := &Result{Cache: cache}
 	if opts.Attention {
 		res.Attention = make([][][][]float32, m.Layers)
@@ -81,10 +89,10 @@ func (m *Model) Forward(tokens []int, startPos int64, cache *Cache, opts Forward
 		matmul(logits, xb, m.classifier, 1, d, m.Vocab)
 		res.Logits = append(res.Logits, logits)
 	}
-	if !opts.LastOnly {
+	if !opts.LastOnly && tokens != nil {
 		res.Surprisal = surprisal(res.Logits, tokens)
 	}
-	return res, nil
+	return res
 }
 
 // checkForward validates the call and returns each token's position.
@@ -97,8 +105,14 @@ func (m *Model) checkForward(tokens []int, startPos int64, cache *Cache, opts Fo
 			return nil, fmt.Errorf("%w: llama: token %d at index %d outside vocab [0, %d)", format.ErrInvalidArgument, t, i, m.Vocab)
 		}
 	}
-	if opts.Positions != nil && len(opts.Positions) != len(tokens) {
-		return nil, fmt.Errorf("%w: llama: %d positions for %d tokens", format.ErrInvalidArgument, len(opts.Positions), len(tokens))
+	return m.checkPositions(len(tokens), startPos, cache, opts)
+}
+
+// checkPositions validates the cache and positions of a forward pass over n
+// inputs and returns each input's position.
+func (m *Model) checkPositions(n int, startPos int64, cache *Cache, opts ForwardOptions) ([]int64, error) {
+	if opts.Positions != nil && len(opts.Positions) != n {
+		return nil, fmt.Errorf("%w: llama: %d positions for %d tokens", format.ErrInvalidArgument, len(opts.Positions), n)
 	}
 	if err := cache.check(m.Layers, m.KVHeads, m.HeadDim()); err != nil {
 		return nil, err
@@ -106,7 +120,7 @@ func (m *Model) checkForward(tokens []int, startPos int64, cache *Cache, opts Fo
 	if opts.Positions != nil {
 		return append([]int64(nil), opts.Positions...), nil
 	}
-	pos := make([]int64, len(tokens))
+	pos := make([]int64, n)
 	for i := range pos {
 		pos[i] = startPos + int64(i)
 	}

@@ -10,6 +10,15 @@
 // classifier. Forward prefills or continues over a Cache whose rows may sit
 // at arbitrary positions, as an assembled cache of stored packets does.
 //
+// ForwardEmbeddings prefills from input embeddings instead of token ids
+// (KV Packet's adapter rows: soft tokens before and after a document).
+// PacketLoss is a float64 second forward pass with a hand-written backward
+// pass (grad64.go): the distillation loss of KV Packet adapters and its
+// gradient with respect to the header and trailer rows, the weights frozen,
+// through RMSNorm, grouped-query attention with RoPE (and the re-rotation
+// of packet keys at assembly), SwiGLU and the residuals; tests check it
+// against central finite differences.
+//
 // Math is float32, accumulated in the order llama2.c's run.c uses; RoPE
 // angles come from reconstruct (float64 angles, float32 cos and sin).
 // Errors wrap format.ErrInvalidArgument (bad shapes, tokens, caches) or
@@ -80,6 +89,7 @@ func (c Config) Validate() error {
 type Model struct {
 	Config
 	rope       *reconstruct.RoPE
+	invFreq    []float64 // rope.InvFreq(), for the float64 path
 	embed      []float32 // [Vocab][Dim]
 	layers     []layerWeights
 	normOut    []float32 // [Dim]
@@ -122,7 +132,7 @@ func newModel(cfg Config, tied bool) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("llama: %w", err)
 	}
-	m := &Model{Config: cfg, rope: rope, layers: make([]layerWeights, cfg.Layers)}
+	m := &Model{Config: cfg, rope: rope, invFreq: rope.InvFreq(), layers: make([]layerWeights, cfg.Layers)}
 	m.embed = make([]float32, cfg.Vocab*cfg.Dim)
 	d, kv, h := cfg.Dim, cfg.KVDim(), cfg.Hidden
 	for l := range m.layers {

@@ -1,0 +1,145 @@
+package adapter
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/format/safetensors"
+	"github.com/kvstore/kvstore/internal/llama"
+)
+
+// Adapter is a KV Packet adapter for one model: Header and Trailer hold
+// HeaderRows() and TrailerRows() rows of Dim float32 values, flat.
+type Adapter struct {
+	Dim             int
+	Header, Trailer []float32
+	// TrainConfig is how the adapter was trained, JSON (free form; written
+	// to safetensors as "train_config"). Empty when unknown.
+	TrainConfig string
+}
+
+// HeaderRows is N_h.
+func (a *Adapter) HeaderRows() int { return len(a.Header) / a.Dim }
+
+// TrailerRows is N_t.
+func (a *Adapter) TrailerRows() int { return len(a.Trailer) / a.Dim }
+
+// Bytes is the size of the adapter's values in float32.
+func (a *Adapter) Bytes() int { return 4 * (len(a.Header) + len(a.Trailer)) }
+
+// Init returns an untrained adapter for m with nh header and nt trailer
+// rows, drawn as KV Packet does from the token embedding matrix's
+// statistics: value j of each row from N(mean_j, std_j) of column j. The
+// same m, sizes and seed give the same adapter.
+func Init(m *llama.Model, nh, nt int, seed uint64) (*Adapter, error) {
+	if nh < 0 || nt < 0 || nh > 1<<16 || nt > 1<<16 {
+		return nil, fmt.Errorf("%w: adapter: %d header and %d trailer rows", format.ErrInvalidArgument, nh, nt)
+	}
+	mean, std := m.EmbeddingStats()
+	rng := rand.New(rand.NewPCG(seed, 0x6b7670)) // "kvp"
+	draw := func(rows int) []float32 {
+		x := make([]float32, rows*m.Dim)
+		for i := range x {
+			j := i % m.Dim
+			x[i] = float32(mean[j] + std[j]*rng.NormFloat64())
+		}
+		return x
+	}
+	return &Adapter{Dim: m.Dim, Header: draw(nh), Trailer: draw(nt)}, nil
+}
+
+// check verifies a fits m.
+func (a *Adapter) check(m *llama.Model) error {
+	if a.Dim != m.Dim || len(a.Header)%a.Dim != 0 || len(a.Trailer)%a.Dim != 0 {
+		return fmt.Errorf("%w: adapter of %d and %d values, %d wide, for a model of dim %d",
+			format.ErrInvalidArgument, len(a.Header), len(a.Trailer), a.Dim, m.Dim)
+	}
+	return nil
+}
+
+// Rows returns the input embeddings [header; doc; trailer] of doc. A nil
+// adapter adds no rows.
+func (a *Adapter) Rows(m *llama.Model, doc []int) ([][]float32, error) {
+	x, err := m.Embed(doc)
+	if err != nil {
+		return nil, err
+	}
+	if a == nil {
+		return x, nil
+	}
+	if err := a.check(m); err != nil {
+		return nil, err
+	}
+	return append(append(split(a.Header, a.Dim), x...), split(a.Trailer, a.Dim)...), nil
+}
+
+// Prefill prefills doc alone from position 0 as [header; doc; trailer] and
+// returns its cache: the packet's N_h + len(doc) + N_t rows. A nil adapter
+// prefills the document alone.
+func (a *Adapter) Prefill(m *llama.Model, doc []int) (*llama.Cache, error) {
+	x, err := a.Rows(m, doc)
+	if err != nil {
+		return nil, err
+	}
+	res, err := m.ForwardEmbeddings(x, 0, nil, llama.ForwardOptions{LastOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	return res.Cache, nil
+}
+
+func split(x []float32, d int) [][]float32 {
+	var rows [][]float32
+	for i := 0; i+d <= len(x); i += d {
+		rows = append(rows, x[i:i+d:i+d])
+	}
+	return rows
+}
+
+// Encode returns a's safetensors file (dtype F32, or BF16).
+func (a *Adapter) Encode(dt safetensors.DType) ([]byte, error) {
+	meta := map[string]string{}
+	if a.TrainConfig != "" {
+		meta[safetensors.MetaTrainConfig] = a.TrainConfig
+	}
+	f, err := safetensors.EncodeAdapter(&safetensors.Adapter{Hidden: a.Dim, Header: a.Header, Trailer: a.Trailer, Metadata: meta}, dt)
+	if err != nil {
+		return nil, err
+	}
+	return safetensors.Encode(f)
+}
+
+// Decode reads an adapter from a safetensors file (F32, BF16 or F16
+// tensors "header" and "trailer"); its errors wrap format.ErrCorruption.
+func Decode(b []byte) (*Adapter, error) {
+	f, err := safetensors.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	s, err := safetensors.DecodeAdapter(f)
+	if err != nil {
+		return nil, err
+	}
+	return &Adapter{Dim: s.Hidden, Header: s.Header, Trailer: s.Trailer, TrainConfig: s.Metadata[safetensors.MetaTrainConfig]}, nil
+}
+
+// ID is a content id of a: "kvp-" and the first 16 hex digits of the
+// SHA-256 of its values (float32 bits, header then trailer) and shape, so
+// that two different adapters never share packet ids.
+func (a *Adapter) ID() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "kv-packet-adapter/1 %d %d %d\n", a.Dim, len(a.Header), len(a.Trailer))
+	var b [4]byte
+	for _, x := range [][]float32{a.Header, a.Trailer} {
+		for _, v := range x {
+			u := math.Float32bits(v)
+			b[0], b[1], b[2], b[3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+			h.Write(b[:])
+		}
+	}
+	return "kvp-" + hex.EncodeToString(h.Sum(nil)[:8])
+}

@@ -1,0 +1,33 @@
+// Package adapter holds KV Packet adapters: the trained soft tokens that
+// make independently prefilled packets read like one context. An adapter is
+// a header of N_h and a trailer of N_t rows at the model's input-embedding
+// layer; a document is prefilled alone from position 0 as
+// [header; document; trailer] (Prefill), so its packet holds
+// N_h + L + N_t ordinary cache rows (store.Packet.HeaderTokens and
+// TrailerTokens), which Assemble, pruning, codecs and span memory treat
+// like any other row.
+//
+// An adapter is kept in a store as an artifact (store.PutArtifact) named
+// store.AdapterArtifact(id) = "adapter/<id>", bound to the model
+// fingerprint of the packets made with it; store.Put refuses a packet
+// naming an adapter id the store does not hold for its model. The id is
+// part of every packet id (format.ComputePacketID), so packets of two
+// adapters never collide. ID gives a content id; any other name works.
+//
+// # Artifact bytes
+//
+// The artifact's data is the adapter's safetensors file, the same bytes
+// Encode writes and the reference code's adapters convert to (see
+// format/safetensors, adapter.go), dtype F32:
+//
+//	+----------+--------------------------------------------+------------------------+
+//	| N: u64LE | JSON header, N bytes:                      | header  [N_h][hidden]  |
+//	|          |  {"__metadata__": {"train_config": "..."}, |   f32 LE, row major    |
+//	|          |   "header":  {F32, [N_h, hidden], ...},    | trailer [N_t][hidden]  |
+//	|          |   "trailer": {F32, [N_t, hidden], ...}}    |   f32 LE, row major    |
+//	+----------+--------------------------------------------+------------------------+
+//
+// stored with store.ArtifactMeta{DType: invalid (opaque bytes), Note:
+// "kv-packet-adapter/1 safetensors"}. Training lives in package
+// adapter/train.
+package adapter

@@ -1,0 +1,263 @@
+// Command adapterquality measures KV Packet adapters (package adapter,
+// trained by adapter/train) on stories260K and gocode-hd64: KL(full
+// recompute || packets) and top-1 agreement of the next token and over a
+// short greedy continuation, on held-out requests disjoint from the
+// training ones, for no adapter, trained adapters of N = N_h = N_t rows,
+// and the question alone. It prints the markdown tables of
+// docs/quality.md ("KV Packet adapters") on stdout and progress on stderr.
+//
+//	go run ./internal/quality/cmd/adapterquality [-models stories,gocode] [-n 4,8,16]
+//
+// Requests are BOS, 2-5 documents and a question (the training requests
+// 2-3 documents, for time); every document is prefilled alone (after its
+// header, before its trailer) and the BOS alone. stories260K's documents
+// and questions are stretches of its own sampled stories (temperature 1,
+// each cut after its first 4 tokens); gocode-hd64's are byte cuts of Go
+// files under $(go env GOROOT)/src, training requests from non-test files
+// (which the model was trained on) and held-out ones from _test.go files
+// (which it never saw).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvstore/kvstore/adapter"
+	"github.com/kvstore/kvstore/adapter/train"
+	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/internal/testenv"
+)
+
+type config struct {
+	models                 []string
+	ns, headerOnly         []int
+	trainN, heldN          int
+	docLen, qLen, answer   int
+	cont                   int
+	epochs, batch, workers int
+	lr                     float64
+	seed                   uint64
+	init                   string
+}
+
+func main() {
+	var c config
+	models := flag.String("models", "stories,gocode", "models to measure: stories, gocode")
+	ns := flag.String("n", "4,8,16", "adapter sizes N = N_h = N_t")
+	headerOnly := flag.String("header-only", "", "header-only adapter sizes N_h (N_t = 0) to add, e.g. 4")
+	flag.IntVar(&c.trainN, "train", 128, "training requests")
+	flag.IntVar(&c.heldN, "heldout", 48, "held-out requests")
+	flag.IntVar(&c.docLen, "doc-len", 24, "tokens per document")
+	flag.IntVar(&c.qLen, "question-len", 8, "tokens per question")
+	flag.IntVar(&c.answer, "answer", 4, "greedy answer tokens the training loss covers")
+	flag.IntVar(&c.cont, "cont", 8, "continuation positions scored (the next token included)")
+	flag.IntVar(&c.epochs, "epochs", 4, "training epochs")
+	flag.IntVar(&c.batch, "batch", 8, "examples per AdamW step")
+	flag.IntVar(&c.workers, "workers", 1, "goroutines computing a batch")
+	flag.Float64Var(&c.lr, "lr", 5e-4, "peak learning rate (linear decay to 0)")
+	seed := flag.Uint64("seed", 1, "seed of the requests and of training")
+	flag.StringVar(&c.init, "init", "stats", "adapter initialisation: stats (N(mean, std) of the embedding columns, the reference's) or bos (every row BOS's embedding)")
+	flag.Parse()
+	c.seed = *seed
+	c.models = strings.Split(*models, ",")
+	for _, s := range strings.Split(*ns, ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			fmt.Fprintln(os.Stderr, "adapterquality: bad -n", s)
+			os.Exit(2)
+		}
+		c.ns = append(c.ns, n)
+	}
+	for _, s := range strings.Split(*headerOnly, ",") {
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			fmt.Fprintln(os.Stderr, "adapterquality: bad -header-only", s)
+			os.Exit(2)
+		}
+		c.headerOnly = append(c.headerOnly, n)
+	}
+	if err := run(os.Stdout, os.Stderr, c); err != nil {
+		fmt.Fprintln(os.Stderr, "adapterquality:", err)
+		os.Exit(1)
+	}
+}
+
+func run(w, log io.Writer, c config) error {
+	fmt.Fprintf(w, "Settings: %d training requests (2-3 documents), %d held-out requests (2-5 documents), documents of %d tokens, questions of %d; "+
+		"training loss over %d greedy answer tokens, AdamW lr %g (linear decay to 0, no weight decay), batch %d, %d epochs, seed %d; "+
+		"continuation: %d positions (the next token and %d teacher-forced greedy tokens).\n\n",
+		c.trainN, c.heldN, c.docLen, c.qLen, c.answer, c.lr, c.batch, c.epochs, c.seed, c.cont, c.cont-1)
+	for _, name := range c.models {
+		if err := measure(w, log, c, name); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func measure(w, log io.Writer, c config, name string) error {
+	file := map[string]string{"stories": "stories260K.bin", "gocode": "gocode-hd64.bin"}[name]
+	if file == "" {
+		return fmt.Errorf("unknown model (stories or gocode)")
+	}
+	p, ok := testenv.ModelPath(file)
+	if !ok {
+		return fmt.Errorf("no %s at %s", file, p)
+	}
+	m, err := llama.Load(p)
+	if err != nil {
+		return err
+	}
+	var trainSrc, heldSrc train.Source
+	what := "its own sampled stories, training and held-out drawn from disjoint random streams"
+	if name == "stories" {
+		trainSrc, heldSrc = train.Sampled{Model: m, Skip: 4}, train.Sampled{Model: m, Skip: 4}
+	} else {
+		root := filepath.Join(runtime.GOROOT(), "src")
+		isTest := func(p string) bool { return strings.HasSuffix(p, "_test.go") }
+		min := 2 * max(c.docLen, c.qLen)
+		tr, err := train.LoadByteFiles(root, ".go", func(p string) bool { return !isTest(p) }, min)
+		if err != nil {
+			return err
+		}
+		ho, err := train.LoadByteFiles(root, ".go", isTest, min)
+		if err != nil {
+			return err
+		}
+		trainSrc, heldSrc = tr, ho
+		what = fmt.Sprintf("byte cuts of %d non-test Go files (training) and %d _test.go files (held out)", len(tr.Files), len(ho.Files))
+	}
+	start := time.Now()
+	trainReqs := train.Requests(trainSrc, rand.New(rand.NewPCG(c.seed, 1)), c.trainN, 2, 3, c.docLen, c.qLen)
+	heldReqs := train.Requests(heldSrc, rand.New(rand.NewPCG(c.seed, 2)), c.heldN, 2, 5, c.docLen, c.qLen)
+	exs, err := train.Examples(m, trainReqs, c.answer)
+	if err != nil {
+		return err
+	}
+	var refs []reference
+	for _, r := range heldReqs {
+		ref, err := fullReference(m, r, c.cont)
+		if err != nil {
+			return err
+		}
+		refs = append(refs, ref)
+	}
+	fmt.Fprintf(log, "%s: %d training examples, %d held-out references in %v\n", name, len(exs), len(refs), time.Since(start).Round(time.Millisecond))
+
+	type row struct {
+		label string
+		s     scores
+		cost  string
+	}
+	noneTrain, err := train.Loss(m, nil, exs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "%s: training loss with no adapter %.4f\n", name, noneTrain)
+	var rows []row
+	none, err := evaluate(m, nil, heldReqs, refs)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{"no adapter", none, "0 rows"})
+	type size struct{ h, t int }
+	var sizes []size
+	for _, n := range c.ns {
+		sizes = append(sizes, size{n, n})
+	}
+	for _, n := range c.headerOnly {
+		sizes = append(sizes, size{n, 0})
+	}
+	for _, z := range sizes {
+		label := fmt.Sprintf("N = %d", z.h)
+		if z.t != z.h {
+			label = fmt.Sprintf("N_h = %d, N_t = %d", z.h, z.t)
+		}
+		init, err := initial(m, c, z.h, z.t)
+		if err != nil {
+			return err
+		}
+		o := train.Options{Init: init, LR: c.lr, Epochs: c.epochs, Batch: c.batch, Workers: c.workers, Seed: c.seed}
+		last := time.Now()
+		o.Progress = func(p train.Progress) {
+			if time.Since(last) > 10*time.Second || p.Step == p.Steps {
+				last = time.Now()
+				fmt.Fprintf(log, "%s %s: step %d/%d epoch %d loss %.4f (%v)\n", name, label, p.Step, p.Steps, p.Epoch, p.Loss, p.Elapsed.Round(time.Second))
+			}
+		}
+		res, err := train.Train(m, exs, o)
+		if err != nil {
+			return err
+		}
+		initS, err := evaluate(m, init, heldReqs, refs)
+		if err != nil {
+			return err
+		}
+		s, err := evaluate(m, res.Adapter, heldReqs, refs)
+		if err != nil {
+			return err
+		}
+		rowsPer := z.h + z.t
+		rows = append(rows, row{label + ", initial (untrained)", initS, fmt.Sprintf("%d rows", rowsPer)})
+		rows = append(rows, row{label + ", trained", s, fmt.Sprintf("%d rows, %d B f32 (%d B bf16), trained in %.0f s (%d steps; epoch loss %.3f -> %.3f)",
+			rowsPer, res.Adapter.Bytes(), res.Adapter.Bytes()/2, res.Time.Seconds(), res.Steps, res.EpochLoss[0], res.EpochLoss[len(res.EpochLoss)-1])})
+		fmt.Fprintf(log, "%s %s: held-out KL next %.4f (none %.4f)\n", name, label, s.KLNext, none.KLNext)
+	}
+	alone, err := questionAlone(m, heldReqs, refs)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{"question alone (documents ignored)", alone, "-"})
+
+	fmt.Fprintf(w, "### %s\n\nDocuments and questions: %s. Held-out: %d requests, %d document tokens, %d scored positions.\n\n",
+		file, what, len(heldReqs), docTokens(heldReqs), none.Positions)
+	fmt.Fprintln(w, "| method | KL next (nats) | top-1 next | KL continuation (nats) | top-1 continuation | extra rows per packet, cost |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %.4f | %.3f | %.4f | %.3f | %s |\n", r.label, r.s.KLNext, r.s.Top1Next, r.s.KLCont, r.s.Top1Cont, r.cost)
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+func docTokens(rs []train.Request) int {
+	n := 0
+	for _, r := range rs {
+		for _, d := range r.Docs {
+			n += len(d)
+		}
+	}
+	return n
+}
+
+// initial is the adapter training starts from.
+func initial(m *llama.Model, c config, nh, nt int) (*adapter.Adapter, error) {
+	a, err := adapter.Init(m, nh, nt, c.seed)
+	if err != nil || c.init == "stats" {
+		return a, err
+	}
+	if c.init != "bos" {
+		return nil, fmt.Errorf("-init %q: want stats or bos", c.init)
+	}
+	bos, err := m.Embed([]int{train.BOS})
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range [][]float32{a.Header, a.Trailer} {
+		for i := range x {
+			x[i] = bos[0][i%m.Dim]
+		}
+	}
+	return a, nil
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kvstore/kvstore/adapter"
+	"github.com/kvstore/kvstore/internal/testenv"
+)
+
+// adapter train stores an adapter; export writes it as safetensors; import
+// brings it back under another id, the same values.
+func TestAdapterTrainExportImport(t *testing.T) {
+	model := testenv.ModelFile(t, "stories260K.bin")
+	dir := t.TempDir()
+	var rep adapterReport
+	r := kv(t, "--dir", dir, "--json", "adapter", "train", "--model", model, "--requests", "2", "--epochs", "2",
+		"--header", "2", "--trailer", "1", "--doc-len", "4", "--question-len", "2", "--answer", "2").want(t, exitOK)
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v: %q", err, r.stdout)
+	}
+	if rep.Header != 2 || rep.Trailer != 1 || rep.Bytes != 3*64*4 || len(rep.EpochLoss) != 2 || !strings.HasPrefix(rep.ID, "kvp-") {
+		t.Fatalf("report %+v", rep)
+	}
+	file := filepath.Join(t.TempDir(), "a.safetensors")
+	kv(t, "--dir", dir, "adapter", "export", "--model", model, "--id", rep.ID, file).want(t, exitOK)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := adapter.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ID() != rep.ID || !strings.Contains(a.TrainConfig, `"epochs":2`) {
+		t.Fatalf("exported adapter %s (config %s), stored %s", a.ID(), a.TrainConfig, rep.ID)
+	}
+	r = kv(t, "--dir", dir, "adapter", "import", "--model", model, "--id", "copy", file).want(t, exitOK)
+	if !strings.Contains(r.stdout, "adapter    copy") {
+		t.Fatalf("import: %q", r.stdout)
+	}
+	// The adapter is bound to the packets' model fingerprint: another dtype
+	// is another model.
+	kv(t, "--dir", dir, "adapter", "export", "--model", model, "--dtype", "bf16", "--id", "copy", file).want(t, exitFail)
+	kv(t, "--dir", dir, "adapter", "frobnicate").want(t, exitUsage)
+}
