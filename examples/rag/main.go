@@ -10,7 +10,7 @@
 //     distribution compared with a full recompute of the whole prompt,
 //     KL(full || packets).
 //
-// It uses stories260K (real weights) when llama.TestModelPath finds it,
+// It uses stories260K (real weights) when testenv.ModelPath finds it,
 // otherwise a deterministic random-weight Llama-shaped model, and says
 // which. See README.md for what the numbers mean.
 package main
@@ -25,6 +25,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/internal/testenv"
 	"github.com/kvstore/kvstore/store"
 )
 
@@ -178,7 +179,7 @@ func report(w io.Writer, r *result, docs, question int) {
 
 // loadModel returns stories260K if present, else a random Llama.
 func loadModel() (*llama.Model, string, error) {
-	if path, ok := llama.TestModelPath(); ok {
+	if path, ok := testenv.ModelPath("stories260K.bin"); ok {
 		m, err := llama.Load(path)
 		if err != nil {
 			return nil, "", err

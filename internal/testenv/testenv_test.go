@@ -47,6 +47,21 @@ func TestModelPath(t *testing.T) {
 	if p, ok := ModelPath("gocode-hd64.bin"); !ok || p != d+"/gocode-hd64.bin" {
 		t.Fatalf("ModelPath = %q, %v", p, ok)
 	}
+	// KVSTORE_TESTMODEL overrides stories260K.bin alone, present or not.
+	m := d + "/model.bin"
+	t.Setenv("KVSTORE_TESTMODEL", m)
+	if p, ok := ModelPath("stories260K.bin"); ok || p != m {
+		t.Fatalf("missing override: ModelPath = %q, %v", p, ok)
+	}
+	if err := os.WriteFile(m, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := ModelPath("stories260K.bin"); !ok || p != m {
+		t.Fatalf("present override: ModelPath = %q, %v", p, ok)
+	}
+	if p, ok := ModelPath("gocode-hd64.bin"); !ok || p != d+"/gocode-hd64.bin" {
+		t.Fatalf("override leaked to gocode-hd64.bin: ModelPath = %q, %v", p, ok)
+	}
 }
 
 // TestSharedModels: the checkpoints the project's tests use are found
