@@ -45,7 +45,8 @@ func FSType(path string) (string, error) {
 	if err := unix.Statfs(path, &st); err != nil {
 		return "", fmt.Errorf("statfs %s: %w", path, err)
 	}
-	switch st.Type {
+	magic := uint32(st.Type) // int32 on 386, where some magics look negative
+	switch magic {
 	case unix.EXT4_SUPER_MAGIC:
 		return "ext4", nil
 	case unix.XFS_SUPER_MAGIC:
@@ -59,7 +60,7 @@ func FSType(path string) (string, error) {
 	case unix.OVERLAYFS_SUPER_MAGIC:
 		return "overlay", nil
 	}
-	return fmt.Sprintf("0x%x", st.Type), nil
+	return fmt.Sprintf("0x%x", magic), nil
 }
 
 func sameDevice(a, b string) (bool, error) {
