@@ -3,12 +3,12 @@ package codec
 import (
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/internal/testenv"
 )
 
 // One Llama-3.1-8B layer chunk of a 1,000-token document: 8 KV heads x
@@ -175,9 +175,7 @@ func forEachBench(b *testing.B, fn func(b *testing.B, c format.Codec, d Desc, sr
 // of the byte-shuffled planes next to what shuffle-zstd reaches. It is a
 // measurement, not a check, and runs only with KVSTORE_LONG=1 -v.
 func TestEntropyCeiling(t *testing.T) {
-	if os.Getenv("KVSTORE_LONG") == "" {
-		t.Skip("set KVSTORE_LONG=1 to measure")
-	}
+	testenv.LongRun(t, "the entropy measurement")
 	for _, k := range allKinds {
 		d := desc(k, format.DTypeBF16, benchShape)
 		src := kvData(d, 1)

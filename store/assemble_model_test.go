@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/internal/testenv"
 )
 
 // The KV Packet property through the store, on real and random weights: a
@@ -39,11 +40,7 @@ var llama31Small = llama.Config{Dim: 256, Hidden: 256, Layers: 2, Heads: 2, KVHe
 
 func storiesModel(t *testing.T) *llama.Model {
 	t.Helper()
-	p, ok := llama.TestModelPath()
-	if !ok {
-		t.Skipf("stories260K not found (looked at %q; set KVSTORE_TESTMODEL)", p)
-	}
-	m, err := llama.Load(p)
+	m, err := llama.Load(testenv.ModelFile(t, "stories260K.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}

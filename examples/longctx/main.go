@@ -13,7 +13,7 @@
 //  3. every step's next-token distribution is compared with full attention
 //     over the whole context, KL(full || span memory).
 //
-// It uses stories260K (real weights) when llama.TestModelPath finds it,
+// It uses stories260K (real weights) when testenv.ModelPath finds it,
 // otherwise a random-weight model with 128-dim heads, and says which. See
 // README.md for what the numbers mean.
 package main
@@ -28,6 +28,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/internal/testenv"
 	"github.com/kvstore/kvstore/segment"
 	"github.com/kvstore/kvstore/store"
 )
@@ -220,7 +221,7 @@ func openStore(dir string) (*store.DB, func(), error) {
 // loadModel returns stories260K when found (BOS 1), else the random model
 // with 128-dim heads (BOS 0).
 func loadModel(random bool) (*llama.Model, string, int, error) {
-	if p, ok := llama.TestModelPath(); ok && !random {
+	if p, ok := testenv.ModelPath("stories260K.bin"); ok && !random {
 		m, err := llama.Load(p)
 		return m, "stories260K (real weights)", 1, err
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/kvstore/kvstore/internal/testenv"
 )
 
 func checkRun(t *testing.T, r *result, out string, steps, context int, budget float64) {
@@ -51,13 +53,14 @@ func TestRunRandom(t *testing.T) {
 }
 
 func TestRunStories(t *testing.T) {
+	testenv.ModelFile(t, "stories260K.bin")
 	var out bytes.Buffer
 	r, err := run(&out, config{context: 96, steps: 2, budget: 0.25})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(r.Model, "stories260K") {
-		t.Skipf("stories260K not found; ran %s", r.Model)
+		t.Fatalf("stories260K is present but the run used %s", r.Model)
 	}
 	checkRun(t, r, out.String(), 2, 96, 0.25)
 }

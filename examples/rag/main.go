@@ -14,7 +14,7 @@
 //     adapter; trained at run time by adapter/train, or loaded from the
 //     store with -adapter), stored as an artifact, its packets naming it.
 //
-// It uses stories260K (real weights) when llama.TestModelPath finds it,
+// It uses stories260K (real weights) when testenv.ModelPath finds it,
 // otherwise a deterministic random-weight Llama-shaped model, and says
 // which. See README.md for what the numbers mean.
 package main
@@ -31,6 +31,7 @@ import (
 	"github.com/kvstore/kvstore/adapter/train"
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/internal/testenv"
 	"github.com/kvstore/kvstore/store"
 )
 
@@ -288,7 +289,7 @@ func report(w io.Writer, r *result, docs, question int) {
 
 // loadModel returns stories260K if present, else a random Llama.
 func loadModel() (*llama.Model, string, error) {
-	if path, ok := llama.TestModelPath(); ok {
+	if path, ok := testenv.ModelPath("stories260K.bin"); ok {
 		m, err := llama.Load(path)
 		if err != nil {
 			return nil, "", err

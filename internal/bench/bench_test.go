@@ -8,7 +8,7 @@ import (
 // The Go benchmarks measure a subset of what Run does — one Llama-3.1-8B
 // packet of 256 tokens (32 MiB) per operation, every store — so that
 // `go test -bench . ./internal/bench` works; the full comparison is
-// `kvstore bench`. Each store starts empty in b.TempDir().
+// `kvbench`. Each store starts empty in b.TempDir().
 
 const benchTokens = 256
 

@@ -8,6 +8,7 @@ import (
 	"github.com/kvstore/kvstore/codec"
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/internal/testenv"
 )
 
 // The codec benchmarks compare every chunk codec on two KV caches: the real
@@ -34,11 +35,7 @@ var benchCodecs = []format.Codec{format.CodecRaw, format.CodecShuffleZstd, forma
 // tokens long, and returns the cache; it skips tb when the model is absent.
 func realKVCache(tb testing.TB, tokens int) *llama.Cache {
 	tb.Helper()
-	path, ok := llama.TestModelPath()
-	if !ok {
-		tb.Skipf("stories260K not found at %q: set KVSTORE_TESTMODEL", path)
-	}
-	m, err := llama.Load(path)
+	m, err := llama.Load(testenv.ModelFile(tb, "stories260K.bin"))
 	if err != nil {
 		tb.Fatal(err)
 	}

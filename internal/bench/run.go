@@ -7,8 +7,6 @@ import (
 	"runtime"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/kvstore/kvstore/format"
 )
 
@@ -165,7 +163,7 @@ func interleave(cfg Config, ms []*measurer, assemble bool) {
 // store ran them (seen here: a whole case's Puts 3x slower after a test run
 // wrote 900 MB).
 func dropAll(ms []*measurer) {
-	unix.Sync()
+	syncAll()
 	for _, m := range ms {
 		m.do(func() error { return DropCache(m.dir) })
 	}

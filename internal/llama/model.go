@@ -3,7 +3,7 @@
 // for serving.
 //
 // It runs real llama2.c checkpoints (Load; the stories260K test model is
-// found by TestModelPath) and deterministic random-weight models of any
+// found by internal/testenv) and deterministic random-weight models of any
 // Llama shape (Random): RMSNorm, grouped-query attention with rotary
 // embeddings from package reconstruct (so the model and reconstruct.Shift
 // share one definition of RoPE), SwiGLU feed-forward, and an optional tied

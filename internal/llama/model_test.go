@@ -10,16 +10,13 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/internal/testenv"
 )
 
 // stories loads the stories260K test checkpoint or skips.
 func stories(t testing.TB) *Model {
 	t.Helper()
-	p, ok := TestModelPath()
-	if !ok {
-		t.Skipf("stories260K not found (looked at %q; set KVSTORE_TESTMODEL)", p)
-	}
-	m, err := Load(p)
+	m, err := Load(testenv.ModelFile(t, "stories260K.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,19 +326,5 @@ func TestLoadRejects(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(dir, "missing.bin")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
-	}
-}
-
-func TestTestModelPathEnv(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "model.bin")
-	t.Setenv("KVSTORE_TESTMODEL", p)
-	if got, ok := TestModelPath(); got != p || ok {
-		t.Errorf("missing file: TestModelPath = %q, %v", got, ok)
-	}
-	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if got, ok := TestModelPath(); got != p || !ok {
-		t.Errorf("present file: TestModelPath = %q, %v", got, ok)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/kvstore/kvstore/codec"
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/internal/testenv"
 )
 
 // checkPacketReport asserts the properties a packet sweep must have on any
@@ -69,11 +70,7 @@ func checkPacketReport(t *testing.T, r *PacketReport) {
 }
 
 func TestPacketsStories(t *testing.T) {
-	p, ok := llama.TestModelPath()
-	if !ok {
-		t.Skipf("stories260K not found at %s", p)
-	}
-	m, err := llama.Load(p)
+	m, err := llama.Load(testenv.ModelFile(t, "stories260K.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}

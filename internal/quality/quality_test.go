@@ -3,12 +3,12 @@ package quality
 import (
 	"bytes"
 	"math"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/internal/testenv"
 	"github.com/kvstore/kvstore/segment"
 )
 
@@ -18,11 +18,7 @@ var tinyHD128 = llama.Config{Dim: 128, Hidden: 128, Layers: 1, Heads: 2, KVHeads
 
 func storiesOrSkip(t *testing.T) *llama.Model {
 	t.Helper()
-	p, ok := llama.TestModelPath()
-	if !ok {
-		t.Skipf("stories260K not found (looked at %q; set KVSTORE_TESTMODEL)", p)
-	}
-	m, err := llama.Load(p)
+	m, err := llama.Load(testenv.ModelFile(t, "stories260K.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,9 +153,7 @@ func TestSpanExactAtFullBudget(t *testing.T) {
 
 // TestQualityLong produces the docs/quality.md tables' sizes when asked.
 func TestQualityLong(t *testing.T) {
-	if os.Getenv("KVSTORE_LONG") == "" {
-		t.Skip("set KVSTORE_LONG=1 (or run go run ./internal/quality/cmd/sekvquality) for the full measurement")
-	}
+	testenv.LongRun(t, "the full measurement (or go run ./internal/quality/cmd/sekvquality)")
 	m := storiesOrSkip(t)
 	rep, err := Run(Config{Name: "stories260K", Model: m, Context: 448, Continuation: 64, BOS: 1,
 		Budgets: []float64{0.05, 0.10, 0.25}, Ranks: []int{1, 2, 4, 8}, Seed: 1})

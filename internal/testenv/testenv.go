@@ -10,10 +10,14 @@
 //	KVSTORE_REQUIRE=model,gxx,libllama,s3   fail instead of skip for these
 //	KVSTORE_REQUIRE=all                     every capability is required
 //
+// A main package may import testenv for ModelPath: the testing package it
+// pulls in registers no flags outside a test binary.
+//
 // Capabilities and where they come from:
 //
 //	model     ../shared/testdata/*.bin next to the module root, or $KVSTORE_TESTDATA
 //	gxx       g++ on PATH
+//	go        the go command on PATH, for tests that build a binary
 //	libllama  $KVSTORE_LLAMA_LIB, a directory holding libllama
 //	s3        $KVSTORE_S3_BIN, a versitygw binary
 //	gpu       a CUDA device (set by the GPU device check)
@@ -36,6 +40,7 @@ type Capability string
 const (
 	Model    Capability = "model"
 	Gxx      Capability = "gxx"
+	GoTool   Capability = "go"
 	LibLlama Capability = "libllama"
 	S3       Capability = "s3"
 	GPU      Capability = "gpu"
@@ -82,6 +87,23 @@ func GxxPath(t testing.TB) string {
 	t.Helper()
 	p, err := exec.LookPath("g++")
 	Need(t, Gxx, err == nil, "no g++ on PATH")
+	return p
+}
+
+// GoToolPath returns the path of the go command on PATH (go test puts
+// $GOROOT/bin first on a test's PATH); it needs no test, so a TestMain can
+// build a binary with it.
+func GoToolPath() (string, bool) {
+	p, err := exec.LookPath("go")
+	return p, err == nil
+}
+
+// GoToolchain returns the path of the go command, or skips (fails when go
+// is required).
+func GoToolchain(t testing.TB) string {
+	t.Helper()
+	p, ok := GoToolPath()
+	Need(t, GoTool, ok, "no go command on PATH to build the binary")
 	return p
 }
 
@@ -147,7 +169,7 @@ func Env(t testing.TB, c Capability, name string) string {
 	return v
 }
 
-var known = []Capability{Model, Gxx, LibLlama, S3, GPU, Long, Seaweed}
+var known = []Capability{Model, Gxx, GoTool, LibLlama, S3, GPU, Long, Seaweed}
 
 // Known reports whether c is a capability this package knows, so that a
 // typo in KVSTORE_REQUIRE can be caught by a test.

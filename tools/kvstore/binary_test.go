@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/internal/testenv"
 	"github.com/kvstore/kvstore/store"
 )
 
@@ -28,7 +29,7 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if gobin, err := exec.LookPath("go"); err == nil {
+	if gobin, ok := testenv.GoToolPath(); ok {
 		bin := filepath.Join(dir, "kvstore")
 		if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
@@ -49,9 +50,7 @@ type result struct {
 // terminal, so progress must stay quiet.
 func kv(t *testing.T, args ...string) result {
 	t.Helper()
-	if kvBinary == "" {
-		t.Skip("no go toolchain on PATH to build the binary")
-	}
+	testenv.Need(t, testenv.GoTool, kvBinary != "", "no go command on PATH to build the binary")
 	var out, errb bytes.Buffer
 	cmd := exec.Command(kvBinary, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errb

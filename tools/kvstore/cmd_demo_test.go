@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/internal/testenv"
 )
 
 func TestDemoTable(t *testing.T) {
@@ -75,10 +75,7 @@ func TestDemoJSON(t *testing.T) {
 }
 
 func TestDemoStories(t *testing.T) {
-	path, ok := llama.TestModelPath()
-	if !ok {
-		t.Skipf("stories260K not found (looked at %q; set KVSTORE_TESTMODEL)", path)
-	}
+	path := testenv.ModelFile(t, "stories260K.bin")
 	r := demoJSON(t, "--model", path, "--docs", "2", "--tokens", "8", "--question", "2")
 	if !r.Verified || !strings.Contains(r.Model, "stories260K") || r.AssembleBytes != 16*5*4*8*2*2 {
 		t.Fatalf("report %+v", r)
@@ -105,10 +102,7 @@ func TestDemoUsage(t *testing.T) {
 
 // TestDemoBinary builds the real binary and runs the demo through it.
 func TestDemoBinary(t *testing.T) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go toolchain on PATH to build the binary: %v", err)
-	}
+	gobin := testenv.GoToolchain(t)
 	bin := filepath.Join(t.TempDir(), "kvstore")
 	build := exec.Command(gobin, "build", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -3,7 +3,7 @@
 //
 //	go run ./internal/quality/cmd/packetquality
 //
-// It runs stories260K (when llama.TestModelPath finds it) and the random
+// It runs stories260K (when testenv.ModelPath finds it) and the random
 // head-dim-128 model; -model picks one. Besides raw, shuffle-zstd, int8
 // and int4 it measures low-rank settings (-lowrank; by default ranks 4 and
 // 6 of stories260K's 8 dims, 16, 32 and 64 of the random model's 128, and
@@ -20,6 +20,7 @@ import (
 	"github.com/kvstore/kvstore/codec"
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/internal/quality"
+	"github.com/kvstore/kvstore/internal/testenv"
 )
 
 func main() {
@@ -85,7 +86,7 @@ func run(which string, stCtx, rndCtx, cont, group, queries int, seed uint64, low
 	}
 	var cfgs []quality.PacketConfig
 	if which == "all" || which == "stories" {
-		p, ok := llama.TestModelPath()
+		p, ok := testenv.ModelPath("stories260K.bin")
 		if ok {
 			m, err := llama.Load(p)
 			if err != nil {
@@ -94,7 +95,7 @@ func run(which string, stCtx, rndCtx, cont, group, queries int, seed uint64, low
 			cfgs = append(cfgs, quality.PacketConfig{Name: "stories260K (real weights)", Model: m, Context: stCtx,
 				Continuation: cont, BOS: 1, Seed: seed, Options: opts, LowRank: stLR, TOVAQueries: queries})
 		} else if which == "stories" {
-			return fmt.Errorf("stories260K not found at %q (set KVSTORE_TESTMODEL)", p)
+			return fmt.Errorf("stories260K not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
 		}
 	}
 	if which == "all" || which == "random" {

@@ -3,7 +3,7 @@
 //
 //	go run ./internal/quality/cmd/sekvquality
 //
-// It runs stories260K (when llama.TestModelPath finds it) and the random
+// It runs stories260K (when testenv.ModelPath finds it) and the random
 // head-dim-128 model; -model picks one, -context and -continuation resize.
 package main
 
@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/internal/quality"
+	"github.com/kvstore/kvstore/internal/testenv"
 	"github.com/kvstore/kvstore/segment"
 )
 
@@ -46,7 +47,7 @@ func run(which string, stCtx, rndCtx, cont int, budgetList string, seed uint64) 
 	ranks := []int{1, 2, 4, 8, 16, 32}
 	var cfgs []quality.Config
 	if which == "all" || which == "stories" {
-		p, ok := llama.TestModelPath()
+		p, ok := testenv.ModelPath("stories260K.bin")
 		if ok {
 			m, err := llama.Load(p)
 			if err != nil {
@@ -55,7 +56,7 @@ func run(which string, stCtx, rndCtx, cont int, budgetList string, seed uint64) 
 			cfgs = append(cfgs, quality.Config{Name: "stories260K (real weights)", Model: m, Context: stCtx, Continuation: cont,
 				BOS: 1, Budgets: budgets, Ranks: ranks, Seed: seed})
 		} else if which == "stories" {
-			return fmt.Errorf("stories260K not found at %q (set KVSTORE_TESTMODEL)", p)
+			return fmt.Errorf("stories260K not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
 		}
 	}
 	if which == "all" || which == "random" {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 // benchArgs is the smallest real run: Qwen2.5-3B-shaped packets of 4
 // tokens (144 KiB), one run, every store.
 func benchArgs(dir string, extra ...string) []string {
-	return append([]string{"bench", "--shape", "qwen3b", "--tokens", "4", "--runs", "1",
+	return append([]string{"--shape", "qwen3b", "--tokens", "4", "--runs", "1",
 		"--assemble", "2", "--dir", dir}, extra...)
 }
 
@@ -72,12 +73,13 @@ func TestBenchJSON(t *testing.T) {
 func TestBenchUsage(t *testing.T) {
 	dir := t.TempDir()
 	for _, args := range [][]string{
-		{"bench", "--runs", "0", "--dir", dir},
-		{"bench", "--shape", "gpt2", "--dir", dir},
-		{"bench", "--tokens", "1k", "--dir", dir},
-		{"bench", "--tokens", "0", "--dir", dir},
-		{"bench", "--stores", "rocksdb", "--dir", dir},
-		{"bench", "--dir", dir, "extra"},
+		{"--runs", "0", "--dir", dir},
+		{"--shape", "gpt2", "--dir", dir},
+		{"--tokens", "1k", "--dir", dir},
+		{"--tokens", "0", "--dir", dir},
+		{"--stores", "rocksdb", "--dir", dir},
+		{"--dir", dir, "extra"},
+		{"--no-such-flag"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(args, &out, &errb); code != exitUsage {
@@ -85,7 +87,28 @@ func TestBenchUsage(t *testing.T) {
 		}
 	}
 	var out, errb bytes.Buffer
-	if code := run([]string{"bench", "--help"}, &out, &errb); code != exitOK || !strings.Contains(errb.String(), "-tokens") {
+	if code := run([]string{"--help"}, &out, &errb); code != exitOK || !strings.Contains(errb.String(), "-tokens") {
 		t.Fatalf("--help: exit %d, %q", code, errb.String())
+	}
+}
+
+// TestStatusQuiet: the status line stays off anything that is not a
+// terminal, so piped reports carry no escape codes.
+func TestStatusQuiet(t *testing.T) {
+	f, err := os.Create(t.TempDir() + "/stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, w := range []io.Writer{f, &bytes.Buffer{}} {
+		s := newStatus(w)
+		s.show("qwen3b put")
+		s.clear()
+		if s.w != nil {
+			t.Fatalf("%T: status line drawn on a non-terminal", w)
+		}
+	}
+	if st, _ := f.Stat(); st.Size() != 0 {
+		t.Fatalf("status wrote %d bytes to a file", st.Size())
 	}
 }
