@@ -23,7 +23,7 @@ step "libllama"
 KVSTORE_LLAMA_LIB=$(bash scripts/install-libllama.sh)
 export KVSTORE_LLAMA_LIB
 
-export KVSTORE_REQUIRE=${KVSTORE_REQUIRE-model,gxx,libllama}
+export KVSTORE_REQUIRE=${KVSTORE_REQUIRE-model,gxx,go,libllama}
 step "go test (KVSTORE_REQUIRE=$KVSTORE_REQUIRE)"
 if [ $# -eq 0 ]; then
 	set -- -race ./...
