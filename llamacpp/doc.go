@@ -44,4 +44,11 @@
 // truncated state makes set_data fail yet leave cells restored: SetState
 // clears the sequence on failure. Contexts are created with a unified
 // cache (one stream), so seq_cp shares cells instead of replacing them.
+//
+// # Platforms
+//
+// The binding's struct layouts are those of a 64-bit llama.h, and it loads
+// the library with dlopen: it builds on linux and darwin, amd64 and arm64
+// (tested on linux/amd64, the npm package's platform). Elsewhere the package
+// holds only this comment.
 package llamacpp

@@ -1,3 +1,5 @@
+//go:build (linux || darwin) && (amd64 || arm64)
+
 // Command llamacpp is the smallest server-side use of kvstore with
 // llama.cpp: documents are prefilled once, each alone, and stored as
 // packets; a request assembles the packets it needs behind each other
