@@ -47,7 +47,9 @@ type Options struct {
 	// in flux.
 	ReadOnly bool
 	// Logger receives the store's and the catalog's messages; Pebble's
-	// informational messages go at Debug level. Default slog.Default().
+	// informational messages go at Debug level. Default: a logger that
+	// discards everything, so that a library embedded in a server writes
+	// nothing to the host's slog.Default() unless asked to.
 	Logger *slog.Logger
 	// CatalogCacheSize is the Pebble block cache size in bytes. Default
 	// DefaultCatalogCacheSize.
@@ -84,7 +86,7 @@ func (o *Options) EnsureDefaults() *Options {
 		o.BlobFileSize = DefaultBlobFileSize
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.CatalogCacheSize == 0 {
 		o.CatalogCacheSize = DefaultCatalogCacheSize
