@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/maint"
 )
 
 // Capacity: with Options.MaxBytes set, a Put that would take the live
@@ -207,10 +208,10 @@ func (db *DB) candidates() []victim {
 	lfu := db.opts.Eviction == EvictLFU
 	slices.SortFunc(vs, func(a, b victim) int {
 		if lfu && a.uses != b.uses {
-			return cmpU64(a.uses, b.uses)
+			return maint.CmpU64(a.uses, b.uses)
 		}
 		if a.last != b.last {
-			return cmpU64(uint64(a.last), uint64(b.last))
+			return maint.CmpU64(uint64(a.last), uint64(b.last))
 		}
 		return slices.Compare(a.key.id[:], b.key.id[:])
 	})

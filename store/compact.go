@@ -12,6 +12,7 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/maint"
 )
 
 // Compaction rewrites blob files that are mostly dead:
@@ -103,7 +104,7 @@ func (db *DB) Compact(ctx context.Context, o CompactOptions) (*CompactReport, er
 
 // compactLocked runs a compaction; the writer lock is held.
 func (db *DB) compactLocked(ctx context.Context, o *CompactOptions) (*CompactReport, error) {
-	c := &compaction{db: db, o: o, rep: &CompactReport{}, refs: map[uint32][]*extentRef{}}
+	c := &compaction{db: db, o: o, rep: &CompactReport{}, refs: map[uint32][]*maint.ExtentRef{}}
 	c.pick()
 	if len(c.sources) == 0 {
 		return c.rep, nil
@@ -128,7 +129,7 @@ type compaction struct {
 	o       *CompactOptions
 	rep     *CompactReport
 	sources map[uint32]BlobFileInfo
-	refs    map[uint32][]*extentRef // per source, by offset
+	refs    map[uint32][]*maint.ExtentRef // per source, by offset
 	total   int64
 	outs    []*compactOut
 	moved   []movedExtent // repointed records
@@ -189,13 +190,13 @@ func (c *compaction) pick() {
 // decode stops the compaction: the files it may reference cannot be
 // retired safely.
 func (c *compaction) gather() error {
-	var bad []badRecord
-	err := walkRefs(c.db.cat.DB, func(r *extentRef) error {
+	var bad []maint.BadRecord
+	err := maint.WalkRefs(c.db.cat.DB, func(r *maint.ExtentRef) error {
 		if _, ok := c.sources[r.File]; ok {
 			c.refs[r.File] = append(c.refs[r.File], r)
 		}
 		return nil
-	}, func(b badRecord) { bad = append(bad, b) })
+	}, func(b maint.BadRecord) { bad = append(bad, b) })
 	if err != nil {
 		return err
 	}
@@ -204,7 +205,7 @@ func (c *compaction) gather() error {
 	}
 	for num, rec := range c.sources {
 		rs := c.refs[num]
-		slices.SortFunc(rs, func(a, b *extentRef) int { return cmpU64(a.Offset, b.Offset) })
+		slices.SortFunc(rs, func(a, b *maint.ExtentRef) int { return maint.CmpU64(a.Offset, b.Offset) })
 		var live uint64
 		for _, r := range rs {
 			live += r.Length
@@ -227,7 +228,7 @@ func (c *compaction) skip(num uint32, why string) {
 
 // copyAll copies every source's extents, in file order.
 func (c *compaction) copyAll(ctx context.Context) error {
-	for _, num := range sortedKeys(c.sources) {
+	for _, num := range maint.SortedKeys(c.sources) {
 		if err := c.copyFile(ctx, num); err != nil {
 			return err
 		}
@@ -266,7 +267,7 @@ func (c *compaction) copyFile(ctx context.Context, num uint32) error {
 		if bad != "" {
 			c.discard(c.moved[moved:], copied)
 			c.moved = c.moved[:moved]
-			c.skip(num, fmt.Sprintf("extent of %s at %d: %s", r.what(), r.Offset, bad))
+			c.skip(num, fmt.Sprintf("extent of %s at %d: %s", r.What(), r.Offset, bad))
 			return nil
 		}
 		c.moved = append(c.moved, m)
@@ -297,28 +298,28 @@ func (c *compaction) discard(ms []movedExtent, n uint64) {
 
 // copyExtent verifies r's extent in f and appends it to an output. It
 // returns the repointed records, or why the extent failed verification.
-func (c *compaction) copyExtent(f *bloblog.File, r *extentRef) (movedExtent, string, error) {
+func (c *compaction) copyExtent(f *bloblog.File, r *maint.ExtentRef) (movedExtent, string, error) {
 	var heads []*HeadMeta
-	var rs []region
+	var rs []maint.Region
 	if r.Span != nil {
 		var bad string
 		var err error
 		if heads, bad, err = c.spanHeads(r); err != nil || bad != "" {
 			return movedExtent{}, bad, err
 		}
-		rs = spanRegions(r.Span, heads)
+		rs = maint.SpanRegions(r.Span, heads)
 	} else {
-		rs = packetRegions(r.Header)
+		rs = maint.PacketRegions(r.Header)
 	}
-	v := verifier{}
-	b, err := v.read(f, r)
+	var buf []byte
+	b, err := maint.ReadExtent(f, r, &buf)
 	if errors.Is(err, ErrCorruption) {
 		return movedExtent{}, err.Error(), nil
 	}
 	if err != nil {
 		return movedExtent{}, "", err
 	}
-	if bad := checkRegions(b, r, rs); bad != "" {
+	if bad := maint.CheckRegions(b, r, rs); bad != "" {
 		return movedExtent{}, bad, nil
 	}
 	out, err := c.output(r.Length)
@@ -351,21 +352,9 @@ func (c *compaction) copyExtent(f *bloblog.File, r *extentRef) (movedExtent, str
 	return m, "", nil
 }
 
-// checkRegions verifies every region of extent b and its trailer; it
-// returns what failed, "" when nothing did.
-func checkRegions(b []byte, r *extentRef, rs []region) string {
-	got, crc, end := crcRegions(b, rs)
-	for i := range rs {
-		if got[i] != rs[i].crc {
-			return fmt.Sprintf("%s fails its crc32c", rs[i].what)
-		}
-	}
-	return trailerProblem(b, r, crc, end)
-}
-
 // spanHeads reads span memory r's head records (the writer lock keeps
 // them as they are), or says which is missing or bad.
-func (c *compaction) spanHeads(r *extentRef) ([]*HeadMeta, string, error) {
+func (c *compaction) spanHeads(r *maint.ExtentRef) ([]*HeadMeta, string, error) {
 	m := r.Span
 	heads := make([]*HeadMeta, 0, m.Layers*m.KVHeads)
 	for l := range m.Layers {
@@ -385,15 +374,6 @@ func (c *compaction) spanHeads(r *extentRef) ([]*HeadMeta, string, error) {
 		}
 	}
 	return heads, "", nil
-}
-
-// spanRegions lists every block of a span memory: resident, then factors.
-func spanRegions(m *SpanMeta, heads []*HeadMeta) []region {
-	rs := spanResidentRegions(m)
-	for _, h := range heads {
-		rs = append(rs, headRegions(h)...)
-	}
-	return rs
 }
 
 // repoint returns a copy of h with its extent at off of file num.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kvstore/kvstore/store/internal/catalog"
 	iofs "io/fs"
+
+	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/maint"
 )
 
 // GCReport says what GC reclaimed.
@@ -82,37 +84,14 @@ func compactReclaimed(r *CompactReport) uint64 {
 	return r.BytesReclaimed // already counted by the compaction
 }
 
-// blobFilesOnDisk returns the size of every NNNNNN.blob in blobs/. A file
-// that vanishes between the listing and its Stat is left out: a retired
-// file is removed by the release of its last view, which holds no lock
-// that Check or GC hold.
-func (db *DB) blobFilesOnDisk() (map[uint32]uint64, error) {
-	names, err := db.fs.List(db.w.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("store: list %s: %w", db.w.Dir, err)
-	}
-	disk := map[uint32]uint64{}
-	for _, n := range names {
-		num, ok := parseBlobFileName(n)
-		if !ok {
-			continue
-		}
-		st, err := db.fs.Stat(db.fs.PathJoin(db.w.Dir, n))
-		if errors.Is(err, iofs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("store: stat %s: %w", db.fs.PathJoin(db.w.Dir, n), err)
-		}
-		disk[num] = uint64(st.Size())
-	}
-	return disk, nil
-}
+// blobFilesOnDisk returns the size of every NNNNNN.blob in blobs/
+// (maint.DiskFiles).
+func (db *DB) blobFilesOnDisk() (map[uint32]uint64, error) { return maint.DiskFiles(db.fs, db.w.Dir) }
 
 // removeUnreferenced removes blob files that have no record and that no
 // view maps.
 func (db *DB) removeUnreferenced(rep *GCReport, disk map[uint32]uint64) error {
-	for _, num := range sortedKeys(disk) {
+	for _, num := range maint.SortedKeys(disk) {
 		if _, ok := db.record(num); ok || db.isRetiring(num) {
 			continue
 		}
