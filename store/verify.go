@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/maint"
 )
@@ -43,7 +45,9 @@ func (db *DB) Verify(ctx context.Context, o *VerifyOptions, progress func(done, 
 // inside the gate; it names the active blob file only to a caller holding
 // the writer lock (locked), which guards it.
 func (db *DB) maintStore(locked bool) *maint.Store {
-	s := &maint.Store{Catalog: db.cat, FS: db.fs, Dir: db.w.Dir, Files: registry{db}}
+	s := &maint.Store{Catalog: db.cat, FS: db.fs, Dir: db.w.Dir, Files: registry{db},
+		SyncData: func(f vfs.File) error { return timed(&db.st.blobSyncs, &db.st.blobSyncNanos, f.SyncData) },
+		Wrote:    func(n uint64) { db.st.bytesWritten.Add(n) }}
 	if locked && db.w.Cur != nil {
 		s.Active, s.HasActive = db.w.Cur.Num, true
 	}

@@ -18,6 +18,11 @@ type Store struct {
 	// Active is the number of the blob file writes append to, if any.
 	Active    uint32
 	HasActive bool
+	// SyncData fdatasyncs a blob file maintenance wrote (nil: f.SyncData);
+	// the store counts and times it.
+	SyncData func(f vfs.File) error
+	// Wrote counts bytes maintenance wrote to blob files (nil: not counted).
+	Wrote func(n uint64)
 }
 
 // Files is the store's registry of catalogued blob files.
@@ -32,3 +37,18 @@ type Files interface {
 
 // Path is blob file num's path.
 func (s *Store) Path(num uint32) string { return s.FS.PathJoin(s.Dir, bloblog.FileName(num)) }
+
+// syncData fdatasyncs f through s.SyncData when set.
+func (s *Store) syncData(f vfs.File) error {
+	if s.SyncData != nil {
+		return s.SyncData(f)
+	}
+	return f.SyncData()
+}
+
+// wrote counts n bytes written to blob files through s.Wrote when set.
+func (s *Store) wrote(n uint64) {
+	if s.Wrote != nil {
+		s.Wrote(n)
+	}
+}
