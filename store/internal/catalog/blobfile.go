@@ -47,3 +47,14 @@ func EncodeSequence(n uint32) []byte { return format.EncodeSequence(n) }
 
 // DecodeSequence parses the value of KeyNextBlob.
 func DecodeSequence(v []byte) (uint32, error) { return format.DecodeSequence(v) }
+
+// KillExtent moves n bytes and one extent of r from live to dead (never
+// below zero).
+func (r *BlobFile) KillExtent(n uint64) {
+	n = min(n, r.LiveBytes)
+	r.LiveBytes -= n
+	r.DeadBytes += n
+	if r.LiveExtents > 0 {
+		r.LiveExtents--
+	}
+}

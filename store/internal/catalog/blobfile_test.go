@@ -25,3 +25,16 @@ func TestBlobFileRoundTrip(t *testing.T) {
 		t.Fatalf("flipped record: err %v, want ErrCorruption", err)
 	}
 }
+
+func TestKillExtent(t *testing.T) {
+	r := BlobFile{LiveBytes: 8192, LiveExtents: 2, DeadBytes: 100}
+	r.KillExtent(4096)
+	if r.LiveBytes != 4096 || r.DeadBytes != 4196 || r.LiveExtents != 1 {
+		t.Fatalf("after one kill: %+v", r)
+	}
+	r.KillExtent(1 << 20) // more than is live: clamped
+	r.KillExtent(1)
+	if r.LiveBytes != 0 || r.DeadBytes != 8292 || r.LiveExtents != 0 {
+		t.Fatalf("after killing past zero: %+v", r)
+	}
+}
