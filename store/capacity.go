@@ -2,9 +2,9 @@ package store
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/access"
 	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
@@ -80,8 +80,8 @@ func (db *DB) setPinLocked(ns string, model format.Fingerprint, id format.Packet
 	if err := db.commit(b); err != nil {
 		return fmt.Errorf("pin packet %s: %w", id.Short(), err)
 	}
-	if e := db.ops.access.entry(packetKey{ns, id}, false); e != nil {
-		e.pinned = pin
+	if e := db.ops.access.Entry(access.Key{NS: ns, ID: id}, false); e != nil {
+		e.Pinned = pin
 	}
 	return nil
 }
@@ -97,74 +97,8 @@ func (db *DB) pinnedCount() int {
 	return n
 }
 
-// loadTable makes the access table hold every packet with its size, pin
-// and saved statistics (writer lock held). It runs once, on first need.
-func (db *DB) loadTable() error {
-	t := &db.ops.access
-	if t.loaded.Load() {
-		return nil
-	}
-	err := catalog.Iterate(db.cat.DB, []byte{catalog.TagHeader}, func(_, v []byte) error {
-		h, err := format.DecodeHeader(v)
-		if err != nil {
-			return fmt.Errorf("store: capacity: %w", err)
-		}
-		e := t.entry(packetKey{h.Namespace, h.ID}, true)
-		e.size, e.model = h.ExtentLength, h.Model
-		if e.last.Load() == 0 {
-			e.last.Store(h.CreatedUnixNs)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if err := db.loadSaved(catalog.TagPin, func(e *accessEntry, _ []byte) error { e.pinned = true; return nil }); err != nil {
-		return err
-	}
-	err = db.loadSaved(catalog.TagAccess, func(e *accessEntry, v []byte) error {
-		last, uses, err := decodeAccess(v)
-		if err != nil {
-			return nil // only a hint: start afresh
-		}
-		if last > e.last.Load() {
-			e.last.Store(last)
-		}
-		e.uses.Add(uses)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	t.loaded.Store(true)
-	return nil
-}
-
-// loadSaved calls fn for every key of tag ('x' or 'p') whose packet has
-// an entry.
-func (db *DB) loadSaved(tag byte, fn func(*accessEntry, []byte) error) error {
-	return catalog.Iterate(db.cat.DB, []byte{tag}, func(k, v []byte) error {
-		ns, rest, ok := catalog.SplitLenPrefixed(k[1:])
-		if !ok || len(rest) != len(format.PacketID{}) {
-			return nil
-		}
-		if e := db.ops.access.entry(packetKey{ns, format.PacketID(rest)}, false); e != nil && e.size > 0 {
-			return fn(e, v)
-		}
-		return nil
-	})
-}
-
 // closeAccess saves the statistics at Close (the gate is closed).
 func (db *DB) closeAccess() error { return db.flushAccess() }
-
-// victim is an eviction candidate.
-type victim struct {
-	key  packetKey
-	size uint64
-	last int64
-	uses uint64
-}
 
 // makeRoom evicts packets so that an extent of need bytes (as it will be
 // stored: encoded, pruned) fits under MaxBytes (writer lock held).
@@ -180,53 +114,28 @@ func (db *DB) makeRoom(need uint64) error {
 	if live+need <= max {
 		return nil
 	}
-	if err := db.loadTable(); err != nil {
+	if err := db.ops.access.Load(db.cat.DB); err != nil {
 		return err
 	}
-	vs := db.candidates()
-	var freed uint64
-	n := 0
-	for ; n < len(vs) && live-freed+need > max; n++ {
-		freed += vs[n].size
-	}
-	if live-freed+need > max {
+	vs := db.ops.access.Candidates(db.opts.Eviction == EvictLFU)
+	n, freed, ok := access.Plan(vs, live, need, max)
+	if !ok {
 		return fmt.Errorf("%w: %d live bytes + %d needed exceed %d, and only %d bytes are evictable",
 			ErrNoSpace, live, need, max, freed)
 	}
 	return db.evict(vs[:n])
 }
 
-// candidates lists the unpinned packets in eviction order.
-func (db *DB) candidates() []victim {
-	var vs []victim
-	db.ops.access.each(func(k packetKey, e *accessEntry) {
-		if e.size > 0 && !e.pinned {
-			vs = append(vs, victim{k, e.size, e.last.Load(), e.uses.Load()})
-		}
-	})
-	lfu := db.opts.Eviction == EvictLFU
-	slices.SortFunc(vs, func(a, b victim) int {
-		if lfu && a.uses != b.uses {
-			return cmpU64(a.uses, b.uses)
-		}
-		if a.last != b.last {
-			return cmpU64(uint64(a.last), uint64(b.last))
-		}
-		return slices.Compare(a.key.id[:], b.key.id[:])
-	})
-	return vs
-}
-
 // evict deletes vs in one synced batch.
-func (db *DB) evict(vs []victim) error {
+func (db *DB) evict(vs []access.Victim) error {
 	b := db.cat.DB.NewBatch()
 	defer b.Close()
 	recs := map[uint32]BlobFileInfo{}
 	var hs []*format.PacketHeader
 	for _, v := range vs {
-		h, err := db.header(v.key.ns, v.key.id)
+		h, err := db.header(v.Key.NS, v.Key.ID)
 		if err != nil {
-			return fmt.Errorf("evict packet %s: %w", v.key.id.Short(), err)
+			return fmt.Errorf("evict packet %s: %w", v.Key.ID.Short(), err)
 		}
 		r, ok := recs[h.BlobFile]
 		if !ok {

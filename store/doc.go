@@ -6,6 +6,7 @@
 //	DIR/
 //	  FORMAT              magic + format major version (format.EncodeFormatFile);
 //	                      written last when a store is created; newer majors are refused
+//	                      (store/internal/catalog reads and writes it)
 //	  LOCK                exclusive lock (vfs.FS.Lock), held while the store is open
 //	  catalog/            Pebble v2: every small thing, keys below
 //	  blobs/NNNNNN.blob   append-only payload files, sealed at Options.BlobFileSize
@@ -17,26 +18,38 @@
 //
 // The root package is the public API and the engine's policy: Open and
 // Close, Options, the errors, Put, Get and Views, List, Assemble,
-// artifacts, span memory's DB calls, and maintenance (Verify, Check,
-// Compact, GC, capacity and eviction, access statistics, events, stats).
-// It sits over internal packages, each one concept with its own tests, and
+// artifacts, span memory's DB calls, and maintenance's DB calls (Verify,
+// Check, Compact, GC, Pin, capacity, events, stats). Each DB method admits
+// the call (the gate, db.write or db.exclusive), hands the internal
+// package the state it needs as explicit arguments or small interfaces
+// (the catalog, the blobs/ directory, the blob file registry, counters),
+// never the DB, and installs what it returns (registry, writer, stats,
+// events). The public report types are aliases of the internal ones. It
+// sits over internal packages, each one concept with its own tests, and
 // over format, which owns every on-disk byte:
 //
 //	store                    DB, Options, errors, Put/Get/View, Assemble, artifacts, span memory calls,
-//	                         maintenance; write.go: the one writer preamble (db.write, db.exclusive)
+//	                         maintenance calls; write.go: the one writer preamble (db.write, db.exclusive)
+//	store/internal/maint     Verify, Check, Compaction (pick, copy, batch), PlanGC; the walk over every
+//	                         catalogued extent (WalkRefs), extent regions and trailers, DiskFiles;
+//	                         reads through maint.Store (catalog, FS, dir, Files registry interface)
+//	store/internal/access    access statistics (sharded Table, Flush, Load), eviction order
+//	                         (Candidates, LRU/LFU) and the room plan (Plan)
+//	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
+//	                         resident rows) from artifacts given as inputs, Check, the extent
+//	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
+//	                         verified block reads (Blocks), ContextID
+//	store/internal/catalog   the Pebble catalog (open, get, scan, synced commit, fatal-error guard),
+//	                         every catalog key, the blob file record (BlobFile), the FORMAT file
 //	store/internal/bloblog   blob files and extents: append (Writer, WriteExtent, pwritev, writeback),
 //	                         read (File: refs, mmap, copies, verified-chunk cache, Chunk, ChunkError),
 //	                         CRC32C combine and streaming, read-ahead advice
-//	store/internal/catalog   the Pebble catalog (open, get, scan, synced commit, fatal-error guard)
-//	                         and every catalog key, built and parsed
-//	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
-//	                         resident rows) from artifacts given as inputs, Check, the extent
-//	                         layout and its records; SpanMemory, SpanInput, ... are its types
 //	format                   every record's bytes: KVPH, KVMS, KVBF, KVSQ, KVAC, KVAR, KVSP, KVSF,
 //	                         KVKS, the positions bitmap, FORMAT, blob header, trailer
 //
-// No package imports one above it: format knows nothing of the store, and
-// the internal packages know nothing of DB.
+// Floors, top to bottom: store; maint and access; spanmem; catalog;
+// bloblog; format. No package imports one above it: format knows nothing
+// of the store, and the internal packages know nothing of DB.
 //
 // # Catalog keys
 //
@@ -102,19 +115,20 @@
 //
 // # Operations
 //
-// Verify (verify.go) reads every catalogued extent and checks each chunk's
-// and span block's CRC32C and each trailer. Check (check.go) checks the
-// catalog against the blob files without reading payloads and lists
-// reclaimable space (Garbage) apart from inconsistencies (Finding).
-// Compact (compact.go) rewrites mostly dead blob files into new ones and
+// Verify (store/internal/maint/verify.go) reads every catalogued extent
+// and checks each chunk's and span block's CRC32C and each trailer. Check
+// (maint/check.go) checks the catalog against the blob files without
+// reading payloads and lists reclaimable space (Garbage) apart from
+// inconsistencies (Finding). Compact (maint/compact.go; the root commits
+// and installs it) rewrites mostly dead blob files into new ones and
 // repoints the catalog in one synced batch (packet headers, and span
 // memories' root and head records, whose block offsets are relative to
-// their extent and so survive the move); GC (gc.go) removes what
-// crashes leave and wholly dead files. A blob file leaves the catalog
+// their extent and so survive the move); GC (maint.PlanGC, carried out by
+// gc.go) removes what crashes leave and wholly dead files. A blob file leaves the catalog
 // before it leaves the disk, and is removed only once no view maps it
 // (bloblog.File.MarkObsolete), so every step is crash-safe. Options.MaxBytes
 // evicts unpinned packets in LRU or LFU order (capacity.go) from access
-// statistics kept in memory and saved lazily (access.go). Subscribe
+// statistics kept in memory and saved lazily (store/internal/access). Subscribe
 // (events.go) streams packet events without ever blocking the store.
 //
 // # Concurrency

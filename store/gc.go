@@ -4,22 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kvstore/kvstore/store/internal/catalog"
 	iofs "io/fs"
+
+	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/maint"
 )
 
 // GCReport says what GC reclaimed.
-type GCReport struct {
-	// FilesRemoved are blob files removed: unreferenced ones, and fully
-	// dead ones whose records went (those are removed once no view maps
-	// them).
-	FilesRemoved []uint32
-	// RecordsRemoved are blob file records deleted from the catalog.
-	RecordsRemoved []uint32
-	BytesReclaimed uint64
-	// Compaction is the rewrite of files with garbage tails (nil if none).
-	Compaction *CompactReport
-}
+type GCReport = maint.GCReport
 
 // GC reclaims what Check lists as garbage and what is wholly dead:
 //
@@ -53,14 +45,18 @@ func (db *DB) gcLocked(ctx context.Context) (*GCReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := db.removeUnreferenced(rep, disk); err != nil {
+	active := uint32(0)
+	if db.w.Cur != nil {
+		active = db.w.Cur.Num
+	}
+	plan := maint.PlanGC(db.BlobFiles(), disk, active, db.isRetiring)
+	if err := db.removeUnreferenced(rep, plan.Orphans, disk); err != nil {
 		return nil, err
 	}
-	tails, err := db.dropDeadRecords(rep, disk)
-	if err != nil {
+	if err := db.dropDeadRecords(rep, plan.Dead, active, disk); err != nil {
 		return nil, err
 	}
-	if len(tails) > 0 {
+	if tails := plan.Tails; len(tails) > 0 {
 		if rep.Compaction, err = db.compactLocked(ctx, &CompactOptions{Files: tails}); err != nil {
 			return rep, err
 		}
@@ -82,40 +78,14 @@ func compactReclaimed(r *CompactReport) uint64 {
 	return r.BytesReclaimed // already counted by the compaction
 }
 
-// blobFilesOnDisk returns the size of every NNNNNN.blob in blobs/. A file
-// that vanishes between the listing and its Stat is left out: a retired
-// file is removed by the release of its last view, which holds no lock
-// that Check or GC hold.
-func (db *DB) blobFilesOnDisk() (map[uint32]uint64, error) {
-	names, err := db.fs.List(db.w.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("store: list %s: %w", db.w.Dir, err)
-	}
-	disk := map[uint32]uint64{}
-	for _, n := range names {
-		num, ok := parseBlobFileName(n)
-		if !ok {
-			continue
-		}
-		st, err := db.fs.Stat(db.fs.PathJoin(db.w.Dir, n))
-		if errors.Is(err, iofs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("store: stat %s: %w", db.fs.PathJoin(db.w.Dir, n), err)
-		}
-		disk[num] = uint64(st.Size())
-	}
-	return disk, nil
-}
+// blobFilesOnDisk returns the size of every NNNNNN.blob in blobs/
+// (maint.DiskFiles).
+func (db *DB) blobFilesOnDisk() (map[uint32]uint64, error) { return maint.DiskFiles(db.fs, db.w.Dir) }
 
-// removeUnreferenced removes blob files that have no record and that no
-// view maps.
-func (db *DB) removeUnreferenced(rep *GCReport, disk map[uint32]uint64) error {
-	for _, num := range sortedKeys(disk) {
-		if _, ok := db.record(num); ok || db.isRetiring(num) {
-			continue
-		}
+// removeUnreferenced removes the orphans GC planned: blob files that
+// have no record and that no view maps.
+func (db *DB) removeUnreferenced(rep *GCReport, orphans []uint32, disk map[uint32]uint64) error {
+	for _, num := range orphans {
 		err := db.fs.Remove(blobPath(db, num))
 		if err != nil && !errors.Is(err, iofs.ErrNotExist) {
 			return fmt.Errorf("store: remove unreferenced blob file %s: %w", blobPath(db, num), err)
@@ -127,33 +97,19 @@ func (db *DB) removeUnreferenced(rep *GCReport, disk map[uint32]uint64) error {
 	return nil
 }
 
-// dropDeadRecords deletes, in one synced batch, the records of files with
-// no live extent (gone from disk, or not active), then retires those
-// files. It returns the other non-active files with a garbage tail.
-func (db *DB) dropDeadRecords(rep *GCReport, disk map[uint32]uint64) (tails []uint32, err error) {
-	active := uint32(0)
-	if db.w.Cur != nil {
-		active = db.w.Cur.Num
+// dropDeadRecords deletes, in one synced batch, the records GC planned to
+// drop (files with no live extent), then retires those files.
+func (db *DB) dropDeadRecords(rep *GCReport, dead []BlobFileInfo, active uint32, disk map[uint32]uint64) error {
+	if len(dead) == 0 {
+		return nil
 	}
 	b := db.cat.DB.NewBatch()
 	defer b.Close()
-	var dead []BlobFileInfo
-	for _, r := range db.BlobFiles() {
-		size, onDisk := disk[r.Num]
-		switch {
-		case r.Num == active && onDisk:
-		case r.LiveExtents == 0 && (!onDisk || r.Num != active):
-			_ = b.Delete(catalog.BlobFileKey(r.Num), nil)
-			dead = append(dead, r)
-		case onDisk && size > r.Size:
-			tails = append(tails, r.Num)
-		}
-	}
-	if len(dead) == 0 {
-		return tails, nil
+	for _, r := range dead {
+		_ = b.Delete(catalog.BlobFileKey(r.Num), nil)
 	}
 	if err := db.commit(b); err != nil {
-		return nil, fmt.Errorf("gc: %w", err)
+		return fmt.Errorf("gc: %w", err)
 	}
 	for _, r := range dead {
 		rep.RecordsRemoved = append(rep.RecordsRemoved, r.Num)
@@ -171,5 +127,5 @@ func (db *DB) dropDeadRecords(rep *GCReport, disk map[uint32]uint64) (tails []ui
 			db.dropFile(r.Num)
 		}
 	}
-	return tails, nil
+	return nil
 }

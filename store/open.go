@@ -3,18 +3,19 @@ package store
 import (
 	"errors"
 	"fmt"
+	iofs "io/fs"
+
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/catalog"
-	iofs "io/fs"
 )
 
 // File and directory names inside a store's directory.
 const (
-	formatFileName = "FORMAT"
+	formatFileName = catalog.FormatFileName
 	lockFileName   = "LOCK"
 	catalogDirName = "catalog"
 	blobsDirName   = "blobs"
-	formatTmpName  = "FORMAT.tmp"
+	formatTmpName  = catalog.FormatTmpName
 )
 
 // Open opens the store in dir, creating it if absent (unless opts.ReadOnly).

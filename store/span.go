@@ -132,25 +132,8 @@ func (db *DB) appendSpans(a *bloblog.Active, ns, name string, m *SpanMemory, id 
 // deleted, the new root and heads, the model spec and, if storeW, the
 // fitted W.
 func (db *DB) spanBatch(b *pebble.Batch, ns, name string, m *SpanMemory, meta *SpanMeta, ext *spanmem.Extent, old *SpanMeta, storeW bool) error {
-	if old != nil {
-		for l := range old.Layers {
-			for h := range old.KVHeads {
-				_ = b.Delete(catalog.SpanHeadKey(ns, name, l, h), nil)
-			}
-		}
-	}
-	v, err := meta.Encode()
-	if err != nil {
+	if err := spanmem.SetRecords(b, ns, name, m, meta, ext, old); err != nil {
 		return err
-	}
-	_ = b.Set(catalog.SpanMetaKey(ns, name), v, nil)
-	for g := range m.Heads {
-		hm := ext.Head(m, g)
-		hv, err := hm.Encode(meta)
-		if err != nil {
-			return err
-		}
-		_ = b.Set(catalog.SpanHeadKey(ns, name, hm.Layer, hm.Head), hv, nil)
 	}
 	if err := db.addModel(b, meta.Model, &m.Model); err != nil {
 		return err
@@ -216,14 +199,7 @@ func (db *DB) spanRecords(a *bloblog.Active, n uint64, old *SpanMeta) []BlobFile
 }
 
 // killExtent moves n bytes and one extent of r from live to dead.
-func killExtent(r *BlobFileInfo, n uint64) {
-	n = min(n, r.LiveBytes)
-	r.LiveBytes -= n
-	r.DeadBytes += n
-	if r.LiveExtents > 0 {
-		r.LiveExtents--
-	}
-}
+func killExtent(r *BlobFileInfo, n uint64) { r.KillExtent(n) }
 
 // DeleteSpanMemory removes the span memory of context name in namespace
 // ns, stored for model, in one synced batch: its root and head records go,
@@ -253,11 +229,7 @@ func (db *DB) deleteSpansLocked(ns string, model format.Fingerprint, name string
 	b := db.cat.DB.NewBatch()
 	defer b.Close()
 	_ = b.Delete(catalog.SpanMetaKey(ns, name), nil)
-	for l := range m.Layers {
-		for h := range m.KVHeads {
-			_ = b.Delete(catalog.SpanHeadKey(ns, name, l, h), nil)
-		}
-	}
+	spanmem.DeleteHeads(b, ns, name, m)
 	_ = b.Set(catalog.BlobFileKey(r.Num), encodeBlobRecord(&r), nil)
 	if err := db.commit(b); err != nil {
 		return fmt.Errorf("delete span memory %q: %w", name, err)

@@ -1,12 +1,10 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
 
-	"github.com/zeebo/blake3"
-
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
 // ContextID identifies one stored span memory: BLAKE3-256 over (namespace,
@@ -18,20 +16,7 @@ type ContextID = format.ContextID
 // ComputeContextID derives a span memory's id. Variable-length fields are
 // length-prefixed so that no two inputs share an encoding.
 func ComputeContextID(ns string, model format.Fingerprint, name string) ContextID {
-	h := blake3.New()
-	var n [8]byte
-	put := func(b []byte) {
-		binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
-	}
-	h.Write([]byte("kvstore.spans.v1"))
-	put([]byte(ns))
-	h.Write(model[:])
-	put([]byte(name))
-	var id ContextID
-	copy(id[:], h.Sum(nil))
-	return id
+	return spanmem.ContextID(ns, model, name)
 }
 
 // checkContextName refuses names that do not fit their u16 length prefix.

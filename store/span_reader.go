@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/kvstore/kvstore/format"
@@ -34,8 +33,7 @@ type SpanReader struct {
 	name   string
 	meta   *SpanMeta
 	file   *bloblog.File
-	extent []byte // the mapped extent; nil when reads copy
-	verify bool
+	blocks *spanmem.Blocks
 	rope   *reconstruct.RoPE
 
 	mu       sync.RWMutex // Release takes it exclusively
@@ -90,12 +88,12 @@ func (db *DB) newSpanReader(ns, name string, m *SpanMeta, f *bloblog.File) (*Spa
 	if err != nil {
 		return nil, fmt.Errorf("%w: span memory %q: model spec: %v", ErrCorruption, name, err)
 	}
-	extent, err := f.Span(m.ExtentOffset, m.ExtentLength)
+	blocks, err := spanmem.NewBlocks(name, m, f, !db.opts.DisableChecksums, spanCounters{&db.st})
 	if err != nil {
-		return nil, fmt.Errorf("span memory %q: %w", name, err)
+		return nil, err
 	}
-	return &SpanReader{db: db, ns: ns, name: name, meta: m, file: f, extent: extent,
-		verify: !db.opts.DisableChecksums, rope: rope, heads: make([]*HeadMeta, m.Layers*m.KVHeads)}, nil
+	return &SpanReader{db: db, ns: ns, name: name, meta: m, file: f, blocks: blocks,
+		rope: rope, heads: make([]*HeadMeta, m.Layers*m.KVHeads)}, nil
 }
 
 // Meta returns the memory's root record. Do not modify it.
@@ -175,9 +173,7 @@ func (r *SpanReader) movedMeta() (*SpanMeta, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := r.meta
-	if m.Context != o.Context || m.CreatedUnixNs != o.CreatedUnixNs || m.ExtentLength != o.ExtentLength ||
-		len(m.Spans) != len(o.Spans) || !slices.Equal(m.Blocks, o.Blocks) {
+	if !spanmem.SameWrite(r.meta, m) {
 		return nil, fmt.Errorf("%w: the memory was replaced since the reader was opened", ErrNotFound)
 	}
 	return m, nil
@@ -193,12 +189,7 @@ func (r *SpanReader) Summaries(layer, head int) ([]segment.Summary, error) {
 	return spanmem.SegmentSummaries(h.Summaries), nil
 }
 
-func (r *SpanReader) checkHead(layer, head int) error {
-	if layer < 0 || layer >= r.meta.Layers || head < 0 || head >= r.meta.KVHeads {
-		return fmt.Errorf("%w: layer %d head %d of a %dx%d span memory", ErrInvalidArgument, layer, head, r.meta.Layers, r.meta.KVHeads)
-	}
-	return nil
-}
+func (r *SpanReader) checkHead(layer, head int) error { return spanmem.CheckHead(r.meta, layer, head) }
 
 // factorBlock returns the block of one span's K or V factors.
 func (r *SpanReader) factorBlock(layer, head, span int, kind format.ChunkKind) (FactorBlock, error) {
@@ -206,17 +197,7 @@ func (r *SpanReader) factorBlock(layer, head, span int, kind format.ChunkKind) (
 	if err != nil {
 		return FactorBlock{}, err
 	}
-	switch {
-	case span < 0 || span >= len(r.meta.Spans):
-		return FactorBlock{}, fmt.Errorf("%w: span %d of %d", ErrInvalidArgument, span, len(r.meta.Spans))
-	case !r.meta.Spans[span].Factored:
-		return FactorBlock{}, fmt.Errorf("%w: span %d is not factored: its rows are resident", ErrInvalidArgument, span)
-	case kind == format.ChunkK:
-		return h.K[span], nil
-	case kind == format.ChunkV:
-		return h.V[span], nil
-	}
-	return FactorBlock{}, fmt.Errorf("%w: chunk kind %v", ErrInvalidArgument, kind)
+	return spanmem.FactorBlock(r.meta, h, span, kind)
 }
 
 // FactorBytes returns the stored factor encoding (reconstruct.AppendFactors)
@@ -299,11 +280,7 @@ func (r *SpanReader) ReconstructSpan(layer, head, span int, base int64, k, v []f
 	if err != nil {
 		return err
 	}
-	sp := r.meta.Spans[span]
-	pos := make([]int64, sp.Len())
-	for i := range pos {
-		pos[i] = base + int64(sp.Start+i)
-	}
+	pos := spanmem.Positions(r.meta.Spans[span], base)
 	if err := reconstruct.ReconstructInto(k, kf, nil, r.rope, pos); err != nil {
 		return err
 	}
@@ -319,59 +296,25 @@ func (r *SpanReader) Release() {
 		return
 	}
 	r.released = true
-	r.extent = nil
+	r.blocks.Drop()
 	r.file.Release()
 	r.db.st.views.Add(-1)
 }
 
-// block returns [off, off+n) of the extent (offsets relative to it),
-// verified against crc: aliasing the mapping when dst is nil and the file is
-// mapped, else copied into dst (allocated when nil). A mapped block's
-// verification is remembered by the blob file, as chunks' are.
+// block returns [off, off+n) of the extent, verified (spanmem.Blocks.Read);
+// ErrClosed after Release.
 func (r *SpanReader) block(dst []byte, off, n uint64, crc uint32, what func() string) ([]byte, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.released {
 		return nil, fmt.Errorf("%w: span memory %q: reader was released", ErrClosed, r.name)
 	}
-	abs := r.meta.ExtentOffset + off
-	var b []byte
-	if r.extent != nil {
-		b = r.extent[off : off+n : off+n]
-		if r.verify && !r.file.IsVerified(abs, crc) {
-			if err := r.checkBlock(b, abs, crc, what); err != nil {
-				return nil, err
-			}
-			r.file.MarkVerified(abs, crc)
-		}
-		if dst != nil {
-			b = dst[:copy(dst, b)]
-		}
-	} else {
-		if dst == nil {
-			dst = make([]byte, n)
-		}
-		b = dst[:n]
-		if err := r.file.ReadAt(b, abs); err != nil {
-			return nil, fmt.Errorf("span memory %q %s: %w", r.name, what(), err)
-		}
-		if r.verify {
-			if err := r.checkBlock(b, abs, crc, what); err != nil {
-				return nil, err
-			}
-		}
-	}
-	r.db.st.bytesRead.Add(n)
-	return b, nil
+	return r.blocks.Read(dst, off, n, crc, what)
 }
 
-// checkBlock verifies b against crc, counting the bytes checked.
-func (r *SpanReader) checkBlock(b []byte, abs uint64, crc uint32, what func() string) error {
-	r.db.st.verifiedBytes.Add(uint64(len(b)))
-	if got := format.CRC(b); got != crc {
-		r.db.st.corruptions.Add(1)
-		return fmt.Errorf("%w: blob file %s offset %d (%d bytes): span memory %q (%s) %s: crc32c %08x, computed %08x",
-			ErrCorruption, r.file.Path(), abs, len(b), r.name, r.meta.Context.Short(), what(), crc, got)
-	}
-	return nil
-}
+// spanCounters counts span block reads in the DB's statistics.
+type spanCounters struct{ st *counters }
+
+func (c spanCounters) Read(n uint64)     { c.st.bytesRead.Add(n) }
+func (c spanCounters) Verified(n uint64) { c.st.verifiedBytes.Add(n) }
+func (c spanCounters) Corrupt()          { c.st.corruptions.Add(1) }

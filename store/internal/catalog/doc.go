@@ -1,7 +1,9 @@
 // Package catalog is the store's catalog: the Pebble database in
 // DIR/catalog that keeps every small thing (headers, indexes, model specs,
 // blob file records, artifacts, span memory records, pins, access
-// statistics; never tensors), its keys and how they are built and parsed.
+// statistics; never tensors), its keys and how they are built and parsed,
+// the blob file record (BlobFile: the value under 'b', coded by
+// format/blobrec.go) and the FORMAT file beside it (formatfile.go).
 //
 // Keys start with one tag byte. Namespaces and names are length-prefixed,
 // so no namespace's keys are a prefix of another's and a scan of one

@@ -4,7 +4,12 @@
 // factored span's pre-RoPE keys and values, the resident rows), Check
 // validates one, and LayoutExtent lays it out as one blob-log extent and
 // its catalog records (format.SpanMeta, format.HeadMeta; the bytes are
-// format's, docs/format.md draws them).
+// format's, docs/format.md draws them) and SetRecords adds those records
+// to a batch. On the read side, Blocks reads a stored memory's blocks
+// verified against their CRC32C (FactorBlock, CheckHead and SameWrite
+// answer what a reader asks of the records), and NewRouting builds the
+// zoom-in policy (Routing: Score, Zoom) from the W, tau and bias the store
+// read. ContextID names a stored memory.
 //
 // It takes the model's SeKV artifacts as inputs (the Artifacts interface)
 // and never reaches into the store: the store reads the artifacts from its
