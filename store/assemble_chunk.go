@@ -84,8 +84,8 @@ func (a *Assembly) fillContiguous(g *destGeom, dst []byte, s *chunkSource, row i
 // fillPaged walks the chunk in runs of tokens, all heads at once (at most
 // assembleScratch bytes), so that destination writes stay within a few
 // blocks: each head's run is checksummed, then its rows go straight to
-// their slots, values copied and keys rotated at the destination's stride
-// (reconstruct.Shifter.ShiftRows), one block segment at a time.
+// their slots token by token, values copied and keys rotated from the
+// heads' stride in the source (reconstruct.Shifter.ShiftRows).
 func (a *Assembly) fillPaged(w *assembleWorker, g *destGeom, dst []byte, s *chunkSource, row int, sh *reconstruct.Shifter) error {
 	H, rb := g.heads, g.rowBytes
 	run := max(1, min(s.n, assembleScratch/(H*rb)))
@@ -107,23 +107,24 @@ func (a *Assembly) fillPaged(w *assembleWorker, g *destGeom, dst []byte, s *chun
 		}
 		if sh == nil {
 			for t := range k {
+				d := dst[g.offset(0, row+t0+t):][:H*rb] // the token's slot
 				for h := range H {
-					off := g.offset(h, row+t0+t)
-					copy(dst[off:off+rb], src[h][t*rb:(t+1)*rb])
+					copy(d[h*rb:(h+1)*rb], src[h][t*rb:(t+1)*rb])
 				}
 			}
 			continue
 		}
-		for t := 0; t < k; {
-			seg := min(k-t, g.bs-(row+t0+t)%g.bs) // tokens left in this block
+		// Head h's rows of the run lie at h*hs in the chunk (mapped) or in
+		// rd; a token's rows across heads are one row apart in its slot.
+		base, hs := rd, k*rb
+		if s.mapped != nil {
+			base, hs = s.mapped[t0*rb:], s.n*rb
+		}
+		for t := range k {
 			off := g.offset(0, row+t0+t)
-			for h := range H {
-				d := dst[off+h*rb : off+seg*H*rb]
-				if err := sh.ShiftRows(d, src[h][t*rb:(t+seg)*rb], a.spec.DType, seg, H*rb, rb); err != nil {
-					return fmt.Errorf("assemble: %w", err) // shapes were checked: a bug
-				}
+			if err := sh.ShiftRows(dst[off:off+H*rb], base[t*rb:], a.spec.DType, H, rb, hs); err != nil {
+				return fmt.Errorf("assemble: %w", err) // shapes were checked: a bug
 			}
-			t += seg
 		}
 	}
 	return nil
