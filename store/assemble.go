@@ -34,11 +34,14 @@ import (
 // packet, K|V) chunks in layer order, and can report each layer as soon as
 // it is complete (AssembleOptions.OnLayer). Chunk bytes are read in place
 // from the mapped blob files, each verified against its CRC32C the first
-// time any reader touches it; on a file system without mmap they stream
-// through bounded scratch, their CRC computed on the way. Besides dst it
-// allocates, per worker, two scratch buffers of 256 KiB (or of one token's
-// rows across all KV heads, if larger) and small per-call tables: nothing
-// proportional to the packets' size.
+// time any reader touches it, the CRC taken as the rows are placed (in the
+// same pass where they are copied); on a file system without mmap they
+// stream through bounded scratch, their CRC computed on the way. Keys are
+// rotated straight into their place, in a paged destination too. Besides
+// dst it allocates, per worker, one scratch buffer of 256 KiB (or of one
+// token's rows across all KV heads, if larger) when a blob file is not
+// mapped, and small per-call tables: nothing proportional to the packets'
+// size.
 //
 // Errors: a packet absent from ns is ErrNotFound, one stored for another
 // model ErrModelMismatch (nothing is read from it), a chunk whose bytes fail

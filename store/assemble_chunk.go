@@ -7,18 +7,18 @@ import (
 	"github.com/kvstore/kvstore/reconstruct"
 )
 
-// assembleScratch bounds each worker's scratch buffers (well inside L2):
+// assembleScratch bounds each worker's scratch buffer (well inside L2),
 // the bytes a run of rows is read into when the blob file is not mapped,
-// and the bytes keys are gathered and rotated in before they are copied to
-// a paged destination.
+// and the runs a chunk is checksummed and placed in, so that a run's
+// second read (by the rotation or the row copies) comes from cache.
 const assembleScratch = 256 << 10
 
 // assembleWorker is one worker's scratch, allocated on first need.
 type assembleWorker struct {
-	rd, sh []byte
-	crcs   []uint32 // per head, for chunks read in token runs
-	src    [][]byte // per head, a run's rows
-	dec    []byte   // one decoded compressed chunk (assemble_codec.go)
+	rd   []byte
+	crcs []uint32 // per head, for chunks read in token runs
+	src  [][]byte // per head, a run's rows
+	dec  []byte   // one decoded compressed chunk (assemble_codec.go)
 }
 
 func (w *assembleWorker) buf(p *[]byte, n int) []byte {
@@ -64,28 +64,28 @@ func (a *Assembly) fill(w *assembleWorker, g *destGeom, dst []byte, p *assembleP
 	return s.done()
 }
 
-// fillContiguous places each head's rows as one run: rotated from the
-// mapping straight into the destination, or read into the destination and
-// rotated there.
+// fillContiguous places each head's rows in runs of at most
+// assembleScratch bytes, each straight into its place in the destination
+// (chunkSource.place).
 func (a *Assembly) fillContiguous(g *destGeom, dst []byte, s *chunkSource, row int, sh *reconstruct.Shifter) error {
+	run := max(1, assembleScratch/s.rb)
 	for h := range g.heads {
-		off := g.offset(h, row)
-		d := dst[off : off+s.n*s.rb]
-		src, err := s.rows(h, 0, s.n, d)
-		if err != nil {
-			return err
-		}
-		if err := a.shift(d, src, s.n, sh); err != nil {
-			return err
+		for t0 := 0; t0 < s.n; t0 += run {
+			k := min(run, s.n-t0)
+			off := g.offset(h, row+t0)
+			if err := s.place(a, dst[off:off+k*s.rb], h, t0, k, sh); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// fillPaged walks the chunk in runs of tokens, all heads at once, so that
-// destination writes are sequential within each block: values are copied
-// row by row in token-major order; keys are gathered token-major into
-// scratch, rotated there in one pass, and copied a block segment at a time.
+// fillPaged walks the chunk in runs of tokens, all heads at once (at most
+// assembleScratch bytes), so that destination writes stay within a few
+// blocks: each head's run is checksummed, then its rows go straight to
+// their slots token by token, values copied and keys rotated from the
+// heads' stride in the source (reconstruct.Shifter.ShiftRows).
 func (a *Assembly) fillPaged(w *assembleWorker, g *destGeom, dst []byte, s *chunkSource, row int, sh *reconstruct.Shifter) error {
 	H, rb := g.heads, g.rowBytes
 	run := max(1, min(s.n, assembleScratch/(H*rb)))
@@ -107,27 +107,24 @@ func (a *Assembly) fillPaged(w *assembleWorker, g *destGeom, dst []byte, s *chun
 		}
 		if sh == nil {
 			for t := range k {
+				d := dst[g.offset(0, row+t0+t):][:H*rb] // the token's slot
 				for h := range H {
-					off := g.offset(h, row+t0+t)
-					copy(dst[off:off+rb], src[h][t*rb:(t+1)*rb])
+					copy(d[h*rb:(h+1)*rb], src[h][t*rb:(t+1)*rb])
 				}
 			}
 			continue
 		}
-		tm := w.buf(&w.sh, H*k*rb)
+		// Head h's rows of the run lie at h*hs in the chunk (mapped) or in
+		// rd; a token's rows across heads are one row apart in its slot.
+		base, hs := rd, k*rb
+		if s.mapped != nil {
+			base, hs = s.mapped[t0*rb:], s.n*rb
+		}
 		for t := range k {
-			for h := range H {
-				copy(tm[(t*H+h)*rb:(t*H+h+1)*rb], src[h][t*rb:(t+1)*rb])
-			}
-		}
-		if err := a.shift(tm, tm, k*H, sh); err != nil {
-			return err
-		}
-		for t := 0; t < k; {
-			seg := min(k-t, g.bs-(row+t0+t)%g.bs) // tokens left in this block
 			off := g.offset(0, row+t0+t)
-			copy(dst[off:off+seg*H*rb], tm[t*H*rb:(t+seg)*H*rb])
-			t += seg
+			if err := sh.ShiftRows(dst[off:off+H*rb], base[t*rb:], a.spec.DType, H, rb, hs); err != nil {
+				return fmt.Errorf("assemble: %w", err) // shapes were checked: a bug
+			}
 		}
 	}
 	return nil

@@ -29,7 +29,7 @@ func (a *Assembly) fillDecoded(w *assembleWorker, g *destGeom, dst []byte, p *as
 	if err := decodeChunk(p.v.h, i, b, w.dec[:raw]); err != nil {
 		return fmt.Errorf("assemble: %w", err)
 	}
-	s := chunkSource{v: p.v, i: i, c: &p.v.h.Chunks[i], mapped: w.dec[:raw], n: p.Tokens, rb: g.rowBytes, counted: true}
+	s := chunkSource{v: p.v, i: i, c: &p.v.h.Chunks[i], mapped: w.dec[:raw], n: p.Tokens, rb: g.rowBytes}
 	if g.layout == LayoutContiguous {
 		return a.fillContiguous(g, dst, &s, p.Row, sh)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/internal/crc32c"
+	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
@@ -11,17 +13,18 @@ import (
 // slices of the mapping, or, when the blob file is not mapped, rows read
 // into the caller's buffer. Unless the chunk is known good (verified
 // before by this view or on this mapping, or checksums are off), it is
-// checked against its CRC32C: a mapped chunk whole, before any row is
-// placed; a copied one as its rows pass, each head's CRC computed from the
-// buffer just read and the heads' CRCs combined by done.
+// checked against its CRC32C as its rows pass: each head's CRC is taken in
+// the same pass that places its rows (crc32c.Copy for copied rows), or from
+// a run of at most assembleScratch bytes just before the run is rotated or
+// placed from cache, and done combines the heads' CRCs and compares them
+// with the header's before the layer counts as complete.
 type chunkSource struct {
-	v       *View
-	i       int
-	c       *format.ChunkDesc
-	mapped  []byte
-	n, rb   int
-	crcs    []uint32 // per head; nil when the chunk needs no check
-	counted bool     // the read was counted already (checked)
+	v      *View
+	i      int
+	c      *format.ChunkDesc
+	mapped []byte
+	n, rb  int
+	crcs   []uint32 // per head; nil when the chunk needs no check
 }
 
 func (a *Assembly) source(w *assembleWorker, p *assemblePacket, i, rb int) (chunkSource, error) {
@@ -30,15 +33,6 @@ func (a *Assembly) source(w *assembleWorker, p *assemblePacket, i, rb int) (chun
 		return chunkSource{}, fmt.Errorf("assemble: %w", err)
 	}
 	s := chunkSource{v: p.v, i: i, c: &p.v.h.Chunks[i], mapped: mapped, n: p.Tokens, rb: rb}
-	if check && mapped != nil {
-		// The whole chunk first, at memory speed (bloblog.CRC): it is then
-		// still in the last-level cache while it is placed.
-		if err := p.v.checked(i, bloblog.CRC(mapped), true); err != nil {
-			return chunkSource{}, fmt.Errorf("assemble: %w", err)
-		}
-		s.counted = true
-		return s, nil
-	}
 	if check {
 		if H := a.spec.KVHeads; cap(w.crcs) < H {
 			w.crcs = make([]uint32, H)
@@ -62,18 +56,45 @@ func (s *chunkSource) rows(h, t0, k int, buf []byte) ([]byte, error) {
 			return nil, fmt.Errorf("assemble: packet %s: %w", s.v.h.ID.Short(), err)
 		}
 	}
-	if s.crcs != nil {
-		s.crcs[h] = format.CRCUpdate(s.crcs[h], b)
-	}
+	s.sum(h, b)
 	return b, nil
+}
+
+// sum adds b, head h's next rows, to the head's CRC when the chunk is
+// being checked.
+func (s *chunkSource) sum(h int, b []byte) {
+	if s.crcs != nil {
+		s.crcs[h] = crc32c.Update(s.crcs[h], b)
+	}
+}
+
+// place puts head h's rows [t0, t0+k) into d (k rows, contiguous): copied
+// from the mapping with their CRC in the same pass (crc32c.Copy), or read
+// from the file into d, or rotated by sh into d, their CRC taken first
+// from the run, which the rotation then reads from cache. Runs of at most
+// assembleScratch bytes keep that second read in cache.
+func (s *chunkSource) place(a *Assembly, d []byte, h, t0, k int, sh *reconstruct.Shifter) error {
+	lo := (h*s.n + t0) * s.rb
+	if s.mapped == nil {
+		if err := s.v.file.ReadAt(d, s.c.Offset+uint64(lo)); err != nil {
+			return fmt.Errorf("assemble: packet %s: %w", s.v.h.ID.Short(), err)
+		}
+		s.sum(h, d)
+		return a.shift(d, d, k, sh)
+	}
+	src := s.mapped[lo : lo+k*s.rb]
+	if sh == nil && s.crcs != nil {
+		s.crcs[h] = crc32c.Copy(d, src, s.crcs[h])
+		return nil
+	}
+	s.sum(h, src)
+	return a.shift(d, src, k, sh)
 }
 
 // done checks the chunk's CRC32C when it was computed, and counts the read.
 func (s *chunkSource) done() error {
 	if s.crcs == nil {
-		if !s.counted {
-			s.v.first(s.i, s.c.Length)
-		}
+		s.v.first(s.i, s.c.Length)
 		return nil
 	}
 	crc := s.crcs[0]

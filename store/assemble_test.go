@@ -411,6 +411,55 @@ func TestAssembleCorruptChunk(t *testing.T) {
 	}
 }
 
+// TestAssembleCorruptEveryPlacement flips one byte in the middle of a
+// chunk (layer 1 V, then layer 0 K) and assembles into each placement that
+// checksums as it copies or rotates: contiguous with offset 0 (values and
+// keys copied with crc32c.Copy) and 9 (keys rotated), paged likewise (rows
+// copied, keys rotated at the block stride), on every read path. Each must
+// fail with a ChunkError naming the flipped chunk, and the chunk must not
+// be remembered as verified: a second Assemble fails the same way.
+func TestAssembleCorruptEveryPlacement(t *testing.T) {
+	spec := testSpec(format.DTypeBF16, 3, 2, 32) // chunks of 2*40*64 bytes: the kernels' sizes
+	for _, k := range storeKinds {
+		for _, ci := range []int{3, 0} {
+			t.Run(fmt.Sprintf("%s/chunk-%d", k.name, ci), func(t *testing.T) {
+				db, fs, dir := openKind(t, k.disk, k.noMmap)
+				p := floatPacket(spec, "ns", 40, 0, 0, 1)
+				ids := putAll(t, db, []*Packet{p})
+				v, err := db.Get("ns", spec.Fingerprint(), ids[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, path := v.Header(), v.file.Path()
+				v.Release()
+				db.Close()
+				bad := h.Chunks[ci]
+				flipByte(t, fs, path, bad.Offset+bad.Length/2+1)
+				db, err = Open(dir, &Options{FS: fs, DisableMmap: k.noMmap})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				for _, layout := range []string{"contiguous", "paged-4"} {
+					for _, off := range []int64{0, 9} {
+						for try := range 2 {
+							d := NewContiguousDest(spec, 40)
+							if layout != "contiguous" {
+								d = pagedDest(spec, 40, 4, 3)
+							}
+							err := db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], off}}, d, &AssembleOptions{Workers: 2})
+							var ce *ChunkError
+							if !errors.Is(err, ErrCorruption) || !errors.As(err, &ce) || ce.Offset != bad.Offset || ce.Kind != bad.Kind || ce.Layer != bad.Layer {
+								t.Fatalf("%s offset %d try %d: Assemble over a flipped byte in chunk %d: %v, want its ChunkError", layout, off, try, ci, err)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
 // TestAssembleConcurrentRuns runs one Assembly into several destinations
 // at once (for -race) and checks them all.
 func TestAssembleConcurrentRuns(t *testing.T) {

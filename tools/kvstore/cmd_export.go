@@ -71,6 +71,10 @@ func runExport(e *env, args []string) error {
 }
 
 // exportFile reads packet h (every chunk verified) into a safetensors File.
+// EncodeKV lays out the "kv" tensor [2, L, 1, H, S, D] from one shared
+// zero layer, and each chunk is then copied into its place, K of layer l
+// at element [0, l] and V at [1, l], with View.CopyChunk: the chunk's CRC
+// is taken in the same pass as that copy, not in a pass of its own.
 func exportFile(db *store.DB, h *format.PacketHeader, p *progress) (*safetensors.File, error) {
 	if h.Pruned() {
 		return nil, fmt.Errorf("packet %s is pruned (%d of %d tokens per (layer, head)): only whole packets can be exported",
@@ -85,22 +89,39 @@ func exportFile(db *store.DB, h *format.PacketHeader, p *progress) (*safetensors
 		return nil, err
 	}
 	defer v.Release()
-	kv := &safetensors.KV{Model: *m, Namespace: h.Namespace, AdapterID: h.AdapterID,
-		HeaderTokens: int(h.HeaderTokens), TrailerTokens: int(h.TrailerTokens), TokenIDs: h.TokenIDs,
-		BasePosition: h.BasePosition}
 	for l := range v.Layers() {
 		if c := h.Chunks[2*l]; c.Codec != format.CodecRaw || h.Chunks[2*l+1].Codec != format.CodecRaw {
 			return nil, fmt.Errorf("packet %s layer %d: codec %v: only raw chunks can be exported", h.ID.Short(), l, c.Codec)
 		}
-		k, val, err := v.Layer(l)
-		if err != nil {
-			return nil, err
+	}
+	kv := &safetensors.KV{Model: *m, Namespace: h.Namespace, AdapterID: h.AdapterID,
+		HeaderTokens: int(h.HeaderTokens), TrailerTokens: int(h.TrailerTokens), TokenIDs: h.TokenIDs,
+		BasePosition: h.BasePosition}
+	n := m.KVHeads * kv.Tokens() * m.HeadDim * m.DType.Size() // bytes of one layer's K (or V)
+	zero := make([]byte, n)
+	for range v.Layers() {
+		kv.K, kv.V = append(kv.K, zero), append(kv.V, zero)
+	}
+	f, err := safetensors.EncodeKV(kv)
+	if err != nil {
+		return nil, err
+	}
+	data := f.Tensors[0].Data
+	if f.Tensors[0].Name != safetensors.NameKV || len(data) != 2*v.Layers()*n {
+		return nil, fmt.Errorf("packet %s: safetensors kv tensor %q of %d bytes, want %d", h.ID.Short(), f.Tensors[0].Name, len(data), 2*v.Layers()*n)
+	}
+	for l := range v.Layers() {
+		for half, i := range []int{2 * l, 2*l + 1} {
+			off := (half*v.Layers() + l) * n
+			if c, err := v.CopyChunk(data[off:off+n], i); err != nil {
+				return nil, err
+			} else if c != n {
+				return nil, fmt.Errorf("%w: packet %s chunk %d: %d bytes, want %d", format.ErrCorruption, h.ID.Short(), i, c, n)
+			}
 		}
-		kv.K, kv.V = append(kv.K, k), append(kv.V, val)
 		p.update(int64(l+1), int64(v.Layers()), false)
 	}
-	// EncodeKV copies K and V, so the view may be released afterwards.
-	return safetensors.EncodeKV(kv)
+	return f, nil
 }
 
 // writeFileAtomic writes f to a temporary file beside name, syncs it and

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -97,4 +98,23 @@ func packetBytes(t *testing.T, dir string, h *format.PacketHeader) []byte {
 		all = append(all, c...)
 	}
 	return all
+}
+
+// A byte flipped in the middle of a chunk fails export, whose copies take
+// each chunk's CRC as they copy it: the error names the chunk, and no file
+// is left behind.
+func TestExportCorrupt(t *testing.T) {
+	dir, ids := testStore(t)
+	h := header(t, dir, ids[1])
+	c := h.Chunks[2] // layer 1 K
+	blob := filepath.Join(dir, "blobs", fmt.Sprintf("%06d.blob", c.BlobFile))
+	flipByte(t, blob, int64(c.Offset+c.Length/2))
+	file := filepath.Join(t.TempDir(), "x.safetensors")
+	r := kv(t, "--dir", dir, "export", ids[1].String(), file).want(t, exitFail)
+	if want := fmt.Sprintf("offset %d", c.Offset); !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "layer 1 K") {
+		t.Fatalf("export over a flipped byte: stderr %q lacks %q and layer 1 K", r.stderr, want)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("export left %s: %v", file, err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/internal/crc32c"
 )
 
 // ChunkError reports a chunk whose stored bytes do not match the CRC32C in
@@ -31,12 +32,18 @@ func (e *ChunkError) Unwrap() error { return ErrCorruption }
 // checkChunk verifies b, the stored bytes of chunk c of packet h read from f.
 func (f *File) CheckChunk(h *format.PacketHeader, c *format.ChunkDesc, b []byte) error {
 	if got := CRC(b); got != c.CRC32C {
-		return &ChunkError{
-			File: f.path, Offset: c.Offset, Length: c.Length, Packet: h.ID,
-			Layer: c.Layer, Kind: c.Kind, Want: c.CRC32C, Computed: got,
-		}
+		return f.chunkError(h, c, got)
 	}
 	return nil
+}
+
+// chunkError is the ChunkError of chunk c of packet h in f, whose bytes
+// gave CRC got.
+func (f *File) chunkError(h *format.PacketHeader, c *format.ChunkDesc, got uint32) *ChunkError {
+	return &ChunkError{
+		File: f.path, Offset: c.Offset, Length: c.Length, Packet: h.ID,
+		Layer: c.Layer, Kind: c.Kind, Want: c.CRC32C, Computed: got,
+	}
 }
 
 // chunk returns the stored bytes of chunk i of packet h, which lives in f
@@ -63,19 +70,31 @@ func (f *File) Chunk(h *format.PacketHeader, i int, buf []byte, verify bool) ([]
 	return b, nil
 }
 
-// copyChunk reads chunk c into buf (grown if short) and verifies it.
+// copyChunk reads chunk c into buf (grown if short) and verifies it. It
+// reads in pieces of copyPiece bytes and checksums each right after its
+// read, while it is still in cache, so that verifying costs no second pass
+// from memory over the chunk.
 func (f *File) copyChunk(h *format.PacketHeader, c *format.ChunkDesc, buf []byte, verify bool) ([]byte, error) {
 	if uint64(cap(buf)) < c.Length {
 		buf = make([]byte, c.Length)
 	}
 	buf = buf[:c.Length]
-	if err := f.ReadAt(buf, c.Offset); err != nil {
-		return nil, err
+	if !verify {
+		return buf, f.ReadAt(buf, c.Offset)
 	}
-	if verify {
-		if err := f.CheckChunk(h, c, buf); err != nil {
+	var crc uint32
+	for off := 0; off < len(buf); off += copyPiece {
+		p := buf[off:min(off+copyPiece, len(buf))]
+		if err := f.ReadAt(p, c.Offset+uint64(off)); err != nil {
 			return nil, err
 		}
+		crc = crc32c.Update(crc, p)
+	}
+	if crc != c.CRC32C {
+		return nil, f.chunkError(h, c, crc)
 	}
 	return buf, nil
 }
+
+// copyPiece is the read copyChunk checksums at a time: well inside L2.
+const copyPiece = 256 << 10
