@@ -21,8 +21,11 @@ const (
 // Open opens the store in dir, creating it if absent (unless opts.ReadOnly).
 // It holds DIR/LOCK until Close: a second Open of the same store, from this
 // process or another, fails with ErrLocked. A store written by a newer
-// format major version is refused with an error wrapping ErrVersion. A nil
-// opts means the defaults.
+// format major version is refused with an error wrapping ErrVersion, and so
+// is, at its first read, a blob file whose intact header claims one. A
+// directory with blob files or catalog records but no FORMAT file is
+// refused with ErrCorruption: it is a store that lost its FORMAT file, and
+// a new one is never started over it. A nil opts means the defaults.
 func Open(dir string, opts *Options) (*DB, error) {
 	var o Options
 	if opts != nil {
@@ -72,6 +75,9 @@ func (db *DB) open() error {
 		return err
 	}
 	if create {
+		if err := db.checkEmptyCatalog(); err != nil {
+			return err
+		}
 		if err := db.writeFormat(); err != nil {
 			return err
 		}

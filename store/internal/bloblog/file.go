@@ -1,6 +1,7 @@
 package bloblog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -127,10 +128,47 @@ func (f *File) openLocked() error {
 	if err != nil {
 		return fmt.Errorf("store: open blob file %s: %w", f.path, err)
 	}
+	if err := f.checkHeader(rd); err != nil {
+		_ = rd.Close()
+		return err
+	}
 	f.rd = rd
 	f.mapped = f.tryMmap && rd.Fd() != vfs.InvalidFd
 	return nil
 }
+
+// checkHeader reads the file's blob header before any extent of it is
+// served. An intact header (its CRC32C holds) that claims a newer format
+// major is refused with ErrVersion, and one that is not a blob header or
+// names another file number with ErrCorruption. A damaged header (its CRC
+// fails) is not a reason to refuse the file's extents, which carry their
+// own checksums: they are served, and Check reports the header. It costs
+// one small read per file per Open.
+func (f *File) checkHeader(rd vfs.File) error {
+	var b [headerCheckLen]byte
+	n, err := rd.ReadAt(b[:], 0)
+	if n < len(b) {
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("store: read blob file %s header: %w", f.path, err)
+		}
+		return nil // too short to hold an extent: ensureLocked refuses reads
+	}
+	if binary.LittleEndian.Uint32(b[16:]) != format.CRC(b[:16]) {
+		return nil
+	}
+	num, err := format.DecodeBlobHeader(b[:])
+	if err != nil {
+		return fmt.Errorf("blob file %s: %w", f.path, err)
+	}
+	if num != f.num {
+		return fmt.Errorf("%w: blob file %s: header names file %06d", ErrCorruption, f.path, num)
+	}
+	return nil
+}
+
+// headerCheckLen is the part of the 4 KiB blob header that is used: magic,
+// major, minor, file number, CRC32C (format/layout.go).
+const headerCheckLen = 20
 
 // ensureLocked checks that [off, off+n) lies inside the file, so that a
 // mapping is never touched past its end (SIGBUS) and a copy is never short.

@@ -1,0 +1,126 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+// A blob file whose intact header (CRC resealed) claims a newer format
+// major, names another file or is no blob header is refused before any of
+// its extents is served, by Get and by Assemble. A damaged header (its CRC
+// fails) is not: the extents carry their own checksums and read back
+// exact (TestReliabilityFlipBlobFiles flips every header bit).
+func TestBlobHeaderChecked(t *testing.T) {
+	spec := &format.ModelSpec{Architecture: "llama", Layers: 2, KVHeads: 1, HeadDim: 8, DType: format.DTypeF32,
+		RoPE: format.RoPE{Style: format.RoPEInterleaved, Theta: 10000}, WeightsID: "blob-header"}
+	reseal := func(b []byte) { binary.LittleEndian.PutUint32(b[16:], format.CRC(b[:16])) }
+	for _, tc := range []struct {
+		name  string
+		patch func(b []byte)
+		want  error
+	}{
+		{"newer major", func(b []byte) { binary.LittleEndian.PutUint16(b[8:], format.FormatMajor+1); reseal(b) }, ErrVersion},
+		{"other file number", func(b []byte) { binary.LittleEndian.PutUint32(b[12:], 7); reseal(b) }, ErrCorruption},
+		{"damaged, served", func(b []byte) { b[13] ^= 1 }, nil},
+		{"bad magic", func(b []byte) { b[0] ^= 1; reseal(b) }, ErrCorruption},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			db, err := Open(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := db.Put(floatPacket(spec, "ns", 16, 0, 0, 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, blobsDirName, "000001.blob")
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.patch(b[:format.BlobHeaderSize])
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if db, err = Open(dir, &Options{ReadOnly: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			v, err := db.Get("ns", spec.Fingerprint(), id)
+			if err == nil {
+				_, err = v.Chunk(0)
+				v.Release()
+			}
+			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+				t.Fatalf("Get: %v, want %v", err, tc.want)
+			}
+			err = db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{ID: id}}, NewContiguousDest(spec, 16), nil)
+			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+				t.Fatalf("Assemble: %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// A store whose FORMAT file was deleted is not a new store: Open refuses
+// it with ErrCorruption instead of writing a new FORMAT over its blob files
+// or its catalog, and leaves every file as it was.
+func TestMissingFormatIsCorruption(t *testing.T) {
+	spec := &format.ModelSpec{Architecture: "llama", Layers: 2, KVHeads: 1, HeadDim: 8, DType: format.DTypeF32,
+		RoPE: format.RoPE{Style: format.RoPEInterleaved, Theta: 10000}, WeightsID: "no-format"}
+	for _, tc := range []struct {
+		name   string
+		remove []string
+	}{
+		{"blob files and catalog", nil},
+		{"catalog only", []string{blobsDirName}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			db, err := Open(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Put(floatPacket(spec, "ns", 8, 0, 0, 5)); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range append(tc.remove, formatFileName) {
+				if err := os.RemoveAll(filepath.Join(dir, p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if db, err := Open(dir, nil); !errors.Is(err, ErrCorruption) {
+				if err == nil {
+					db.Close()
+				}
+				t.Fatalf("Open without FORMAT: %v, want ErrCorruption", err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, formatFileName)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("Open wrote a FORMAT file over the old store: %v", err)
+			}
+		})
+	}
+	// An empty directory, or one holding only what a crashed creation
+	// leaves (an empty blobs/), is still created.
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, blobsDirName), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(dir, nil)
+	if err != nil {
+		t.Fatalf("Open over an interrupted creation: %v", err)
+	}
+	db.Close()
+}
