@@ -71,6 +71,11 @@ func (db *DB) open() error {
 			return fmt.Errorf("store: create %s: %w", db.w.Dir, err)
 		}
 	}
+	if !create {
+		if err := catalog.RequireExisting(db.fs, db.fs.PathJoin(db.dir, catalogDirName)); err != nil {
+			return err
+		}
+	}
 	if db.cat, err = openCatalog(db.fs.PathJoin(db.dir, catalogDirName), &db.opts); err != nil {
 		return err
 	}

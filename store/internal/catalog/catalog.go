@@ -3,10 +3,15 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"log/slog"
+	"strings"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/kvstore/kvstore/format"
 )
 
 // Catalog is the Pebble database in DIR/catalog. It keeps every small value
@@ -31,7 +36,8 @@ type Options struct {
 var ErrFailed = errors.New("kvstore/store: store failed, reopen it")
 
 // Open opens (or, unless read-only, creates) the catalog in dir on o.FS.
-func Open(dir string, o *Options) (*Catalog, error) {
+func Open(dir string, o *Options) (c *Catalog, err error) {
+	defer recoverFatal(&err, format.ErrCorruption, "open catalog "+dir)
 	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref()
 	db, err := pebble.Open(dir, &pebble.Options{
@@ -42,22 +48,87 @@ func Open(dir string, o *Options) (*Catalog, error) {
 		ErrorIfNotExists:   o.ReadOnly,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{o.Logger},
+		// Pebble's default for on-disk corruption is Logger.Fatalf, which
+		// would end the process of a server embedding the store on one bad
+		// block. The read that found it returns an error anyway (wrapped
+		// in ErrCorruption by the callers), so the event is only logged.
+		EventListener: &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+			o.Logger.Error("catalog corruption", "component", "catalog", "file", info.Path, "err", info.Details)
+		}},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: open catalog %s: %w", dir, err)
+		return nil, openError(dir, err)
 	}
 	return &Catalog{DB: db}, nil
 }
 
+// RequireExisting checks, before Pebble opens the catalog of an existing
+// store, that dir still names a manifest (Pebble's marker.manifest.* file,
+// which is empty, so copy tools skip it). Without one Pebble would create a
+// new, empty catalog over the old one and delete its tables: every packet
+// gone, and no error. Missing, it is ErrCorruption.
+func RequireExisting(fs vfs.FS, dir string) error {
+	names, err := fs.List(dir)
+	if err != nil {
+		return fmt.Errorf("%w: store has a FORMAT file but its catalog %s cannot be listed: %v", format.ErrCorruption, dir, err)
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, "marker.manifest.") {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: catalog %s has no manifest marker (marker.manifest.*): refusing to let Pebble start an empty catalog over it", format.ErrCorruption, dir)
+}
+
+// openError wraps a failed Pebble open in a sentinel: the file system's
+// own (permission, no space, read-only) when it is one, else
+// ErrCorruption: an existing catalog Pebble cannot open (a damaged or
+// missing MANIFEST, OPTIONS, marker or table) is damage, whatever words
+// Pebble gives it. (A store without a catalog at all is created, or refused
+// as ErrNotFound when read-only, before this is reached.)
+func openError(dir string, err error) error {
+	for _, s := range []error{format.ErrCorruption, iofs.ErrPermission, syscall.ENOSPC, syscall.EROFS} {
+		if errors.Is(err, s) {
+			return fmt.Errorf("store: open catalog %s: %w", dir, err)
+		}
+	}
+	return fmt.Errorf("%w: open catalog %s: %v", format.ErrCorruption, dir, err)
+}
+
+// readError wraps a failed catalog read: in ErrCorruption when Pebble found
+// damage (a checksum, a table that does not parse), as itself otherwise.
+func readError(what string, err error) error {
+	if pebble.IsCorruptionError(err) {
+		return fmt.Errorf("%w: %s: %v", format.ErrCorruption, what, err)
+	}
+	return fmt.Errorf("store: %s: %w", what, err)
+}
+
+// recoverFatal turns a panic of pebbleLogger.Fatalf, which Pebble raises on
+// damage it will not go on from, into an error wrapping sentinel: the
+// process lives, the caller gets an error. Other panics are re-raised.
+func recoverFatal(err *error, sentinel error, what string) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	fe, ok := r.(fatalError)
+	if !ok {
+		panic(r)
+	}
+	*err = fmt.Errorf("%w: %s: %s", sentinel, what, fe.msg)
+}
+
 // Get calls fn with the value of key, which is only valid during the call.
 // It reports false, without calling fn, when key is absent.
-func (c *Catalog) Get(key []byte, fn func(v []byte) error) (bool, error) {
+func (c *Catalog) Get(key []byte, fn func(v []byte) error) (found bool, err error) {
+	defer recoverFatal(&err, format.ErrCorruption, "catalog get")
 	v, closer, err := c.DB.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("store: catalog get %q: %w", key, err)
+		return false, readError(fmt.Sprintf("catalog get %q", key), err)
 	}
 	defer closer.Close()
 	return true, fn(v)
@@ -70,10 +141,11 @@ func (c *Catalog) Has(key []byte) (bool, error) {
 
 // Scan calls fn for each key in [lower, upper) in order until fn returns
 // an error or false. Keys and values are only valid during the call.
-func (c *Catalog) Scan(lower, upper []byte, fn func(k, v []byte) (bool, error)) error {
+func (c *Catalog) Scan(lower, upper []byte, fn func(k, v []byte) (bool, error)) (err error) {
+	defer recoverFatal(&err, format.ErrCorruption, "catalog scan")
 	it, err := c.DB.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return fmt.Errorf("store: catalog scan: %w", err)
+		return readError("catalog scan", err)
 	}
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
@@ -87,7 +159,7 @@ func (c *Catalog) Scan(lower, upper []byte, fn func(k, v []byte) (bool, error)) 
 		}
 	}
 	if err := it.Close(); err != nil {
-		return fmt.Errorf("store: catalog scan: %w", err)
+		return readError("catalog scan", err)
 	}
 	return nil
 }
