@@ -110,14 +110,12 @@ func keptRows(h *format.PacketHeader, keep *prune.Set) (int, error) {
 	return n, nil
 }
 
-// fillPruned places the selected rows (p.src) of chunk i of packet p: the
-// chunk is verified whole (View.Chunk) and, when compressed, decoded into
-// the worker's scratch; each selected row is then copied to its
-// destination row and keys rotated there by sh (nil: copied).
-func (a *Assembly) fillPruned(w *assembleWorker, g *destGeom, dst []byte, p *assemblePacket, i int, sh *reconstruct.Shifter) error {
+// wholeChunk returns chunk i of packet p verified whole (View.Chunk) and,
+// when compressed, decoded into the worker's scratch.
+func (w *assembleWorker) wholeChunk(p *assemblePacket, i int) ([]byte, error) {
 	b, err := p.v.Chunk(i)
 	if err != nil {
-		return fmt.Errorf("assemble: %w", err)
+		return nil, fmt.Errorf("assemble: %w", err)
 	}
 	if c := &p.v.h.Chunks[i]; c.Codec != format.CodecRaw {
 		raw := int(c.RawLength)
@@ -125,9 +123,21 @@ func (a *Assembly) fillPruned(w *assembleWorker, g *destGeom, dst []byte, p *ass
 			w.dec = make([]byte, raw)
 		}
 		if err := decodeChunk(p.v.h, i, b, w.dec[:raw]); err != nil {
-			return fmt.Errorf("assemble: %w", err)
+			return nil, fmt.Errorf("assemble: %w", err)
 		}
 		b = w.dec[:raw]
+	}
+	return b, nil
+}
+
+// fillPruned places the selected rows (p.src) of chunk i of packet p: the
+// chunk is verified whole (View.Chunk) and, when compressed, decoded into
+// the worker's scratch; each selected row is then copied to its
+// destination row and keys rotated there by sh (nil: copied).
+func (a *Assembly) fillPruned(w *assembleWorker, g *destGeom, dst []byte, p *assemblePacket, i int, sh *reconstruct.Shifter) error {
+	b, err := w.wholeChunk(p, i)
+	if err != nil {
+		return err
 	}
 	n, rb := int(p.v.h.Rows()), g.rowBytes
 	for h := range g.heads {

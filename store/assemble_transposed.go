@@ -43,19 +43,9 @@ func (a *Assembly) fillTransposed(w *assembleWorker, g *destGeom, dst []byte, p 
 // fillTransposedWhole is fillTransposed for a chunk that must be read
 // whole: compressed, or placed through a keep-set (p.src).
 func (a *Assembly) fillTransposedWhole(w *assembleWorker, g *destGeom, dst []byte, p *assemblePacket, i int) error {
-	b, err := p.v.Chunk(i)
+	b, err := w.wholeChunk(p, i)
 	if err != nil {
-		return fmt.Errorf("assemble: %w", err)
-	}
-	if c := &p.v.h.Chunks[i]; c.Codec != format.CodecRaw {
-		raw := int(c.RawLength)
-		if cap(w.dec) < raw {
-			w.dec = make([]byte, raw)
-		}
-		if err := decodeChunk(p.v.h, i, b, w.dec[:raw]); err != nil {
-			return fmt.Errorf("assemble: %w", err)
-		}
-		b = w.dec[:raw]
+		return err
 	}
 	n, rb := int(p.v.h.Rows()), g.rowBytes
 	for h := range g.heads {
