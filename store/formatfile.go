@@ -15,7 +15,7 @@ func (db *DB) checkFormat() (create bool, err error) {
 	if found || err != nil {
 		return false, err
 	}
-	if db.opts.ReadOnly {
+	if db.opts.ReadOnly || db.opts.MustExist {
 		return false, fmt.Errorf("%w: no store at %s (no FORMAT file)", ErrNotFound, db.dir)
 	}
 	if err := catalog.CheckLeftovers(db.fs, db.dir, lockFileName, catalogDirName, blobsDirName, formatTmpName); err != nil {

@@ -54,6 +54,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 
 // open runs Open's steps; Open undoes them on error.
 func (db *DB) open() error {
+	if err := db.requireStore(); err != nil {
+		return err
+	}
 	if err := db.prepareDir(); err != nil {
 		return err
 	}
@@ -88,6 +91,30 @@ func (db *DB) open() error {
 		}
 	}
 	return db.load()
+}
+
+// requireStore, for a read-only or MustExist open, refuses a path that
+// holds no store before anything is created in it or locked: no FORMAT
+// file is ErrNotFound. FORMAT is read and checked again under the lock.
+// A path that is not a directory is refused for every open.
+func (db *DB) requireStore() error {
+	st, err := db.fs.Stat(db.dir)
+	switch {
+	case err == nil && !st.IsDir():
+		return fmt.Errorf("%w: %s is not a directory", ErrInvalidArgument, db.dir)
+	case err != nil && !errors.Is(err, iofs.ErrNotExist):
+		return fmt.Errorf("store: stat %s: %w", db.dir, err)
+	case !db.opts.ReadOnly && !db.opts.MustExist:
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: no store at %s (no such directory)", ErrNotFound, db.dir)
+	}
+	if _, err := db.fs.Stat(db.fs.PathJoin(db.dir, formatFileName)); errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("%w: no store at %s (no FORMAT file)", ErrNotFound, db.dir)
+	} else if err != nil {
+		return fmt.Errorf("store: stat %s: %w", db.fs.PathJoin(db.dir, formatFileName), err)
+	}
+	return nil
 }
 
 // prepareDir makes sure dir exists: created (and its parent synced) for a

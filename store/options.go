@@ -46,6 +46,12 @@ type Options struct {
 	// LOCK is still taken, so a read-only DB never sees a writer's catalog
 	// in flux.
 	ReadOnly bool
+	// MustExist makes Open refuse, with ErrNotFound, a directory that
+	// holds no store (no FORMAT file) instead of creating one there; as
+	// for ReadOnly, nothing is created or left in such a directory, not
+	// even the LOCK file. For tools whose verbs must never create a store
+	// by a typo (rm, gc, compact).
+	MustExist bool
 	// Logger receives the store's and the catalog's messages; Pebble's
 	// informational messages go at Debug level. Default: a logger that
 	// discards everything, so that a library embedded in a server writes

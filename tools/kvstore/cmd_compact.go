@@ -52,7 +52,7 @@ func runCompact(e *env, args []string) error {
 			o.Files = append(o.Files, uint32(n))
 		}
 	}
-	db, err := openStore(e, true)
+	db, err := openExisting(e)
 	if err != nil {
 		return err
 	}

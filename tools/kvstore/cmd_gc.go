@@ -35,7 +35,7 @@ func runGC(e *env, args []string) error {
 	if err := noArgs(fs); err != nil {
 		return err
 	}
-	db, err := openStore(e, true)
+	db, err := openExisting(e)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ func runRm(e *env, args []string) error {
 	if err := checkIDs(fs.Args()...); err != nil {
 		return err
 	}
-	db, err := openStore(e, true)
+	db, err := openExisting(e)
 	if err != nil {
 		return err
 	}

@@ -21,12 +21,23 @@ func storeFlags(fs *flag.FlagSet, e *env) {
 }
 
 // openStore opens the store in --dir; read-only unless write. A missing
-// --dir is a usage error; a directory that holds no store is a failure.
+// --dir is a usage error; for a read verb, a directory that holds no store
+// is a failure. A writable open creates the store (import, adapter).
 func openStore(e *env, write bool) (*store.DB, error) {
 	if e.dir == "" {
 		return nil, fmt.Errorf("%w: --dir is required", errUsage)
 	}
 	return store.Open(e.dir, &store.Options{ReadOnly: !write, Logger: warnLogger(e.stderr)})
+}
+
+// openExisting opens the store in --dir for writing, failing (and creating
+// nothing) when the directory holds no store: maintenance verbs (rm, gc,
+// compact) on a mistyped --dir must not leave an empty store behind.
+func openExisting(e *env) (*store.DB, error) {
+	if e.dir == "" {
+		return nil, fmt.Errorf("%w: --dir is required", errUsage)
+	}
+	return store.Open(e.dir, &store.Options{MustExist: true, Logger: warnLogger(e.stderr)})
 }
 
 // warnLogger logs the store's warnings and errors to w; its routine Info
