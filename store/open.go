@@ -117,16 +117,14 @@ func (db *DB) requireStore() error {
 	return nil
 }
 
-// prepareDir makes sure dir exists: created (and its parent synced) for a
-// writable store, required for a read-only one.
+// prepareDir makes sure dir exists, creating it (and syncing its parent)
+// for a writable store; requireStore has already refused a missing dir for
+// a read-only or MustExist open.
 func (db *DB) prepareDir() error {
 	if _, err := db.fs.Stat(db.dir); err == nil {
 		return nil
 	} else if !errors.Is(err, iofs.ErrNotExist) {
 		return fmt.Errorf("store: stat %s: %w", db.dir, err)
-	}
-	if db.opts.ReadOnly {
-		return fmt.Errorf("%w: no store at %s", ErrNotFound, db.dir)
 	}
 	if err := db.fs.MkdirAll(db.dir, 0o755); err != nil {
 		return fmt.Errorf("store: create %s: %w", db.dir, err)
