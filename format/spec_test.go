@@ -1,0 +1,27 @@
+package format
+
+import "testing"
+
+// TestFingerprintPinned pins the fingerprints of existing specs: packet ids
+// derive from them, so a change to Canonical that moves any of these orphans
+// every stored packet. New RoPE fields must leave them as they are.
+func TestFingerprintPinned(t *testing.T) {
+	want := map[string]string{
+		"linear, max names": "b04b260ee295872e8422deb6326b32102b186a64258b5ceb899acf43478ea0c0",
+		"llama3.1-8b":       "1980f0c42267fc48b35b542c9e02a1d59d0010c9b6ed2afebfd0c9ae6eea371b",
+		"qwen2.5-3b":        "80fcdb9d7b70bf7a6437b5524985774cf49587c526593873d670e5cfe6c57bc0",
+		"stories260K":       "3f9d081da9826023325470fe4ddb72e2e97f39e6f48e4b273d9c4046965563f4",
+		"yarn partial":      "3374252605e42e26b9733901655706b8124c37e402307491abfae74c2f297c25",
+	}
+	specs := testSpecs()
+	for name, fp := range want {
+		m, ok := specs[name]
+		if !ok {
+			t.Errorf("%s: no longer in testSpecs", name)
+			continue
+		}
+		if got := m.Fingerprint().String(); got != fp {
+			t.Errorf("%s: fingerprint %s, pinned %s", name, got, fp)
+		}
+	}
+}
