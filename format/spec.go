@@ -39,6 +39,9 @@ const (
 	RoPEScalingLinear RoPEScaling = 1 // positions divided by Factor
 	RoPEScalingLlama3 RoPEScaling = 2 // Llama 3.1 wavelength-banded scaling
 	RoPEScalingYaRN   RoPEScaling = 3 // YaRN ramp + attention factor
+	// RoPEScalingDynamic is HF's "dynamic" NTK scaling: the base grows with
+	// the length of the sequence being processed (see RoPE.OriginalMaxPos).
+	RoPEScalingDynamic RoPEScaling = 4
 )
 
 func (s RoPEScaling) String() string {
@@ -51,6 +54,8 @@ func (s RoPEScaling) String() string {
 		return "llama3"
 	case RoPEScalingYaRN:
 		return "yarn"
+	case RoPEScalingDynamic:
+		return "dynamic"
 	}
 	return fmt.Sprintf("rope-scaling(%d)", uint8(s))
 }
@@ -64,15 +69,32 @@ type RoPE struct {
 	RotaryDims int
 	Theta      float64 // base, e.g. 10000, 500000
 	Scaling    RoPEScaling
-	Factor     float64 // linear, llama3, yarn
+	Factor     float64 // linear, llama3, yarn, dynamic
 	// Llama3: low_freq_factor, high_freq_factor, original_max_position_embeddings.
 	LowFreqFactor  float64
 	HighFreqFactor float64
-	OriginalMaxPos int // llama3 and yarn
-	// YaRN: beta_fast, beta_slow, attention_factor (0 = HF default 0.1*ln(factor)+1).
+	// OriginalMaxPos is the pretraining context length: llama3's and
+	// yarn's original_max_position_embeddings. For dynamic it is the length
+	// M that HF's formula divides by, the config's max_position_embeddings
+	// (HF reads no other field for it; a converter should store
+	// rope_scaling's original_max_position_embeddings only where it equals
+	// that). Sequences of at most M tokens rotate with the plain base.
+	OriginalMaxPos int
+	// YaRN: beta_fast, beta_slow, attention_factor (0 = HF default, from
+	// Factor, Mscale and MscaleAllDim).
 	BetaFast        float64
 	BetaSlow        float64
 	AttentionFactor float64
+	// YaRNNoTruncate is HF's truncate = false: the correction range's ends
+	// are used as computed, not floored and ceiled to whole pairs. The zero
+	// value is HF's default (truncate = true).
+	YaRNNoTruncate bool
+	// Mscale and MscaleAllDim are YaRN's DeepSeek-style attention factor
+	// inputs: with AttentionFactor 0 and both non-zero, the factor is
+	// get_mscale(Factor, Mscale) / get_mscale(Factor, MscaleAllDim), where
+	// get_mscale(s, m) = 0.1*m*ln(s)+1 for s > 1, else 1.
+	Mscale       float64
+	MscaleAllDim float64
 }
 
 // ModelSpec is the layout of the KV cache a model produces: everything that
@@ -131,7 +153,8 @@ func (r *RoPE) validate(headDim int) error {
 	case !finite(r.Theta) || r.Theta <= 1:
 		return bad("theta %v must be finite and > 1", r.Theta)
 	case !finite(r.Factor) || !finite(r.LowFreqFactor) || !finite(r.HighFreqFactor) ||
-		!finite(r.BetaFast) || !finite(r.BetaSlow) || !finite(r.AttentionFactor):
+		!finite(r.BetaFast) || !finite(r.BetaSlow) || !finite(r.AttentionFactor) ||
+		!finite(r.Mscale) || !finite(r.MscaleAllDim):
 		return bad("non-finite scaling parameter")
 	}
 	switch r.Scaling {
@@ -148,10 +171,26 @@ func (r *RoPE) validate(headDim int) error {
 		if r.Factor <= 0 || r.OriginalMaxPos <= 0 || r.BetaFast <= 0 || r.BetaSlow <= 0 || r.AttentionFactor < 0 {
 			return bad("yarn scaling needs factor, original_max_position, beta_fast, beta_slow > 0")
 		}
+		if r.Mscale < 0 || r.MscaleAllDim < 0 {
+			return bad("yarn mscale %v and mscale_all_dim %v must be >= 0", r.Mscale, r.MscaleAllDim)
+		}
+	case RoPEScalingDynamic:
+		if r.Factor < 1 || r.OriginalMaxPos <= 0 {
+			return bad("dynamic scaling needs factor >= 1 and original_max_position > 0, got %v and %d", r.Factor, r.OriginalMaxPos)
+		}
 	default:
 		return bad("unknown scaling %v", r.Scaling)
 	}
+	if r.Scaling != RoPEScalingYaRN && r.ropeExt() {
+		return bad("truncate, mscale and mscale_all_dim are yarn parameters; scaling is %v", r.Scaling)
+	}
 	return nil
+}
+
+// ropeExt reports whether any field added after canonicalSpecVersion 1
+// holds a non-default value (bits, so that -0 counts).
+func (r *RoPE) ropeExt() bool {
+	return r.YaRNNoTruncate || math.Float64bits(r.Mscale) != 0 || math.Float64bits(r.MscaleAllDim) != 0
 }
 
 // Rotary returns the number of rotated dimensions per head.
@@ -182,6 +221,12 @@ const canonicalSpecVersion = 1
 // Canonical is the byte string a fingerprint is taken of: fixed-width
 // little-endian fields in declaration order, strings length-prefixed, floats
 // as their IEEE bits. It is stable across processes, machines and releases.
+//
+// The YaRN fields added later (YaRNNoTruncate, Mscale, MscaleAllDim) are
+// appended after WeightsID, as the tag "rope.ext1", one byte (1 = no
+// truncate) and two float64s, only when one of them is non-default: every
+// spec without them keeps the fingerprint it always had (the weights id is
+// length-prefixed, so the tail cannot be confused with it).
 func (m *ModelSpec) Canonical() []byte {
 	b := make([]byte, 0, 128+len(m.Architecture)+len(m.WeightsID))
 	u32 := func(v uint32) { b = binary.LittleEndian.AppendUint32(b, v) }
@@ -204,6 +249,16 @@ func (m *ModelSpec) Canonical() []byte {
 	f64(m.RoPE.BetaSlow)
 	f64(m.RoPE.AttentionFactor)
 	str(m.WeightsID)
+	if m.RoPE.ropeExt() {
+		b = append(b, "rope.ext1"...)
+		var nt byte
+		if m.RoPE.YaRNNoTruncate {
+			nt = 1
+		}
+		b = append(b, nt)
+		f64(m.RoPE.Mscale)
+		f64(m.RoPE.MscaleAllDim)
+	}
 	return b
 }
 

@@ -59,6 +59,12 @@ func decodeModelSpecBody(body []byte) (*ModelSpec, error) {
 			BetaFast:        r.BetaFast(),
 			BetaSlow:        r.BetaSlow(),
 			AttentionFactor: r.AttentionFactor(),
+			YaRNNoTruncate:  r.YarnNoTruncate() == 1,
+			Mscale:          r.Mscale(),
+			MscaleAllDim:    r.MscaleAllDim(),
+		}
+		if nt := r.YarnNoTruncate(); nt > 1 {
+			return nil, fmt.Errorf("%w: model spec: yarn_no_truncate %d is not 0 or 1", ErrCorruption, nt)
 		}
 		if int64(m.RoPE.OriginalMaxPos) != r.OriginalMaxPos() {
 			return nil, fmt.Errorf("%w: model spec: original max position %d does not fit an int", ErrCorruption, r.OriginalMaxPos())
@@ -96,6 +102,15 @@ func buildModelSpec(m *ModelSpec) []byte {
 	addFloat64(b, ropeTable, "beta_fast", r.BetaFast)
 	addFloat64(b, ropeTable, "beta_slow", r.BetaSlow)
 	addFloat64(b, ropeTable, "attention_factor", r.AttentionFactor)
+	if r.ropeExt() { // absent in specs without them: their bytes stay as they were
+		var nt byte
+		if r.YaRNNoTruncate {
+			nt = 1
+		}
+		fb.RopeAddYarnNoTruncate(b, nt)
+		addFloat64(b, ropeTable, "mscale", r.Mscale)
+		addFloat64(b, ropeTable, "mscale_all_dim", r.MscaleAllDim)
+	}
 	rope := fb.RopeEnd(b)
 
 	fb.ModelSpecStart(b)

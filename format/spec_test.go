@@ -1,6 +1,9 @@
 package format
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 // TestFingerprintPinned pins the fingerprints of existing specs: packet ids
 // derive from them, so a change to Canonical that moves any of these orphans
@@ -23,5 +26,44 @@ func TestFingerprintPinned(t *testing.T) {
 		if got := m.Fingerprint().String(); got != fp {
 			t.Errorf("%s: fingerprint %s, pinned %s", name, got, fp)
 		}
+	}
+}
+
+// TestFingerprintNewRoPEFields checks that each field added to RoPE moves
+// the fingerprint when set (so two models differing only there never share
+// packets), and that the fields are refused outside YaRN.
+func TestFingerprintNewRoPEFields(t *testing.T) {
+	base := ModelSpec{Layers: 1, KVHeads: 1, HeadDim: 64, DType: DTypeBF16, RoPE: RoPE{Style: RoPERotateHalf,
+		Theta: 10000, Scaling: RoPEScalingYaRN, Factor: 4, OriginalMaxPos: 4096, BetaFast: 32, BetaSlow: 1}}
+	seen := map[Fingerprint]string{base.Fingerprint(): "base"}
+	for name, edit := range map[string]func(*RoPE){
+		"no truncate":    func(r *RoPE) { r.YaRNNoTruncate = true },
+		"mscale":         func(r *RoPE) { r.Mscale = 0.707 },
+		"mscale all dim": func(r *RoPE) { r.MscaleAllDim = 0.707 },
+		"both mscales":   func(r *RoPE) { r.Mscale, r.MscaleAllDim = 0.707, 0.707 },
+		"dynamic":        func(r *RoPE) { r.Scaling, r.BetaFast, r.BetaSlow = RoPEScalingDynamic, 0, 0 },
+	} {
+		m := base
+		edit(&m.RoPE)
+		if err := m.Validate(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		fp := m.Fingerprint()
+		if other, dup := seen[fp]; dup {
+			t.Errorf("%s: same fingerprint as %s", name, other)
+		}
+		seen[fp] = name
+	}
+	for _, s := range []RoPEScaling{RoPEScalingNone, RoPEScalingLinear, RoPEScalingDynamic} {
+		m := base
+		m.RoPE.Scaling, m.RoPE.Mscale = s, 1
+		if err := m.Validate(); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("mscale under %v: Validate = %v, want ErrInvalidArgument", s, err)
+		}
+	}
+	m := base
+	m.RoPE.Scaling, m.RoPE.Factor = RoPEScalingDynamic, 0.5
+	if err := m.Validate(); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("dynamic factor 0.5: Validate = %v, want ErrInvalidArgument", err)
 	}
 }

@@ -85,7 +85,7 @@ var (
 		enum("style", uint8(RoPEInterleaved)),
 		scalar("rotary_dims", 4),
 		scalar("theta", 8),
-		enum("scaling", uint8(RoPEScalingYaRN)),
+		enum("scaling", uint8(RoPEScalingDynamic)),
 		scalar("factor", 8),
 		scalar("low_freq_factor", 8),
 		scalar("high_freq_factor", 8),
@@ -93,6 +93,9 @@ var (
 		scalar("beta_fast", 8),
 		scalar("beta_slow", 8),
 		scalar("attention_factor", 8),
+		scalar("yarn_no_truncate", 1),
+		scalar("mscale", 8),
+		scalar("mscale_all_dim", 8),
 	)
 	modelSpecTable = newTable("ModelSpec",
 		str("architecture"),

@@ -165,8 +165,44 @@ func (rcv *Rope) MutateAttentionFactor(n float64) bool {
 	return rcv._tab.MutateFloat64Slot(24, n)
 }
 
+func (rcv *Rope) YarnNoTruncate() byte {
+	o := flatbuffers.UOffsetT(rcv._tab.Offset(26))
+	if o != 0 {
+		return rcv._tab.GetByte(o + rcv._tab.Pos)
+	}
+	return 0
+}
+
+func (rcv *Rope) MutateYarnNoTruncate(n byte) bool {
+	return rcv._tab.MutateByteSlot(26, n)
+}
+
+func (rcv *Rope) Mscale() float64 {
+	o := flatbuffers.UOffsetT(rcv._tab.Offset(28))
+	if o != 0 {
+		return rcv._tab.GetFloat64(o + rcv._tab.Pos)
+	}
+	return 0.0
+}
+
+func (rcv *Rope) MutateMscale(n float64) bool {
+	return rcv._tab.MutateFloat64Slot(28, n)
+}
+
+func (rcv *Rope) MscaleAllDim() float64 {
+	o := flatbuffers.UOffsetT(rcv._tab.Offset(30))
+	if o != 0 {
+		return rcv._tab.GetFloat64(o + rcv._tab.Pos)
+	}
+	return 0.0
+}
+
+func (rcv *Rope) MutateMscaleAllDim(n float64) bool {
+	return rcv._tab.MutateFloat64Slot(30, n)
+}
+
 func RopeStart(builder *flatbuffers.Builder) {
-	builder.StartObject(11)
+	builder.StartObject(14)
 }
 func RopeAddStyle(builder *flatbuffers.Builder, style RopeStyle) {
 	builder.PrependByteSlot(0, byte(style), 0)
@@ -200,6 +236,15 @@ func RopeAddBetaSlow(builder *flatbuffers.Builder, betaSlow float64) {
 }
 func RopeAddAttentionFactor(builder *flatbuffers.Builder, attentionFactor float64) {
 	builder.PrependFloat64Slot(10, attentionFactor, 0.0)
+}
+func RopeAddYarnNoTruncate(builder *flatbuffers.Builder, yarnNoTruncate byte) {
+	builder.PrependByteSlot(11, yarnNoTruncate, 0)
+}
+func RopeAddMscale(builder *flatbuffers.Builder, mscale float64) {
+	builder.PrependFloat64Slot(12, mscale, 0.0)
+}
+func RopeAddMscaleAllDim(builder *flatbuffers.Builder, mscaleAllDim float64) {
+	builder.PrependFloat64Slot(13, mscaleAllDim, 0.0)
 }
 func RopeEnd(builder *flatbuffers.Builder) flatbuffers.UOffsetT {
 	return builder.EndObject()

@@ -7,24 +7,27 @@ import "strconv"
 type RopeScaling byte
 
 const (
-	RopeScalingNone   RopeScaling = 0
-	RopeScalingLinear RopeScaling = 1
-	RopeScalingLlama3 RopeScaling = 2
-	RopeScalingYarn   RopeScaling = 3
+	RopeScalingNone    RopeScaling = 0
+	RopeScalingLinear  RopeScaling = 1
+	RopeScalingLlama3  RopeScaling = 2
+	RopeScalingYarn    RopeScaling = 3
+	RopeScalingDynamic RopeScaling = 4
 )
 
 var EnumNamesRopeScaling = map[RopeScaling]string{
-	RopeScalingNone:   "None",
-	RopeScalingLinear: "Linear",
-	RopeScalingLlama3: "Llama3",
-	RopeScalingYarn:   "Yarn",
+	RopeScalingNone:    "None",
+	RopeScalingLinear:  "Linear",
+	RopeScalingLlama3:  "Llama3",
+	RopeScalingYarn:    "Yarn",
+	RopeScalingDynamic: "Dynamic",
 }
 
 var EnumValuesRopeScaling = map[string]RopeScaling{
-	"None":   RopeScalingNone,
-	"Linear": RopeScalingLinear,
-	"Llama3": RopeScalingLlama3,
-	"Yarn":   RopeScalingYarn,
+	"None":    RopeScalingNone,
+	"Linear":  RopeScalingLinear,
+	"Llama3":  RopeScalingLlama3,
+	"Yarn":    RopeScalingYarn,
+	"Dynamic": RopeScalingDynamic,
 }
 
 func (v RopeScaling) String() string {
