@@ -21,10 +21,19 @@ import (
 // A rotated pair is (a*c - b*s, b*c + a*s) with each product rounded to
 // float32 before the sum (no fused multiply-add), so every implementation of
 // it here (Go, SIMD) gives the same bits.
+//
+// Dynamic NTK scaling (format.RoPEScalingDynamic) depends on the length of
+// the sequence: NewRoPE gives the rotation of sequences of at most
+// OriginalMaxPos tokens (the plain base, as HF's formula gives there), and
+// AtLength(L) the rotation a sequence of L tokens uses. A packet prefilled
+// alone and assembled into a sequence of total length L past OriginalMaxPos
+// must be re-rotated from its prefill rotation to AtLength(L) (ReRotate), not
+// shifted by a delta: the frequencies themselves change.
 type RoPE struct {
 	cfg     format.RoPE
 	headDim int
 	rot     int
+	seqLen  int // dynamic: the sequence length invFreq is for; else 0
 	invFreq []float64
 	scale   float32
 }
@@ -39,8 +48,14 @@ func NewRoPE(cfg format.RoPE, headDim int) (*RoPE, error) {
 		return nil, fmt.Errorf("reconstruct: new rope: %w", err)
 	}
 	r := &RoPE{cfg: cfg, headDim: headDim, rot: spec.Rotary(), scale: 1}
+	if cfg.Scaling == format.RoPEScalingDynamic && r.rot <= 2 {
+		return nil, fmt.Errorf("reconstruct: new rope: %w: dynamic scaling needs more than 2 rotary dims, got %d",
+			format.ErrInvalidArgument, r.rot)
+	}
 	r.invFreq = ropeBaseInvFreq(cfg.Theta, r.rot)
 	switch cfg.Scaling {
+	case format.RoPEScalingDynamic:
+		r.seqLen = cfg.OriginalMaxPos // base unchanged at L <= OriginalMaxPos
 	case format.RoPEScalingLinear:
 		for i := range r.invFreq {
 			r.invFreq[i] /= cfg.Factor
@@ -52,6 +67,46 @@ func NewRoPE(cfg format.RoPE, headDim int) (*RoPE, error) {
 		r.scale = float32(ropeYaRNAttentionFactor(cfg))
 	}
 	return r, nil
+}
+
+// AtLength returns the rotation of a sequence of seqLen tokens. Only dynamic
+// NTK scaling depends on it: for every other scaling, and for seqLen <=
+// OriginalMaxPos, it returns r itself. Past it the base becomes, as in HF's
+// _compute_dynamic_ntk_parameters with M = OriginalMaxPos and d = Rotary(),
+//
+//	theta * (Factor*seqLen/M - (Factor-1))^(d/(d-2))
+//
+// HF recomputes this whenever a forward pass reaches a longer sequence than
+// the ones before it (and returns to the plain base below M); AtLength is
+// that rule as a pure function of the length, which is what a fresh model
+// computing L tokens in one pass uses.
+func (r *RoPE) AtLength(seqLen int) *RoPE {
+	if r.cfg.Scaling != format.RoPEScalingDynamic {
+		return r
+	}
+	if seqLen = max(seqLen, r.cfg.OriginalMaxPos); seqLen == r.seqLen {
+		return r
+	}
+	d := float64(r.rot)
+	m := float64(r.cfg.OriginalMaxPos)
+	base := r.cfg.Theta * math.Pow(r.cfg.Factor*float64(seqLen)/m-(r.cfg.Factor-1), d/(d-2))
+	return &RoPE{cfg: r.cfg, headDim: r.headDim, rot: r.rot, seqLen: seqLen,
+		invFreq: ropeBaseInvFreq(base, r.rot), scale: 1}
+}
+
+// Length is the sequence length a dynamic RoPE's frequencies are for
+// (OriginalMaxPos from NewRoPE); 0 for every other scaling.
+func (r *RoPE) Length() int { return r.seqLen }
+
+// ReRotate moves one head vector x, rotated by from at position fromPos,
+// to the rotation of to at position toPos: Rotate by -fromPos under from,
+// then by toPos under to. For RoPEs with the same frequencies this is a
+// shift by toPos-fromPos (Shift does it in one rotation); it is the way to
+// move a dynamic-NTK key between sequence lengths. It panics if len(x)
+// differs from either head dim.
+func ReRotate(x []float32, from *RoPE, fromPos int64, to *RoPE, toPos int64) {
+	from.Rotate(x, -fromPos)
+	to.Rotate(x, toPos)
 }
 
 // Config returns the configuration r was built from.
@@ -164,10 +219,11 @@ func ropeLlama3(inv []float64, cfg format.RoPE) {
 	}
 }
 
-// ropeYaRN applies YaRN's frequency blend (HF _compute_yarn_parameters, with
-// its default truncate=true): pairs below the correction range keep their
-// frequency (extrapolation), pairs above it are divided by factor
-// (interpolation), and a linear ramp blends the two across the range.
+// ropeYaRN applies YaRN's frequency blend (HF _compute_yarn_parameters):
+// pairs below the correction range keep their frequency (extrapolation),
+// pairs above it are divided by factor (interpolation), and a linear ramp
+// blends the two across the range. The range's ends are floored and ceiled
+// to whole pairs (HF's default truncate = true) unless YaRNNoTruncate.
 func ropeYaRN(inv []float64, cfg format.RoPE, rot int) {
 	dim := float64(rot)
 	base := cfg.Theta
@@ -175,8 +231,11 @@ func ropeYaRN(inv []float64, cfg format.RoPE, rot int) {
 	correctionDim := func(rotations float64) float64 {
 		return dim * math.Log(orig/(rotations*2*math.Pi)) / (2 * math.Log(base))
 	}
-	low := math.Max(math.Floor(correctionDim(cfg.BetaFast)), 0)
-	high := math.Min(math.Ceil(correctionDim(cfg.BetaSlow)), dim-1)
+	low, high := correctionDim(cfg.BetaFast), correctionDim(cfg.BetaSlow)
+	if !cfg.YaRNNoTruncate {
+		low, high = math.Floor(low), math.Ceil(high)
+	}
+	low, high = math.Max(low, 0), math.Min(high, dim-1)
 	if low == high {
 		high += 0.001 // HF's guard against a zero-width ramp
 	}
@@ -187,14 +246,23 @@ func ropeYaRN(inv []float64, cfg format.RoPE, rot int) {
 	}
 }
 
-// ropeYaRNAttentionFactor is the configured attention factor, or HF's
-// default 0.1*ln(factor)+1 (1 when factor <= 1).
+// ropeYaRNAttentionFactor is the configured attention factor or, when it is
+// 0, HF's default: get_mscale(factor, mscale)/get_mscale(factor,
+// mscale_all_dim) when both are set (DeepSeek), else get_mscale(factor, 1).
 func ropeYaRNAttentionFactor(cfg format.RoPE) float64 {
-	switch {
-	case cfg.AttentionFactor > 0:
+	if cfg.AttentionFactor > 0 {
 		return cfg.AttentionFactor
-	case cfg.Factor <= 1:
+	}
+	if cfg.Mscale != 0 && cfg.MscaleAllDim != 0 {
+		return ropeGetMscale(cfg.Factor, cfg.Mscale) / ropeGetMscale(cfg.Factor, cfg.MscaleAllDim)
+	}
+	return ropeGetMscale(cfg.Factor, 1)
+}
+
+// ropeGetMscale is YaRN's get_mscale: 0.1*m*ln(s)+1, or 1 for s <= 1.
+func ropeGetMscale(s, m float64) float64 {
+	if s <= 1 {
 		return 1
 	}
-	return 0.1*math.Log(cfg.Factor) + 1
+	return 0.1*m*math.Log(s) + 1
 }
