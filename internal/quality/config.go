@@ -41,6 +41,11 @@ type Config struct {
 	SetTau bool
 	// Seed seeds the sampling of the text.
 	Seed uint64
+	// Text, when it holds at least Context+Continuation tokens, is the
+	// context followed by the continuation (real text, e.g. GoText's
+	// held-out Go test files) instead of a sample; BOS and Seed then do not
+	// pick the text.
+	Text []int
 }
 
 // Defaults of Config fields left zero.

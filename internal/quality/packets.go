@@ -61,6 +61,9 @@ type PacketConfig struct {
 	Context, Continuation int
 	BOS                   int
 	Seed                  uint64
+	// Text is as Config.Text: real text instead of a sample, when it has
+	// at least Context+Continuation tokens.
+	Text []int
 	// DType is the packet's storage dtype (0: bf16).
 	DType format.DType
 	// Codecs (nil: raw, shuffle-zstd, int8, int4) and Keeps, the kept
@@ -126,7 +129,7 @@ func RunPackets(cfg PacketConfig) (*PacketReport, error) {
 	if m == nil || n < 2*anchorRows || cfg.Continuation < 1 {
 		return nil, fmt.Errorf("%w: quality: packets: model %v, context %d, continuation %d", format.ErrInvalidArgument, m != nil, n, cfg.Continuation)
 	}
-	toks, err := sample(m, cfg.BOS, n+cfg.Continuation, cfg.Seed)
+	toks, err := text(m, cfg.Text, cfg.BOS, n+cfg.Continuation, cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +252,19 @@ func newPacketStore(m *llama.Model, c *llama.Cache, ctx []int, dt format.DType) 
 	if err != nil {
 		return nil, err
 	}
+	return newPacketStoreIn(db, m, c, ctx, dt)
+}
+
+// newPacketStoreAt is newPacketStore on disk, in dir.
+func newPacketStoreAt(m *llama.Model, c *llama.Cache, ctx []int, dt format.DType, dir string) (*packetStore, error) {
+	db, err := store.Open(dir, &store.Options{FS: vfs.Default})
+	if err != nil {
+		return nil, err
+	}
+	return newPacketStoreIn(db, m, c, ctx, dt)
+}
+
+func newPacketStoreIn(db *store.DB, m *llama.Model, c *llama.Cache, ctx []int, dt format.DType) (*packetStore, error) {
 	ps := &packetStore{m: m, db: db, spec: m.Spec(dt, "quality"), n: len(ctx)}
 	ps.base = store.Packet{Model: ps.spec, TokenIDs: make([]uint32, len(ctx))}
 	for i, t := range ctx {

@@ -51,7 +51,7 @@ const (
 )
 
 // Run measures one configuration: it samples a context and continuation
-// from the model, prefills the context, stores its span memory, and runs
+// from the model (or takes them from cfg.Text), prefills the context, stores its span memory, and runs
 // the rank sweep and every method at every budget.
 func Run(cfg Config) (*Report, error) {
 	cfg.ensureDefaults()
@@ -59,7 +59,7 @@ func Run(cfg Config) (*Report, error) {
 		return nil, err
 	}
 	m, n := cfg.Model, cfg.Context
-	toks, err := sample(m, cfg.BOS, n+cfg.Continuation, cfg.Seed)
+	toks, err := text(m, cfg.Text, cfg.BOS, n+cfg.Continuation, cfg.Seed)
 	if err != nil {
 		return nil, err
 	}

@@ -4,9 +4,80 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
 
+	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/internal/testenv"
 )
+
+// text returns n tokens: the first n of given when it has them, else a
+// sample of the model.
+func text(m *llama.Model, given []int, bos, n int, seed uint64) ([]int, error) {
+	if len(given) >= n {
+		for i, t := range given[:n] {
+			if t < 0 || t >= m.Vocab {
+				return nil, fmt.Errorf("%w: quality: text token %d is %d, outside the vocab", format.ErrInvalidArgument, i, t)
+			}
+		}
+		return given[:n], nil
+	}
+	return sample(m, bos, n, seed)
+}
+
+// GoBOS is gocode-hd64's BOS token (byte 0x01, which its training text
+// never holds).
+const GoBOS = 1
+
+// GoText is held-out text for gocode-hd64 (trained on the Go standard
+// library's non-test files): the _test.go files of dir in name order, each
+// as its bytes after a GoBOS token (byte 0x01 turned into a space, as in
+// training), concatenated until n tokens. It returns the tokens and the
+// files it read. A directory with too little text is ErrInvalidArgument.
+func GoText(dir string, n int) ([]int, []string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("quality: go text: %w", err)
+	}
+	slices.Sort(files)
+	var toks []int
+	var used []string
+	for _, f := range files {
+		if len(toks) >= n {
+			break
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("quality: go text: %w", err)
+		}
+		toks = append(toks, GoBOS)
+		for _, c := range b {
+			if c == GoBOS {
+				c = ' '
+			}
+			toks = append(toks, int(c))
+		}
+		used = append(used, filepath.Base(f))
+	}
+	if len(toks) < n {
+		return nil, nil, fmt.Errorf("%w: quality: go text: %s has %d bytes of _test.go files, want %d",
+			format.ErrInvalidArgument, dir, len(toks), n)
+	}
+	return toks[:n], used, nil
+}
+
+// GoTextName labels GoText's text in reports: the directory relative to
+// GOROOT/src where it is under it, and the files.
+func GoTextName(dir string, files []string) string {
+	if i := strings.LastIndex(filepath.ToSlash(dir), "/src/"); i >= 0 {
+		dir = filepath.ToSlash(dir)[i+len("/src/"):]
+	}
+	return dir + ": " + strings.Join(files, ", ")
+}
 
 // sample draws n tokens after bos from the model at temperature 1 (bos
 // included as the first), deterministically for a seed.
@@ -42,4 +113,39 @@ func draw(logits []float32, rng *rand.Rand) int {
 		}
 	}
 	return len(lp) - 1
+}
+
+// GoSrcDir is the directory of a standard-library package, GOROOT/src/pkg,
+// with GOROOT from `go env GOROOT` (the go command on PATH).
+func GoSrcDir(pkg string) (string, error) {
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		return "", fmt.Errorf("quality: go env GOROOT: %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "src", filepath.FromSlash(pkg)), nil
+}
+
+// LoadGoCode loads gocode-hd64 (testenv.ModelPath) and, unless pkg is
+// empty, n tokens of GoText from the standard-library package pkg. name
+// labels the model and its text in reports.
+func LoadGoCode(pkg string, n int) (m *llama.Model, name string, text []int, err error) {
+	p, ok := testenv.ModelPath("gocode-hd64.bin")
+	if !ok {
+		return nil, "", nil, fmt.Errorf("gocode-hd64 not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
+	}
+	if m, err = llama.Load(p); err != nil {
+		return nil, "", nil, err
+	}
+	if pkg == "" {
+		return m, "gocode-hd64 (real weights, sampled text)", nil, nil
+	}
+	dir, err := GoSrcDir(pkg)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	text, files, err := GoText(dir, n)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return m, "gocode-hd64 (real weights), held-out " + GoTextName(dir, files), text, nil
 }

@@ -3,38 +3,55 @@
 //
 //	go run ./internal/quality/cmd/packetquality
 //
-// It runs stories260K (when testenv.ModelPath finds it) and the random
-// head-dim-128 model; -model picks one. Besides raw, shuffle-zstd, int8
-// and int4 it measures low-rank settings (-lowrank; by default ranks 4 and
-// 6 of stories260K's 8 dims, 16, 32 and 64 of the random model's 128, and
-// energy 0.999 on both).
+// It runs gocode-hd64 on held-out Go test files (-text, a standard-library
+// package; empty: text sampled from the model), stories260K (when
+// testenv.ModelPath finds them) and the random head-dim-128 model; -model
+// picks a comma-separated subset. Besides raw, shuffle-zstd, int8 and int4
+// it measures low-rank settings (-lowrank; by default ranks 8, 16 and 32 of
+// gocode's 64 dims, 4 and 6 of stories260K's 8, 16, 32 and 64 of the random
+// model's 128, and energy 0.999 on each).
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kvstore/kvstore/codec"
+	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/internal/quality"
 	"github.com/kvstore/kvstore/internal/testenv"
 )
 
 func main() {
-	model := flag.String("model", "all", "stories, random or all")
-	stCtx := flag.Int("context", 448, "context tokens of stories260K (its seq_len is 512)")
+	model := flag.String("model", "all", "comma-separated gocode, stories, random, or all")
+	stCtx := flag.Int("context", 448, "context tokens of gocode-hd64 and stories260K (seq_len 512 each)")
+	goPkg := flag.String("text", "strings", "standard-library package whose _test.go files are gocode's text (empty: sampled)")
 	rndCtx := flag.Int("random-context", 512, "context tokens of the random model")
 	cont := flag.Int("continuation", 64, "held-out continuation tokens")
 	group := flag.Int("group", 0, "int8/int4 group size (0: codec default, 32)")
 	seed := flag.Uint64("seed", 1, "sampling seed")
 	queries := flag.Int("tova-queries", 32, "last context queries whose attention TOVA sums (1: TOVA proper)")
 	lowRank := flag.String("lowrank", "", "low-rank settings, comma-separated rN (fixed rank N) or eX (energy X); "+
-		"empty: r4,r6,e0.999 on stories260K and r16,r32,r64,e0.999 on the random model; \"none\": none")
+		"empty: r8,r16,r32,e0.999 on gocode, r4,r6,e0.999 on stories260K and r16,r32,r64,e0.999 on the random model; \"none\": none")
+	cold := flag.String("cold", "", "instead of the tables, time cold loads of gocode's packet under codec/policy/keep "+
+		"(e.g. int4/tova/0.25) against raw; see quality.ColdLoad")
+	copies := flag.Int("cold-copies", 128, "packets per side of -cold")
+	rounds := flag.Int("cold-rounds", 5, "rounds of -cold")
 	flag.Parse()
-	if err := run(*model, *stCtx, *rndCtx, *cont, *group, *queries, *seed, *lowRank); err != nil {
+	if *cold != "" {
+		if err := runCold(*cold, *goPkg, *stCtx, *copies, *rounds, *queries, *group, *seed); err != nil {
+			fmt.Fprintln(os.Stderr, "packetquality:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(*model, *goPkg, *stCtx, *rndCtx, *cont, *group, *queries, *seed, *lowRank); err != nil {
 		fmt.Fprintln(os.Stderr, "packetquality:", err)
 		os.Exit(1)
 	}
@@ -74,8 +91,13 @@ func parseLowRank(flagv, def string) ([]codec.Options, error) {
 	return out, nil
 }
 
-func run(which string, stCtx, rndCtx, cont, group, queries int, seed uint64, lowRank string) error {
+func run(models, goPkg string, stCtx, rndCtx, cont, group, queries int, seed uint64, lowRank string) error {
+	want := func(name string) bool { return models == "all" || slices.Contains(strings.Split(models, ","), name) }
 	opts := codec.Options{GroupSize: group}
+	goLR, err := parseLowRank(lowRank, "r8,r16,r32,e0.999")
+	if err != nil {
+		return err
+	}
 	stLR, err := parseLowRank(lowRank, "r4,r6,e0.999")
 	if err != nil {
 		return err
@@ -85,7 +107,15 @@ func run(which string, stCtx, rndCtx, cont, group, queries int, seed uint64, low
 		return err
 	}
 	var cfgs []quality.PacketConfig
-	if which == "all" || which == "stories" {
+	if want("gocode") {
+		m, name, text, err := quality.LoadGoCode(goPkg, stCtx+cont)
+		if err != nil {
+			return err
+		}
+		cfgs = append(cfgs, quality.PacketConfig{Name: name, Model: m, Context: stCtx, Continuation: cont,
+			BOS: quality.GoBOS, Text: text, Seed: seed, Options: opts, LowRank: goLR, TOVAQueries: queries})
+	}
+	if want("stories") {
 		p, ok := testenv.ModelPath("stories260K.bin")
 		if ok {
 			m, err := llama.Load(p)
@@ -94,11 +124,11 @@ func run(which string, stCtx, rndCtx, cont, group, queries int, seed uint64, low
 			}
 			cfgs = append(cfgs, quality.PacketConfig{Name: "stories260K (real weights)", Model: m, Context: stCtx,
 				Continuation: cont, BOS: 1, Seed: seed, Options: opts, LowRank: stLR, TOVAQueries: queries})
-		} else if which == "stories" {
+		} else if models != "all" {
 			return fmt.Errorf("stories260K not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
 		}
 	}
-	if which == "all" || which == "random" {
+	if want("random") {
 		m, err := llama.Random(quality.RandomHD128, seed)
 		if err != nil {
 			return err
@@ -115,5 +145,46 @@ func run(which string, stCtx, rndCtx, cont, group, queries int, seed uint64, low
 			return err
 		}
 	}
+	return nil
+}
+
+// runCold is -cold: quality.ColdLoad on gocode-hd64.
+func runCold(setting, goPkg string, n, copies, rounds, queries, group int, seed uint64) error {
+	parts := strings.Split(setting, "/")
+	if len(parts) != 3 {
+		return fmt.Errorf("-cold %q: want codec/policy/keep", setting)
+	}
+	var c format.Codec
+	for _, x := range []format.Codec{format.CodecRaw, format.CodecShuffleZstd, format.CodecInt8, format.CodecInt4} {
+		if x.String() == parts[0] {
+			c = x
+		}
+	}
+	if c == 0 && parts[0] != format.CodecRaw.String() {
+		return fmt.Errorf("-cold %q: unknown codec %q", setting, parts[0])
+	}
+	keep, err := strconv.ParseFloat(parts[2], 64)
+	if err != nil {
+		return fmt.Errorf("-cold %q: %w", setting, err)
+	}
+	m, name, text, err := quality.LoadGoCode(goPkg, n)
+	if err != nil {
+		return err
+	}
+	r, err := quality.ColdLoad(quality.ColdConfig{
+		Packet: quality.PacketConfig{Name: name, Model: m, Context: n, Continuation: 1, BOS: quality.GoBOS, Text: text,
+			Seed: seed, Codecs: []format.Codec{c}, Options: codec.Options{GroupSize: group}, TOVAQueries: queries},
+		Policy: parts[1], Keep: keep, Copies: copies, Rounds: rounds, Dir: os.Getenv("KVSTORE_BENCH_DIR")})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s: %d copies of %d tokens, raw %d B, %s %d B (%.1f%%)\n", name, copies, n, r.RawBytes, setting,
+		r.StoredBytes, 100*float64(r.StoredBytes)/float64(r.RawBytes))
+	for i := range r.Raw {
+		fmt.Printf("round %d: raw %v (%.2f GB/s), %s %v: %.2fx\n", i, r.Raw[i].Round(time.Microsecond),
+			float64(r.RawBytes)/r.Raw[i].Seconds()/1e9, setting, r.Setting[i].Round(time.Microsecond),
+			r.Raw[i].Seconds()/r.Setting[i].Seconds())
+	}
+	fmt.Printf("median raw/setting: %.2fx\n", r.Ratio())
 	return nil
 }

@@ -3,14 +3,17 @@
 //
 //	go run ./internal/quality/cmd/sekvquality
 //
-// It runs stories260K (when testenv.ModelPath finds it) and the random
-// head-dim-128 model; -model picks one, -context and -continuation resize.
+// It runs gocode-hd64 on held-out Go test files (-text, a standard-library
+// package; empty: text sampled from the model), stories260K (when
+// testenv.ModelPath finds them) and the random head-dim-128 model; -model
+// picks a comma-separated subset, -context and -continuation resize.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,20 +25,22 @@ import (
 )
 
 func main() {
-	model := flag.String("model", "all", "stories, random or all")
-	stCtx := flag.Int("context", 448, "context tokens of stories260K (its seq_len is 512)")
+	model := flag.String("model", "all", "comma-separated gocode, stories, random, or all")
+	stCtx := flag.Int("context", 448, "context tokens of gocode-hd64 and stories260K (seq_len 512 each)")
+	goPkg := flag.String("text", "strings", "standard-library package whose _test.go files are gocode's text (empty: sampled)")
 	rndCtx := flag.Int("random-context", 1024, "context tokens of the random model")
 	cont := flag.Int("continuation", 64, "held-out continuation tokens")
 	budgets := flag.String("budgets", "0.05,0.10,0.25", "GPU budgets, fractions of the context KV")
 	seed := flag.Uint64("seed", 1, "sampling seed")
 	flag.Parse()
-	if err := run(*model, *stCtx, *rndCtx, *cont, *budgets, *seed); err != nil {
+	if err := run(*model, *goPkg, *stCtx, *rndCtx, *cont, *budgets, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "sekvquality:", err)
 		os.Exit(1)
 	}
 }
 
-func run(which string, stCtx, rndCtx, cont int, budgetList string, seed uint64) error {
+func run(models, goPkg string, stCtx, rndCtx, cont int, budgetList string, seed uint64) error {
+	want := func(name string) bool { return models == "all" || slices.Contains(strings.Split(models, ","), name) }
 	var budgets []float64
 	for _, f := range strings.Split(budgetList, ",") {
 		b, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
@@ -46,7 +51,15 @@ func run(which string, stCtx, rndCtx, cont int, budgetList string, seed uint64) 
 	}
 	ranks := []int{1, 2, 4, 8, 16, 32}
 	var cfgs []quality.Config
-	if which == "all" || which == "stories" {
+	if want("gocode") {
+		m, name, text, err := quality.LoadGoCode(goPkg, stCtx+cont)
+		if err != nil {
+			return err
+		}
+		cfgs = append(cfgs, quality.Config{Name: name, Model: m, Context: stCtx, Continuation: cont,
+			BOS: quality.GoBOS, Text: text, Budgets: budgets, Ranks: ranks, Seed: seed})
+	}
+	if want("stories") {
 		p, ok := testenv.ModelPath("stories260K.bin")
 		if ok {
 			m, err := llama.Load(p)
@@ -55,11 +68,11 @@ func run(which string, stCtx, rndCtx, cont int, budgetList string, seed uint64) 
 			}
 			cfgs = append(cfgs, quality.Config{Name: "stories260K (real weights)", Model: m, Context: stCtx, Continuation: cont,
 				BOS: 1, Budgets: budgets, Ranks: ranks, Seed: seed})
-		} else if which == "stories" {
+		} else if models != "all" {
 			return fmt.Errorf("stories260K not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
 		}
 	}
-	if which == "all" || which == "random" {
+	if want("random") {
 		m, err := llama.Random(quality.RandomHD128, 7)
 		if err != nil {
 			return err
