@@ -15,6 +15,7 @@ type Report struct {
 	Spans, Factored, Anchors int
 	MeanSpan                 float64
 	Ranks                    []RankRow
+	Heads                    []HeadRank // per (layer, KV head), whole context
 	Rows                     []Row
 	FullMatchesForward       bool // the decode loop's full attention is Forward's, bit for bit
 	// ProjDim is d'. StoredRankK and StoredRankV are the mean ranks the
@@ -88,6 +89,9 @@ func Run(cfg Config) (*Report, error) {
 	}
 	defer s.close()
 	if err := rep.describe(s, cfg.FactorDType.Size()); err != nil {
+		return nil, err
+	}
+	if rep.Heads, err = headRanks(cache); err != nil {
 		return nil, err
 	}
 	if rep.Ranks, err = rankErrors(cache, s.meta.Spans, cfg.Ranks); err != nil {

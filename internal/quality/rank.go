@@ -67,3 +67,76 @@ func svdError(a []float32, rows, cols, r int) (float64, float64, error) {
 	}
 	return e, norm, nil
 }
+
+// HeadRank is the spectrum of one (layer, KV head) over the whole context:
+// the fewest singular components of its [tokens][head_dim] matrix that
+// keep 90% and 99% of the energy, for pre-RoPE keys, post-RoPE keys and
+// values.
+type HeadRank struct {
+	Layer, Head                int
+	KPre, KPost, Value         [2]int // at 90%, 99%
+	KPreErr8, KPostErr8, VErr8 float64
+}
+
+// headRanks measures every (layer, KV head) of a prefilled cache: its
+// energy ranks and its relative error at rank 8 (or the head dim, when
+// smaller).
+func headRanks(c *llama.Cache) ([]HeadRank, error) {
+	hd, n := c.HeadDim, c.Len()
+	var out []HeadRank
+	for l, kv := range c.Layers {
+		for h := range c.KVHeads {
+			row := HeadRank{Layer: l, Head: h}
+			for i, x := range [][]float32{kv.KPre, kv.K, kv.V} {
+				a := x[h*n*hd : (h+1)*n*hd]
+				ranks, err := energyRanks(a, n, hd, 0.90, 0.99)
+				if err != nil {
+					return nil, err
+				}
+				e, norm, err := svdError(a, n, hd, min(8, hd))
+				if err != nil {
+					return nil, err
+				}
+				rel := math.Sqrt(e / norm)
+				switch i {
+				case 0:
+					row.KPre, row.KPreErr8 = ranks, rel
+				case 1:
+					row.KPost, row.KPostErr8 = ranks, rel
+				default:
+					row.Value, row.VErr8 = ranks, rel
+				}
+			}
+			out = append(out, row)
+		}
+	}
+	return out, nil
+}
+
+// energyRanks returns, for each threshold, the fewest singular components
+// of a (rows x cols) whose squared singular values reach that share of
+// ||a||_F^2.
+func energyRanks(a []float32, rows, cols int, th ...float64) ([2]int, error) {
+	k := min(rows, cols)
+	f, err := reconstruct.SVD(a, rows, cols, reconstruct.SVDOptions{Rank: k, MaxRank: k})
+	if err != nil {
+		return [2]int{}, err
+	}
+	var total float64
+	for _, v := range a {
+		total += float64(v) * float64(v)
+	}
+	var out [2]int
+	for t := range out {
+		var acc float64
+		out[t] = f.Rank
+		for i, s := range f.S {
+			acc += float64(s) * float64(s)
+			if acc >= th[t]*total {
+				out[t] = i + 1
+				break
+			}
+		}
+	}
+	return out, nil
+}
