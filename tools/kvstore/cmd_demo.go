@@ -38,7 +38,9 @@ packet never saw the documents before it).
 
 The model is a deterministic random-weight Llama-shaped model built in code
 (4 layers, 4 heads, 2 KV heads, head dim 64, rotate-half RoPE with llama3
-scaling), or a llama2.c checkpoint with --model. The store is a temporary
+scaling), or a llama2.c checkpoint with --model (the real one to use:
+../shared/testdata/gocode-hd64.bin, a byte-level Go-code Llama with 64-wide
+heads; stories260K.bin is the second). The store is a temporary
 directory, removed afterwards, unless --dir names one.`
 
 // demoFlags are demo's flags, parsed.
@@ -61,7 +63,7 @@ func runDemo(e *env, args []string) error {
 	fs.IntVar(&f.docs, "docs", 3, "documents to store and assemble")
 	fs.IntVar(&f.tokens, "tokens", 32, "tokens per document")
 	fs.IntVar(&f.question, "question", 4, "tokens of the question prefilled after the packets")
-	fs.StringVar(&f.model, "model", "", "llama2.c checkpoint to use instead of the built-in random model")
+	fs.StringVar(&f.model, "model", "", "llama2.c checkpoint to use instead of the built-in random model (e.g. ../shared/testdata/gocode-hd64.bin)")
 	fs.StringVar(&f.dtype, "dtype", "bf16", "storage dtype of the packets: bf16, f16 or f32")
 	fs.StringVar(&f.dir, "dir", f.dir, "store directory (default: a temporary one, removed afterwards)")
 	fs.BoolVar(&f.json, "json", f.json, "print JSON")
