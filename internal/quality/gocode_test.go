@@ -49,9 +49,9 @@ func TestGoCodeSpan(t *testing.T) {
 		t.Fatalf("%d head rows, want 4", len(rep.Heads))
 	}
 	for _, h := range rep.Heads {
-		if !(2*h.KPre[0] < h.KPost[0] && h.KPreErr8 < h.KPostErr8) {
+		if !(2*h.KPre[0] < h.KPost[0] && h.KPreErr < h.KPostErr) {
 			t.Errorf("layer %d: pre-RoPE keys %v components (error %.3f at rank 8), post-RoPE %v (%.3f): want pre far below post",
-				h.Layer, h.KPre, h.KPreErr8, h.KPost, h.KPostErr8)
+				h.Layer, h.KPre, h.KPreErr, h.KPost, h.KPostErr)
 		}
 	}
 	kl := map[string]float64{}

@@ -71,16 +71,19 @@ func svdError(a []float32, rows, cols, r int) (float64, float64, error) {
 // HeadRank is the spectrum of one (layer, KV head) over the whole context:
 // the fewest singular components of its [tokens][head_dim] matrix that
 // keep 90% and 99% of the energy, for pre-RoPE keys, post-RoPE keys and
-// values.
+// values; and the relative error of each at rank HeadRankProbe(head_dim).
 type HeadRank struct {
-	Layer, Head                int
-	KPre, KPost, Value         [2]int // at 90%, 99%
-	KPreErr8, KPostErr8, VErr8 float64
+	Layer, Head             int
+	KPre, KPost, Value      [2]int // at 90%, 99%
+	KPreErr, KPostErr, VErr float64
 }
 
+// HeadRankProbe is the rank HeadRank's errors are taken at: an eighth of
+// the head dim (8 of gocode-hd64's 64), at least 1.
+func HeadRankProbe(headDim int) int { return max(1, headDim/8) }
+
 // headRanks measures every (layer, KV head) of a prefilled cache: its
-// energy ranks and its relative error at rank 8 (or the head dim, when
-// smaller).
+// energy ranks and its relative errors at HeadRankProbe.
 func headRanks(c *llama.Cache) ([]HeadRank, error) {
 	hd, n := c.HeadDim, c.Len()
 	var out []HeadRank
@@ -93,18 +96,18 @@ func headRanks(c *llama.Cache) ([]HeadRank, error) {
 				if err != nil {
 					return nil, err
 				}
-				e, norm, err := svdError(a, n, hd, min(8, hd))
+				e, norm, err := svdError(a, n, hd, HeadRankProbe(hd))
 				if err != nil {
 					return nil, err
 				}
 				rel := math.Sqrt(e / norm)
 				switch i {
 				case 0:
-					row.KPre, row.KPreErr8 = ranks, rel
+					row.KPre, row.KPreErr = ranks, rel
 				case 1:
-					row.KPost, row.KPostErr8 = ranks, rel
+					row.KPost, row.KPostErr = ranks, rel
 				default:
-					row.Value, row.VErr8 = ranks, rel
+					row.Value, row.VErr = ranks, rel
 				}
 			}
 			out = append(out, row)

@@ -18,11 +18,11 @@ func (r *Report) Markdown(w io.Writer) error {
 	for _, k := range r.Ranks {
 		p("| %d | %.4f | %.4f | %.4f |\n", k.Rank, k.KPre, k.KPost, k.Value)
 	}
-	p("\nPer (layer, KV head), whole context: components keeping 90%% / 99%% of the energy, and the relative error at rank %d:\n\n", min(8, r.HeadDim))
+	p("\nPer (layer, KV head), whole context: components keeping 90%% / 99%% of the energy, and the relative error at rank %d:\n\n", HeadRankProbe(r.HeadDim))
 	p("| layer | KV head | K pre-RoPE | K post-RoPE | V | err K pre | err K post | err V |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, h := range r.Heads {
 		p("| %d | %d | %d / %d | %d / %d | %d / %d | %.3f | %.3f | %.3f |\n", h.Layer, h.Head, h.KPre[0], h.KPre[1],
-			h.KPost[0], h.KPost[1], h.Value[0], h.Value[1], h.KPreErr8, h.KPostErr8, h.VErr8)
+			h.KPost[0], h.KPost[1], h.Value[0], h.Value[1], h.KPreErr, h.KPostErr, h.VErr)
 	}
 	p("\nKL(p_full || p_method) in nats, mean over the continuation (top-1 agreement; GPU rows used per (layer, KV head) as a share of the context):\n\n")
 	p("| budget | window | top-surprisal | span | span+sum |\n|---:|---:|---:|---:|---:|\n")
