@@ -54,7 +54,7 @@ func decoders(tb testing.TB) []decoder {
 	rs := recordSeeds(tb)
 	return []decoder{
 		{name: "packet header", decode: func(b []byte) { _, _ = format.DecodeHeader(b) }, seeds: headerSeeds(tb)[:3], kind: &hk},
-		{name: "model spec", decode: func(b []byte) { _, _ = format.DecodeModelSpec(b) }, seeds: specSeeds(tb)[:3], kind: &sk},
+		{name: "model spec", decode: func(b []byte) { _, _ = format.DecodeModelSpec(b) }, seeds: specSeeds(tb)[:5], kind: &sk},
 		{name: "span meta", decode: func(b []byte) { _, _ = format.DecodeSpanMeta(b) }, seeds: [][]byte{meta}, kind: &spanK},
 		{name: "span head", decode: func(b []byte) { _, _ = format.DecodeHeadMeta(b, m) }, seeds: [][]byte{head}, kind: &spanK},
 		{name: "FORMAT file", decode: func(b []byte) { _, _ = format.DecodeFormatFile(b) }, seeds: [][]byte{format.EncodeFormatFile(format.Current)}},

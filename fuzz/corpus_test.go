@@ -26,7 +26,7 @@ func TestWriteSeedCorpus(t *testing.T) {
 		headerBodies = append(headerBodies, b[format.FrameSize:])
 	}
 	headerBodies = append(headerBodies, sharedChunksBody())
-	for _, b := range specs[:3] {
+	for _, b := range specs[:5] {
 		specBodies = append(specBodies, b[format.FrameSize:])
 	}
 	tr := format.Trailer{Packet: format.PacketID{5}, Offset: format.Alignment, PayloadLen: 640, PayloadCRC: 1}

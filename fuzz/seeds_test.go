@@ -108,6 +108,11 @@ func specSeeds(tb testing.TB) [][]byte {
 		{Layers: 2, KVHeads: 1, HeadDim: 96, DType: format.DTypeF16,
 			RoPE: format.RoPE{Style: format.RoPERotateHalf, RotaryDims: 64, Theta: 10000, Scaling: format.RoPEScalingYaRN,
 				Factor: 4, OriginalMaxPos: 2048, BetaFast: 32, BetaSlow: 1, AttentionFactor: 1.2}},
+		{Layers: 1, KVHeads: 1, HeadDim: 64, DType: format.DTypeBF16,
+			RoPE: format.RoPE{Style: format.RoPEInterleaved, Theta: 10000, Scaling: format.RoPEScalingYaRN, Factor: 40,
+				OriginalMaxPos: 4096, BetaFast: 32, BetaSlow: 1, YaRNNoTruncate: true, Mscale: 0.707, MscaleAllDim: 1}},
+		{Layers: 1, KVHeads: 2, HeadDim: 64, DType: format.DTypeF16,
+			RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2, OriginalMaxPos: 2048}},
 	} {
 		b, err := format.EncodeModelSpec(m)
 		if err != nil {
@@ -132,7 +137,7 @@ func TestGoodSeedsDecode(t *testing.T) {
 	if h, err := format.DecodeHeader(hs[len(hs)-1]); err != nil || !h.Pruned() {
 		t.Errorf("pruned header seed: pruned %v, %v", err == nil && h.Pruned(), err)
 	}
-	for i, b := range specSeeds(t)[:3] {
+	for i, b := range specSeeds(t)[:5] {
 		if _, err := format.DecodeModelSpec(b); err != nil {
 			t.Errorf("spec seed %d: %v", i, err)
 		}
