@@ -4,7 +4,9 @@
 //
 //   - RoPE: rotary position embeddings as HF transformers defines them
 //     (rotate-half and interleaved pairs, partial rotary, theta, and
-//     none / linear / llama3 / YaRN frequency scaling).
+//     none / linear / llama3 / YaRN (truncated or not, with DeepSeek's
+//     mscale attention factor) / dynamic NTK frequency scaling; dynamic
+//     NTK by sequence length, RoPE.AtLength).
 //   - Shift: re-rotating stored post-RoPE keys by a position delta, one
 //     rotation per dimension pair shared by every token (KV Packet's
 //     k' = R(delta) k), in f32, f16 and bf16, with an AVX2 kernel on amd64
