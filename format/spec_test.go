@@ -3,6 +3,10 @@ package format
 import (
 	"errors"
 	"testing"
+
+	flatbuffers "github.com/google/flatbuffers/go"
+
+	"github.com/kvstore/kvstore/format/fb"
 )
 
 // TestFingerprintPinned pins the fingerprints of existing specs: packet ids
@@ -65,5 +69,43 @@ func TestFingerprintNewRoPEFields(t *testing.T) {
 	m.RoPE.Scaling, m.RoPE.Factor = RoPEScalingDynamic, 0.5
 	if err := m.Validate(); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("dynamic factor 0.5: Validate = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestDecodeModelSpecRejectsBadNoTruncate: yarn_no_truncate is a flag, and
+// the new fields outside YaRN are refused, both as corruption.
+func TestDecodeModelSpecRejectsBadNoTruncate(t *testing.T) {
+	for name, tc := range map[string]struct {
+		scaling RoPEScaling
+		flag    byte
+	}{
+		"flag 2":           {RoPEScalingYaRN, 2},
+		"flag under llama": {RoPEScalingNone, 1},
+	} {
+		b := flatbuffers.NewBuilder(128)
+		fb.RopeStart(b)
+		fb.RopeAddStyle(b, fb.RopeStyle(RoPERotateHalf))
+		fb.RopeAddTheta(b, 10000)
+		fb.RopeAddScaling(b, fb.RopeScaling(tc.scaling))
+		fb.RopeAddFactor(b, 4)
+		fb.RopeAddOriginalMaxPos(b, 4096)
+		fb.RopeAddBetaFast(b, 32)
+		fb.RopeAddBetaSlow(b, 1)
+		fb.RopeAddYarnNoTruncate(b, tc.flag)
+		rope := fb.RopeEnd(b)
+		fb.ModelSpecStart(b)
+		fb.ModelSpecAddLayers(b, 1)
+		fb.ModelSpecAddKvHeads(b, 1)
+		fb.ModelSpecAddHeadDim(b, 64)
+		fb.ModelSpecAddDtype(b, fb.DType(DTypeBF16))
+		fb.ModelSpecAddRope(b, rope)
+		b.Finish(fb.ModelSpecEnd(b))
+		v, err := Seal(KindModelSpec, b.FinishedBytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := DecodeModelSpec(v); !errors.Is(err, ErrCorruption) {
+			t.Errorf("%s: DecodeModelSpec = %v, want ErrCorruption", name, err)
+		}
 	}
 }
