@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/kvstore/kvstore/format"
@@ -72,17 +73,27 @@ type ropeJSON struct {
 	BetaFast        float64 `json:"beta_fast"`
 	BetaSlow        float64 `json:"beta_slow"`
 	AttentionFactor float64 `json:"attention_factor"`
+	// The YaRN fields added later (format.RoPE.YaRNNoTruncate, Mscale,
+	// MscaleAllDim): written, all three, only when one is set, so older
+	// specs' metadata is unchanged.
+	YaRNNoTruncate *bool    `json:"yarn_no_truncate,omitempty"`
+	Mscale         *float64 `json:"mscale,omitempty"`
+	MscaleAllDim   *float64 `json:"mscale_all_dim,omitempty"`
 }
 
 func specJSON(m *format.ModelSpec) modelJSON {
 	r := m.RoPE
-	return modelJSON{
+	j := modelJSON{
 		Architecture: m.Architecture, Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
 		DType: m.DType.String(), WeightsID: m.WeightsID,
 		RoPE: ropeJSON{Style: r.Style.String(), RotaryDims: r.RotaryDims, Theta: r.Theta, Scaling: r.Scaling.String(),
 			Factor: r.Factor, LowFreqFactor: r.LowFreqFactor, HighFreqFactor: r.HighFreqFactor, OriginalMaxPos: r.OriginalMaxPos,
 			BetaFast: r.BetaFast, BetaSlow: r.BetaSlow, AttentionFactor: r.AttentionFactor},
 	}
+	if r.YaRNNoTruncate || math.Float64bits(r.Mscale) != 0 || math.Float64bits(r.MscaleAllDim) != 0 {
+		j.RoPE.YaRNNoTruncate, j.RoPE.Mscale, j.RoPE.MscaleAllDim = &r.YaRNNoTruncate, &r.Mscale, &r.MscaleAllDim
+	}
+	return j
 }
 
 func (j *modelJSON) spec() (format.ModelSpec, error) {
@@ -96,12 +107,21 @@ func (j *modelJSON) spec() (format.ModelSpec, error) {
 		RoPE: format.RoPE{RotaryDims: r.RotaryDims, Theta: r.Theta, Factor: r.Factor,
 			LowFreqFactor: r.LowFreqFactor, HighFreqFactor: r.HighFreqFactor, OriginalMaxPos: r.OriginalMaxPos,
 			BetaFast: r.BetaFast, BetaSlow: r.BetaSlow, AttentionFactor: r.AttentionFactor}}
+	if r.YaRNNoTruncate != nil {
+		m.RoPE.YaRNNoTruncate = *r.YaRNNoTruncate
+	}
+	if r.Mscale != nil {
+		m.RoPE.Mscale = *r.Mscale
+	}
+	if r.MscaleAllDim != nil {
+		m.RoPE.MscaleAllDim = *r.MscaleAllDim
+	}
 	for _, s := range []format.RoPEStyle{format.RoPERotateHalf, format.RoPEInterleaved} {
 		if s.String() == r.Style {
 			m.RoPE.Style = s
 		}
 	}
-	for _, s := range []format.RoPEScaling{format.RoPEScalingNone, format.RoPEScalingLinear, format.RoPEScalingLlama3, format.RoPEScalingYaRN} {
+	for _, s := range []format.RoPEScaling{format.RoPEScalingNone, format.RoPEScalingLinear, format.RoPEScalingLlama3, format.RoPEScalingYaRN, format.RoPEScalingDynamic} {
 		if s.String() == r.Scaling {
 			m.RoPE.Scaling = s
 		}
