@@ -15,7 +15,9 @@
 //
 // It uses stories260K (real weights) when testenv.ModelPath finds it,
 // otherwise a random-weight model with 128-dim heads, and says which. See
-// README.md for what the numbers mean.
+// README.md for what the numbers mean. The same methods on gocode-hd64,
+// the quality harness's default real model (64-wide heads, held-out Go
+// text), are in docs/quality.md; this example does not load it yet.
 package main
 
 import (

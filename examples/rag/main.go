@@ -16,7 +16,9 @@
 //
 // It uses stories260K (real weights) when testenv.ModelPath finds it,
 // otherwise a deterministic random-weight Llama-shaped model, and says
-// which. See README.md for what the numbers mean.
+// which. See README.md for what the numbers mean. docs/quality.md measures
+// packets on gocode-hd64, the quality harness's default real model; this
+// example does not load it yet.
 package main
 
 import (
