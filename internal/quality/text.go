@@ -38,7 +38,13 @@ const GoBOS = 1
 // as its bytes after a GoBOS token (byte 0x01 turned into a space, as in
 // training), concatenated until n tokens. It returns the tokens and the
 // files it read. A directory with too little text is ErrInvalidArgument.
-func GoText(dir string, n int) ([]int, []string, error) {
+func GoText(dir string, n int) ([]int, []string, error) { return GoDocs(dir, n, 0) }
+
+// GoDocs is GoText with each file cut to its first docBytes bytes (0:
+// whole), so that a context holds several documents: each opens with the
+// same license header and package clause, and later ones call what earlier
+// ones define, the cross-document references a store of packets serves.
+func GoDocs(dir string, n, docBytes int) ([]int, []string, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("quality: go text: %w", err)
@@ -53,6 +59,9 @@ func GoText(dir string, n int) ([]int, []string, error) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return nil, nil, fmt.Errorf("quality: go text: %w", err)
+		}
+		if docBytes > 0 && len(b) > docBytes {
+			b = b[:docBytes]
 		}
 		toks = append(toks, GoBOS)
 		for _, c := range b {
@@ -126,9 +135,9 @@ func GoSrcDir(pkg string) (string, error) {
 }
 
 // LoadGoCode loads gocode-hd64 (testenv.ModelPath) and, unless pkg is
-// empty, n tokens of GoText from the standard-library package pkg. name
+// empty, n tokens of GoDocs(docBytes) from the standard-library package pkg. name
 // labels the model and its text in reports.
-func LoadGoCode(pkg string, n int) (m *llama.Model, name string, text []int, err error) {
+func LoadGoCode(pkg string, n, docBytes int) (m *llama.Model, name string, text []int, err error) {
 	p, ok := testenv.ModelPath("gocode-hd64.bin")
 	if !ok {
 		return nil, "", nil, fmt.Errorf("gocode-hd64 not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
@@ -143,9 +152,12 @@ func LoadGoCode(pkg string, n int) (m *llama.Model, name string, text []int, err
 	if err != nil {
 		return nil, "", nil, err
 	}
-	text, files, err := GoText(dir, n)
+	text, files, err := GoDocs(dir, n, docBytes)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	return m, "gocode-hd64 (real weights), held-out " + GoTextName(dir, files), text, nil
+	if docBytes > 0 {
+		name = fmt.Sprintf(" (first %d bytes of each)", docBytes)
+	}
+	return m, "gocode-hd64 (real weights), held-out " + GoTextName(dir, files) + name, text, nil
 }

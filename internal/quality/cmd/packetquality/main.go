@@ -28,10 +28,14 @@ import (
 	"github.com/kvstore/kvstore/internal/testenv"
 )
 
+// docBytes is -doc-bytes.
+var docBytes int
+
 func main() {
 	model := flag.String("model", "all", "comma-separated gocode, stories, random, or all")
 	stCtx := flag.Int("context", 448, "context tokens of gocode-hd64 and stories260K (seq_len 512 each)")
 	goPkg := flag.String("text", "strings", "standard-library package whose _test.go files are gocode's text (empty: sampled)")
+	flag.IntVar(&docBytes, "doc-bytes", 0, "cut each of gocode's files to its first N bytes, so that a context holds several (0: whole)")
 	rndCtx := flag.Int("random-context", 512, "context tokens of the random model")
 	cont := flag.Int("continuation", 64, "held-out continuation tokens")
 	group := flag.Int("group", 0, "int8/int4 group size (0: codec default, 32)")
@@ -108,7 +112,7 @@ func run(models, goPkg string, stCtx, rndCtx, cont, group, queries int, seed uin
 	}
 	var cfgs []quality.PacketConfig
 	if want("gocode") {
-		m, name, text, err := quality.LoadGoCode(goPkg, stCtx+cont)
+		m, name, text, err := quality.LoadGoCode(goPkg, stCtx+cont, docBytes)
 		if err != nil {
 			return err
 		}
@@ -167,7 +171,7 @@ func runCold(setting, goPkg string, n, copies, rounds, queries, group int, seed 
 	if err != nil {
 		return fmt.Errorf("-cold %q: %w", setting, err)
 	}
-	m, name, text, err := quality.LoadGoCode(goPkg, n)
+	m, name, text, err := quality.LoadGoCode(goPkg, n, docBytes)
 	if err != nil {
 		return err
 	}

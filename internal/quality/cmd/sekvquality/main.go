@@ -24,10 +24,14 @@ import (
 	"github.com/kvstore/kvstore/segment"
 )
 
+// docBytes is -doc-bytes.
+var docBytes int
+
 func main() {
 	model := flag.String("model", "all", "comma-separated gocode, stories, random, or all")
 	stCtx := flag.Int("context", 448, "context tokens of gocode-hd64 and stories260K (seq_len 512 each)")
 	goPkg := flag.String("text", "strings", "standard-library package whose _test.go files are gocode's text (empty: sampled)")
+	flag.IntVar(&docBytes, "doc-bytes", 0, "cut each of gocode's files to its first N bytes, so that a context holds several (0: whole)")
 	rndCtx := flag.Int("random-context", 1024, "context tokens of the random model")
 	cont := flag.Int("continuation", 64, "held-out continuation tokens")
 	budgets := flag.String("budgets", "0.05,0.10,0.25", "GPU budgets, fractions of the context KV")
@@ -52,7 +56,7 @@ func run(models, goPkg string, stCtx, rndCtx, cont int, budgetList string, seed 
 	ranks := []int{1, 2, 4, 8, 16, 32}
 	var cfgs []quality.Config
 	if want("gocode") {
-		m, name, text, err := quality.LoadGoCode(goPkg, stCtx+cont)
+		m, name, text, err := quality.LoadGoCode(goPkg, stCtx+cont, docBytes)
 		if err != nil {
 			return err
 		}
