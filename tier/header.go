@@ -235,9 +235,9 @@ func (r *reader) next(n int) []byte {
 	return v
 }
 
-func (r *reader) byte() byte   { return r.next(1)[0] }
-func (r *reader) u32() uint32  { return binary.LittleEndian.Uint32(r.next(4)) }
-func (r *reader) u64() uint64  { return binary.LittleEndian.Uint64(r.next(8)) }
+func (r *reader) byte() byte  { return r.next(1)[0] }
+func (r *reader) u32() uint32 { return binary.LittleEndian.Uint32(r.next(4)) }
+func (r *reader) u64() uint64 { return binary.LittleEndian.Uint64(r.next(8)) }
 func (r *reader) blob() []byte {
 	n := r.u32()
 	if r.err == nil && uint64(n) > uint64(len(r.b)) {
