@@ -130,7 +130,7 @@ func (t *Tier) getSmall(ctx context.Context, ns, key string, limit int64, check 
 		b, err = io.ReadAll(io.LimitReader(out.Body, limit+1))
 		switch {
 		case err != nil:
-			return bodyError(err, int(limit))
+			return bodyError(err, -1)
 		case int64(len(b)) > limit:
 			return fmt.Errorf("%w: more than %d bytes", ErrCorruption, limit)
 		case out.ContentLength != nil && int64(len(b)) != *out.ContentLength:
@@ -144,11 +144,14 @@ func (t *Tier) getSmall(ctx context.Context, ns, key string, limit int64, check 
 	return b, err
 }
 
-// bodyError classifies a failed body read: a body that ended early is
+// bodyError classifies a failed body read of want bytes (-1: unknown): a body that ended early is
 // bad bytes (a truncating server or proxy); anything else (a timeout, a
 // reset) is the transport's and stays ErrUnavailable.
 func bodyError(err error, want int) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if want < 0 {
+			return corrupt(fmt.Errorf("%w: body ended early: %v", ErrCorruption, err))
+		}
 		return corrupt(fmt.Errorf("%w: body shorter than %d bytes: %v", ErrCorruption, want, err))
 	}
 	return err
