@@ -47,8 +47,9 @@ type Options struct {
 	// Backoff is the wait before the second attempt, doubled for each
 	// later one; default 50 ms.
 	Backoff time.Duration
-	// HTTPClient sends the requests; default a client with its own
-	// transport (keep-alive, Parallel+4 idle connections per host).
+	// HTTPClient sends the requests; default (nil) the SDK's own
+	// (awshttp.NewBuildableClient: keep-alive, 10 idle connections per
+	// host).
 	HTTPClient *http.Client
 }
 
@@ -71,11 +72,6 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.Backoff == 0 {
 		o.Backoff = 50 * time.Millisecond
-	}
-	if o.HTTPClient == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = o.Parallel + 4
-		o.HTTPClient = &http.Client{Transport: tr}
 	}
 	return o
 }

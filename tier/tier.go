@@ -44,16 +44,19 @@ func New(o Options) (*Tier, error) {
 // loop retries only what is safe, within its bounds) and checksums only
 // where S3 requires them (every part carries a CRC32C in the header).
 func newClient(o *Options, c Credentials) *s3.Client {
-	return s3.New(s3.Options{
+	so := s3.Options{
 		BaseEndpoint:               aws.String(o.Endpoint),
 		Region:                     o.Region,
 		UsePathStyle:               true,
 		Credentials:                credentials.NewStaticCredentialsProvider(c.AccessKey, c.SecretKey, c.SessionToken),
 		Retryer:                    aws.NopRetryer{},
-		HTTPClient:                 o.HTTPClient,
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
 		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
-	})
+	}
+	if o.HTTPClient != nil {
+		so.HTTPClient = o.HTTPClient
+	}
+	return s3.New(so)
 }
 
 // clientFor returns the client that signs namespace ns's requests.
