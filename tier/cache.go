@@ -18,17 +18,21 @@ import (
 // the store: a caller only ever reads the local copy, so no byte reaches it
 // that did not pass both the tier's checks and the store's.
 //
-// Put writes through, synchronously: the tier first, then the local
-// store. A packet Put through a Cache is therefore in the tier before it
-// is in the store, and evicting its local copy (Options.MaxBytes) never
-// loses the only copy. Packets given to DB.Put directly have no such
-// guarantee. The asynchronous mode (a durable local queue) is not built
-// yet.
+// Put writes through. Synchronously (Queue nil): the tier first, then the
+// local store. Asynchronously (Queue set): a durable spool file in the
+// queue first, then the local store; Queue.Run or Drain pushes it later,
+// after a crash and a restart too. Either way a packet Put through a Cache
+// has a copy outside the local store (in the tier or in the spool) before
+// it is in the store, so evicting its local copy (Options.MaxBytes) never
+// loses the only one. Packets given to DB.Put directly have no such
+// guarantee.
 //
-// Both fields must be set; a Cache is safe for concurrent use.
+// DB and Tier must be set; a Cache is safe for concurrent use.
 type Cache struct {
 	DB   *store.DB
 	Tier *Tier
+	// Queue, when set, makes Put asynchronous (see above).
+	Queue *Queue
 
 	mu       sync.Mutex
 	inflight map[cacheKey]*fill
@@ -113,12 +117,17 @@ func (c *Cache) pull(ctx context.Context, ns string, model format.Fingerprint, i
 	return nil
 }
 
-// Put stores p in the tier (Tier.Push: created, or already there), then in
-// the local store (store.Put). If the tier fails, nothing is stored
-// locally and the error wraps ErrUnavailable: the caller may retry, or
+// Put stores p in the tier (Tier.Push: created, or already there), or in
+// the queue when Queue is set, then in the local store (store.Put). If the
+// tier (or the spool) fails, nothing is stored locally and the error wraps
+// ErrUnavailable (or the file system's error): the caller may retry, or
 // Put to the DB alone, knowingly.
 func (c *Cache) Put(ctx context.Context, p *store.Packet) (format.PacketID, error) {
-	if _, _, err := c.Tier.Push(ctx, p); err != nil {
+	if c.Queue != nil {
+		if _, err := c.Queue.Add(p); err != nil {
+			return format.PacketID{}, err
+		}
+	} else if _, _, err := c.Tier.Push(ctx, p); err != nil {
 		return format.PacketID{}, err
 	}
 	return c.DB.Put(p)

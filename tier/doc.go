@@ -80,8 +80,14 @@
 // failing), ErrCorruption (the bytes kept failing their checks) or
 // ErrNotFound; no unverified byte is returned or stored.
 //
-// Not yet: pruned packets (store.Packet.Keep), the asynchronous
-// write-through queue, garbage collection of parts a crashed writer left
-// without a header, and the CLI verbs (which will call Tier.Ping, Push,
-// Fetch, List and Cache).
+// # Write-through
+//
+// Cache.Put writes through synchronously (the tier, then the local store)
+// or, with Cache.Queue, asynchronously from a durable local spool (Queue:
+// one fsynced file per packet, its layout drawn on Queue) that survives a
+// crash and a restart and is drained by Queue.Run or Queue.Drain.
+//
+// Not yet: pruned packets (store.Packet.Keep), garbage collection of parts
+// a crashed writer left without a header, and the CLI verbs (which will
+// call Tier.Ping, Push, Fetch, List, Cache and Queue).
 package tier
