@@ -296,3 +296,32 @@ func TestNamespaceIsolation(t *testing.T) {
 		t.Fatalf("prefix %q", tr.nsPrefix("tenant-a"))
 	}
 }
+
+// TestNamespaceCredentials: a namespace with its own credentials signs
+// with them, and only its requests do: wrong keys for tenant-b (an unknown
+// access key, or the right one with a wrong secret) fail tenant-b's
+// requests at once (not retried, not mistaken for a missing packet) while
+// tenant-a's, signed with the default keys, succeed.
+func TestNamespaceCredentials(t *testing.T) {
+	e := newEnv(t, Options{PartSize: 4 << 10})
+	ctx := ctxT(t)
+	m := testSpec()
+	for i, wrong := range []Credentials{
+		{AccessKey: "someone-else", SecretKey: "not-the-secret"},
+		{AccessKey: e.srv.AccessKey, SecretKey: "not-the-secret"},
+	} {
+		tr := e.open(t, Options{PartSize: 4 << 10, Attempts: 3,
+			NamespaceCredentials: map[string]Credentials{"tenant-b": wrong}})
+		if _, _, err := tr.Push(ctx, testPacket("tenant-a", m, 8, uint64(71+i))); err != nil {
+			t.Fatalf("tenant-a with the default keys: %v", err)
+		}
+		_, _, err := tr.Push(ctx, testPacket("tenant-b", m, 8, 73))
+		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "attempt 1 of 3") {
+			t.Fatalf("tenant-b with wrong keys %d: %v, want ErrUnavailable on the first attempt", i, err)
+		}
+		_, err = tr.Fetch(ctx, "tenant-b", m.Fingerprint(), packetID(testPacket("tenant-b", m, 8, 73)))
+		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotFound) {
+			t.Fatalf("tenant-b fetch with wrong keys %d: %v, want ErrUnavailable", i, err)
+		}
+	}
+}

@@ -203,8 +203,8 @@ func (t *Tier) attempt(ctx context.Context, op func(context.Context) error) erro
 }
 
 // classify says whether err is worth another attempt, and wraps it in the
-// sentinel a caller sees: 404 ErrNotFound, 412 errExists (neither
-// retried); bad bytes ErrCorruption and 5xx, 429, 409 conditional
+// sentinel a caller sees: a missing key (NoSuchKey, or a bare 404 of a
+// HEAD) ErrNotFound, 412 errExists (neither retried); bad bytes ErrCorruption and 5xx, 429, 409 conditional
 // conflicts, timeouts and transport errors ErrUnavailable (retried); other
 // 4xx (denied, bad request) ErrUnavailable, not retried.
 func classify(err error) (again bool, wrapped error) {
@@ -229,7 +229,10 @@ func classify(err error) (again bool, wrapped error) {
 		code = api.ErrorCode()
 	}
 	switch {
-	case status == http.StatusNotFound || code == "NoSuchKey" || code == "NotFound":
+	case code == "NoSuchKey" || code == "NotFound" || status == http.StatusNotFound && code == "":
+		// Only a missing key is "not found": servers answer 404 for other
+		// things too (versitygw: XAdminUserNotFound for an unknown access
+		// key, NoSuchBucket), which are the tier failing.
 		return false, fmt.Errorf("%w: %w", ErrNotFound, err)
 	case status == http.StatusPreconditionFailed || code == "PreconditionFailed":
 		return false, fmt.Errorf("%w: %w", errExists, err)
