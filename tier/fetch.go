@@ -68,7 +68,7 @@ func (t *Tier) Fetch(ctx context.Context, ns string, fp format.Fingerprint, id f
 		if errors.Is(err, ErrNotFound) {
 			// The header names a part that is gone: the packet is damaged,
 			// not absent.
-			err = fmt.Errorf("%w: part missing: %w", ErrCorruption, err)
+			err = fmt.Errorf("%w: part missing: %v", ErrCorruption, err)
 		}
 		return nil, fmt.Errorf("packet %s in namespace %q: %w", id.Short(), ns, err)
 	}

@@ -173,3 +173,49 @@ func TestCacheTwoStores(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchDamagedObjects: objects damaged in the bucket itself (not in
+// transit) are ErrCorruption, never a packet: a part removed, a part
+// overwritten with other bytes of the same length, and a valid header
+// copied under another packet's key.
+func TestFetchDamagedObjects(t *testing.T) {
+	e := newEnv(t, Options{PartSize: 4 << 10, Attempts: 2})
+	ctx := ctxT(t)
+	raw := e.srv.Client()
+	m := testSpec()
+	p, q := testPacket("ns", m, 30, 81), testPacket("ns", m, 30, 82)
+	for _, pk := range []*store.Packet{p, q} {
+		if _, _, err := e.tier.Push(ctx, pk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := e.tier.Header(ctx, "ns", m.Fingerprint(), packetID(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// q's header bytes under p's key: a valid object in the wrong place.
+	hq, err := e.tier.getSmall(ctx, "ns", e.tier.headerKey("ns", m.Fingerprint(), packetID(q)), MaxHeaderBytes, func([]byte) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(key string, b []byte) {
+		if _, err := raw.PutObject(ctx, &s3.PutObjectInput{Bucket: &e.bucket, Key: aws.String(key), Body: bytes.NewReader(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	part1 := e.tier.partKey("ns", m.Fingerprint(), packetID(p), h.Content, 1)
+	put(part1, make([]byte, h.PartSize)) // zeros instead of the part
+	if _, err := e.tier.Fetch(ctx, "ns", m.Fingerprint(), packetID(p)); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("overwritten part: %v, want ErrCorruption", err)
+	}
+	if _, err := raw.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &e.bucket, Key: &part1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.tier.Fetch(ctx, "ns", m.Fingerprint(), packetID(p)); !errors.Is(err, ErrCorruption) || errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing part: %v, want ErrCorruption (not ErrNotFound)", err)
+	}
+	put(e.tier.headerKey("ns", m.Fingerprint(), packetID(p)), hq)
+	if _, err := e.tier.Fetch(ctx, "ns", m.Fingerprint(), packetID(p)); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("another packet's header: %v, want ErrCorruption", err)
+	}
+}
