@@ -6,9 +6,10 @@
 # suite with the race detector:
 #
 #   libllama   @node-llama-cpp/linux-x64 from npm      scripts/install-libllama.sh
+#   versitygw  the S3 server of the tier tests, v1.8.0  scripts/install-versitygw.sh
 #
 # and sets KVSTORE_REQUIRE so that a test that needs one of these, the
-# models in ../shared/testdata or g++, fails instead of skipping.
+# models in ../shared/testdata, g++ or an S3 server, fails instead of skipping.
 #
 # Usage: scripts/test.sh [go test flags and packages]   (default: -race ./...)
 set -euo pipefail
@@ -23,7 +24,11 @@ step "libllama"
 KVSTORE_LLAMA_LIB=$(bash scripts/install-libllama.sh)
 export KVSTORE_LLAMA_LIB
 
-export KVSTORE_REQUIRE=${KVSTORE_REQUIRE-model,gxx,go,libllama}
+step "versitygw"
+KVSTORE_S3_BIN=$(bash scripts/install-versitygw.sh)
+export KVSTORE_S3_BIN
+
+export KVSTORE_REQUIRE=${KVSTORE_REQUIRE-model,gxx,go,libllama,s3}
 step "go test (KVSTORE_REQUIRE=$KVSTORE_REQUIRE)"
 if [ $# -eq 0 ]; then
 	set -- -race ./...
