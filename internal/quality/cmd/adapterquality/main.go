@@ -46,6 +46,8 @@ type config struct {
 	lr                     float64
 	seed                   uint64
 	init                   string
+	trailerTok             int
+	noTrain                bool
 }
 
 func main() {
@@ -65,6 +67,8 @@ func main() {
 	flag.Float64Var(&c.lr, "lr", 5e-4, "peak learning rate (linear decay to 0)")
 	seed := flag.Uint64("seed", 1, "seed of the requests and of training")
 	flag.StringVar(&c.init, "init", "stats", "adapter initialisation: stats (N(mean, std) of the embedding columns, the reference's) or bos (every row BOS's embedding)")
+	flag.IntVar(&c.trailerTok, "trailer-token", 13, "with -init bos-tok: the token whose embedding the trailer rows start from")
+	flag.BoolVar(&c.noTrain, "no-train", false, "evaluate the initial adapters only")
 	flag.Parse()
 	c.seed = *seed
 	c.models = strings.Split(*models, ",")
@@ -196,11 +200,21 @@ func measure(w, log io.Writer, c config, name string) error {
 				fmt.Fprintf(log, "%s %s: step %d/%d epoch %d loss %.4f (%v)\n", name, label, p.Step, p.Steps, p.Epoch, p.Loss, p.Elapsed.Round(time.Second))
 			}
 		}
-		res, err := train.Train(m, exs, o)
+		initS, err := evaluate(m, init, heldReqs, refs)
 		if err != nil {
 			return err
 		}
-		initS, err := evaluate(m, init, heldReqs, refs)
+		rowsPer := z.h + z.t
+		if c.noTrain {
+			initTrain, err := train.Loss(m, init, exs)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(log, "%s %s initial: training loss %.4f, held-out KL next %.4f cont %.4f (none %.4f %.4f)\n", name, label, initTrain, initS.KLNext, initS.KLCont, none.KLNext, none.KLCont)
+			rows = append(rows, row{label + ", initial (untrained)", initS, fmt.Sprintf("%d rows", rowsPer)})
+			continue
+		}
+		res, err := train.Train(m, exs, o)
 		if err != nil {
 			return err
 		}
@@ -208,7 +222,6 @@ func measure(w, log io.Writer, c config, name string) error {
 		if err != nil {
 			return err
 		}
-		rowsPer := z.h + z.t
 		rows = append(rows, row{label + ", initial (untrained)", initS, fmt.Sprintf("%d rows", rowsPer)})
 		rows = append(rows, row{label + ", trained", s, fmt.Sprintf("%d rows, %d B f32 (%d B bf16), trained in %.0f s (%d steps; epoch loss %.3f -> %.3f)",
 			rowsPer, res.Adapter.Bytes(), res.Adapter.Bytes()/2, res.Time.Seconds(), res.Steps, res.EpochLoss[0], res.EpochLoss[len(res.EpochLoss)-1])})
@@ -247,17 +260,34 @@ func initial(m *llama.Model, c config, nh, nt int) (*adapter.Adapter, error) {
 	if err != nil || c.init == "stats" {
 		return a, err
 	}
-	if c.init != "bos" {
-		return nil, fmt.Errorf("-init %q: want stats or bos", c.init)
-	}
 	bos, err := m.Embed([]int{train.BOS})
 	if err != nil {
 		return nil, err
 	}
-	for _, x := range [][]float32{a.Header, a.Trailer} {
+	mean, _ := m.EmbeddingStats()
+	fill := func(x []float32, row func(j int) float32) {
 		for i := range x {
-			x[i] = bos[0][i%m.Dim]
+			x[i] = row(i % m.Dim)
 		}
+	}
+	bosRow := func(j int) float32 { return bos[0][j] }
+	meanRow := func(j int) float32 { return float32(mean[j]) }
+	switch c.init {
+	case "bos":
+		fill(a.Header, bosRow)
+		fill(a.Trailer, bosRow)
+	case "bos-mean":
+		fill(a.Header, bosRow)
+		fill(a.Trailer, meanRow)
+	case "bos-tok":
+		tok, err := m.Embed([]int{c.trailerTok})
+		if err != nil {
+			return nil, err
+		}
+		fill(a.Header, bosRow)
+		fill(a.Trailer, func(j int) float32 { return tok[0][j] })
+	default:
+		return nil, fmt.Errorf("-init %q: want stats, bos, bos-mean or bos-tok", c.init)
 	}
 	return a, nil
 }
