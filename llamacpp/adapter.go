@@ -66,7 +66,9 @@ func (e *Embeddings) AppendRows(dst []float32, tokens []uint32) ([]float32, erro
 // stores the cells as one packet of adapter id adapterID (HeaderTokens
 // and TrailerTokens set, TokenIDs the document's). The store must hold the
 // adapter under adapterID for the model's Spec (adapter.Put), as store.Put
-// requires. A nil a is Save of the plain prefill (no adapter rows).
+// requires. With a.HideHeader the header's cells are removed before the
+// save (HeaderTokens 0), as adapter.Prefill drops them. A nil a is Save of
+// the plain prefill (no adapter rows).
 func SaveAdapter(db *store.DB, ns string, ctx *Context, seq int, tokens []uint32, emb *Embeddings, a *adapter.Adapter, adapterID string) (format.PacketID, error) {
 	var id format.PacketID
 	if !ctx.seqOK(seq) {
@@ -93,6 +95,14 @@ func SaveAdapter(db *store.DB, ns string, ctx *Context, seq int, tokens []uint32
 	ctx.Remove(seq, -1, -1)
 	if err := ctx.DecodeEmbd(seq, 0, x); err != nil {
 		return id, fmt.Errorf("llamacpp: save adapter: %w", err)
+	}
+	if a != nil && a.HideHeader && nh > 0 {
+		// The header is a prefill-only context: its cells go, and Put
+		// rotates the rest from position nh back to 0.
+		if !ctx.Remove(seq, 0, nh) {
+			return id, fmt.Errorf("%w: save adapter: removing %d header cells: %s", ErrLlama, nh, ctx.lib.takeLog())
+		}
+		nh = 0
 	}
 	return save(db, ns, ctx, seq, packetRows{tokens: tokens, adapterID: adapterID, header: nh, trailer: nt})
 }

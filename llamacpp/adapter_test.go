@@ -30,6 +30,12 @@ func f32s(b []byte) []float32 {
 // the Go path gives (BOS alone, each packet re-rotated to its place, the
 // question after them).
 func TestSaveAdapter(t *testing.T) {
+	for _, hide := range []bool{false, true} {
+		t.Run(map[bool]string{false: "visible-header", true: "hidden-header"}[hide], func(t *testing.T) { testSaveAdapter(t, hide) })
+	}
+}
+
+func testSaveAdapter(t *testing.T, hide bool) {
 	const name = "gocode-hd64.bin"
 	ref, err := llama.Load(testenv.ModelFile(t, name))
 	if err != nil {
@@ -50,6 +56,7 @@ func TestSaveAdapter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.HideHeader = hide
 	o := llamacpp.ContextOptions{Ctx: 256, Cache: llamacpp.CacheF32}
 	spec, err := m.Spec(o.Cache)
 	if err != nil {
@@ -83,7 +90,7 @@ func TestSaveAdapter(t *testing.T) {
 			t.Fatalf("doc %d: %v", i, err)
 		}
 		items = append(items, store.AssembleItem{ID: id, Offset: off})
-		rows := a.HeaderRows() + len(d) + a.TrailerRows()
+		rows := a.StoredHeaderRows() + len(d) + a.TrailerRows()
 		off += int64(rows)
 
 		v, err := db.Get("ns", spec.Fingerprint(), id)
@@ -91,7 +98,7 @@ func TestSaveAdapter(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := v.Header()
-		if h.AdapterID != aid || int(h.HeaderTokens) != a.HeaderRows() || int(h.TrailerTokens) != a.TrailerRows() || int(h.Tokens) != rows {
+		if h.AdapterID != aid || int(h.HeaderTokens) != a.StoredHeaderRows() || int(h.TrailerTokens) != a.TrailerRows() || int(h.Tokens) != rows {
 			t.Fatalf("doc %d: packet of adapter %q, %d+%d adapter rows, %d rows", i, h.AdapterID, h.HeaderTokens, h.TrailerTokens, h.Tokens)
 		}
 		want, err := a.Prefill(ref, ints(d))
@@ -117,7 +124,7 @@ func TestSaveAdapter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Next != int(off) || l.Packets[1].HeaderTokens != a.HeaderRows() {
+	if l.Next != int(off) || l.Packets[1].HeaderTokens != a.StoredHeaderRows() {
 		t.Fatalf("loaded %+v, want %d cells", l, off)
 	}
 	if err := dst.Decode(0, l.Next, query); err != nil {

@@ -66,7 +66,7 @@ func main() {
 	flag.IntVar(&c.workers, "workers", 1, "goroutines computing a batch")
 	flag.Float64Var(&c.lr, "lr", 5e-4, "peak learning rate (linear decay to 0)")
 	seed := flag.Uint64("seed", 1, "seed of the requests and of training")
-	flag.StringVar(&c.init, "init", "stats", "adapter initialisation: stats (N(mean, std) of the embedding columns, the reference's) or bos (every row BOS's embedding)")
+	flag.StringVar(&c.init, "init", "stats", "adapter initialisation: stats (N(mean, std) of the embedding columns, the reference's); token (adapter.InitToken: header rows BOS's embedding and hidden from the question, trailer rows the mean embedding); bos, bos-mean, bos-tok (visible header rows BOS's embedding; trailer rows BOS's, the mean, or -trailer-token's)")
 	flag.IntVar(&c.trailerTok, "trailer-token", 13, "with -init bos-tok: the token whose embedding the trailer rows start from")
 	flag.BoolVar(&c.noTrain, "no-train", false, "evaluate the initial adapters only")
 	flag.Parse()
@@ -273,6 +273,8 @@ func initial(m *llama.Model, c config, nh, nt int) (*adapter.Adapter, error) {
 	bosRow := func(j int) float32 { return bos[0][j] }
 	meanRow := func(j int) float32 { return float32(mean[j]) }
 	switch c.init {
+	case "token":
+		return adapter.InitToken(m, nh, nt, train.BOS)
 	case "bos":
 		fill(a.Header, bosRow)
 		fill(a.Trailer, bosRow)
@@ -287,7 +289,7 @@ func initial(m *llama.Model, c config, nh, nt int) (*adapter.Adapter, error) {
 		fill(a.Header, bosRow)
 		fill(a.Trailer, func(j int) float32 { return tok[0][j] })
 	default:
-		return nil, fmt.Errorf("-init %q: want stats, bos, bos-mean or bos-tok", c.init)
+		return nil, fmt.Errorf("-init %q: want stats, token, bos, bos-mean or bos-tok", c.init)
 	}
 	return a, nil
 }
