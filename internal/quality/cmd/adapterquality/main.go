@@ -184,13 +184,18 @@ func measure(w, log io.Writer, c config, name string) error {
 		sizes = append(sizes, size{n, 0})
 	}
 	for _, z := range sizes {
-		label := fmt.Sprintf("N = %d", z.h)
-		if z.t != z.h {
-			label = fmt.Sprintf("N_h = %d, N_t = %d", z.h, z.t)
-		}
 		init, err := initial(m, c, z.h, z.t)
 		if err != nil {
 			return err
+		}
+		label := fmt.Sprintf("N = %d", z.h)
+		switch {
+		case init.HideHeader && z.t != z.h:
+			label = fmt.Sprintf("N_h = %d hidden, N_t = %d", z.h, z.t)
+		case init.HideHeader:
+			label = fmt.Sprintf("N = %d, header hidden", z.h)
+		case z.t != z.h:
+			label = fmt.Sprintf("N_h = %d, N_t = %d", z.h, z.t)
 		}
 		o := train.Options{Init: init, LR: c.lr, Epochs: c.epochs, Batch: c.batch, Workers: c.workers, Seed: c.seed}
 		last := time.Now()
@@ -204,7 +209,7 @@ func measure(w, log io.Writer, c config, name string) error {
 		if err != nil {
 			return err
 		}
-		rowsPer := z.h + z.t
+		rowsPer := init.StoredHeaderRows() + z.t
 		if c.noTrain {
 			initTrain, err := train.Loss(m, init, exs)
 			if err != nil {
