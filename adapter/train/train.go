@@ -34,8 +34,11 @@ type Options struct {
 	WeightDecay     float64 // decoupled weight decay; 0 (the reference uses none)
 	Seed            uint64  // initialisation and example order
 	// Init, when not nil, is the adapter training starts from (its rows
-	// override Header and Trailer); else adapter.Init(m, Header, Trailer,
-	// Seed), the reference's initialisation.
+	// override Header and Trailer, and its HideHeader is kept: a hidden
+	// header is trained through the document rows it shapes); else
+	// adapter.Init(m, Header, Trailer, Seed), the reference's
+	// initialisation. adapter.InitToken (a hidden BOS header) is the one
+	// that beats plain packets on kvstore's test models (docs/quality.md).
 	Init *adapter.Adapter
 	// Workers computes a batch's examples on this many goroutines (default
 	// 1); the result does not depend on it.
