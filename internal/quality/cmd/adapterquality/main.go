@@ -53,7 +53,7 @@ type config struct {
 func main() {
 	var c config
 	models := flag.String("models", "stories,gocode", "models to measure: stories, gocode")
-	ns := flag.String("n", "4,8,16", "adapter sizes N = N_h = N_t")
+	ns := flag.String("n", "4,8,16", "adapter sizes N = N_h = N_t (empty: none)")
 	headerOnly := flag.String("header-only", "", "header-only adapter sizes N_h (N_t = 0) to add, e.g. 4")
 	flag.IntVar(&c.trainN, "train", 128, "training requests")
 	flag.IntVar(&c.heldN, "heldout", 48, "held-out requests")
@@ -73,6 +73,9 @@ func main() {
 	c.seed = *seed
 	c.models = strings.Split(*models, ",")
 	for _, s := range strings.Split(*ns, ",") {
+		if s == "" {
+			continue
+		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			fmt.Fprintln(os.Stderr, "adapterquality: bad -n", s)
