@@ -126,4 +126,3 @@ func questionAlone(m *llama.Model, rs []train.Request, refs []reference) (scores
 	s.finish(len(rs))
 	return s, nil
 }
-
