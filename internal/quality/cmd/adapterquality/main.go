@@ -6,7 +6,12 @@
 // and the question alone. It prints the markdown tables of
 // docs/quality.md ("KV Packet adapters") on stdout and progress on stderr.
 //
-//	go run ./internal/quality/cmd/adapterquality [-models stories,gocode] [-n 4,8,16]
+//	go run ./internal/quality/cmd/adapterquality [-models stories,gocode] [-n 4,8,16] [-header-only 1,4] [-init stats|token]
+//
+// -init picks where training starts: stats, the reference's N(mean, std)
+// rows, all kept in the packet; token, adapter.InitToken, a hidden
+// BOS-embedding header (prefilled, not kept) and mean-row trailer rows.
+// -no-train scores the initial adapters only.
 //
 // Requests are BOS, 2-5 documents and a question (the training requests
 // 2-3 documents, for time); every document is prefilled alone (after its
