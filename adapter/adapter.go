@@ -20,6 +20,24 @@ type Adapter struct {
 	// TrainConfig is how the adapter was trained, JSON (free form; written
 	// to safetensors as "train_config"). Empty when unknown.
 	TrainConfig string
+	// HideHeader: the header is a prefill-only context. Prefill runs
+	// [header; doc; trailer] but keeps only the document's and trailer's
+	// rows (re-rotated to start at position 0), so a packet holds
+	// len(doc) + N_t rows and the question never attends to the header.
+	// Written to safetensors as MetaHideHeader = "true".
+	HideHeader bool
+}
+
+// MetaHideHeader is the safetensors __metadata__ key of HideHeader.
+const MetaHideHeader = "kvstore_hide_header"
+
+// StoredHeaderRows is the header rows a packet of a holds: HeaderRows(),
+// or 0 when the header is hidden (and 0 for a nil adapter).
+func (a *Adapter) StoredHeaderRows() int {
+	if a == nil || a.HideHeader {
+		return 0
+	}
+	return a.HeaderRows()
 }
 
 // HeaderRows is N_h.
@@ -52,6 +70,32 @@ func Init(m *llama.Model, nh, nt int, seed uint64) (*Adapter, error) {
 	return &Adapter{Dim: m.Dim, Header: draw(nh), Trailer: draw(nt)}, nil
 }
 
+// InitToken returns an untrained adapter for m that starts as a
+// context the model knows: every header row is token bos's input
+// embedding (a packet then begins as a sequence does, with the model's
+// attention sink) and every trailer row the mean embedding row (a
+// neutral token), with HideHeader set. Trained from here, an adapter
+// starts near what the plain prefill after BOS gives instead of from
+// random rows the model has never seen.
+func InitToken(m *llama.Model, nh, nt, bos int) (*Adapter, error) {
+	if nh < 0 || nt < 0 || nh > 1<<16 || nt > 1<<16 {
+		return nil, fmt.Errorf("%w: adapter: %d header and %d trailer rows", format.ErrInvalidArgument, nh, nt)
+	}
+	b, err := m.Embed([]int{bos})
+	if err != nil {
+		return nil, err
+	}
+	mean, _ := m.EmbeddingStats()
+	a := &Adapter{Dim: m.Dim, Header: make([]float32, nh*m.Dim), Trailer: make([]float32, nt*m.Dim), HideHeader: true}
+	for i := range a.Header {
+		a.Header[i] = b[0][i%m.Dim]
+	}
+	for i := range a.Trailer {
+		a.Trailer[i] = float32(mean[i%m.Dim])
+	}
+	return a, nil
+}
+
 // check verifies a fits m.
 func (a *Adapter) check(m *llama.Model) error {
 	if a.Dim != m.Dim || len(a.Header)%a.Dim != 0 || len(a.Trailer)%a.Dim != 0 {
@@ -78,8 +122,9 @@ func (a *Adapter) Rows(m *llama.Model, doc []int) ([][]float32, error) {
 }
 
 // Prefill prefills doc alone from position 0 as [header; doc; trailer] and
-// returns its cache: the packet's N_h + len(doc) + N_t rows. A nil adapter
-// prefills the document alone.
+// returns its cache: the packet's N_h + len(doc) + N_t rows, or with
+// HideHeader its len(doc) + N_t rows re-rotated to positions 0, 1, ...
+// A nil adapter prefills the document alone.
 func (a *Adapter) Prefill(m *llama.Model, doc []int) (*llama.Cache, error) {
 	x, err := a.Rows(m, doc)
 	if err != nil {
@@ -89,7 +134,15 @@ func (a *Adapter) Prefill(m *llama.Model, doc []int) (*llama.Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return res.Cache, nil
+	c := res.Cache
+	if a != nil && a.HideHeader && a.HeaderRows() > 0 {
+		nh := a.HeaderRows()
+		c = c.Slice(nh, c.Len())
+		if err := c.Shift(m.RoPE(), -int64(nh)); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 func split(x []float32, d int) [][]float32 {
@@ -105,6 +158,9 @@ func (a *Adapter) Encode(dt safetensors.DType) ([]byte, error) {
 	meta := map[string]string{}
 	if a.TrainConfig != "" {
 		meta[safetensors.MetaTrainConfig] = a.TrainConfig
+	}
+	if a.HideHeader {
+		meta[MetaHideHeader] = "true"
 	}
 	f, err := safetensors.EncodeAdapter(&safetensors.Adapter{Hidden: a.Dim, Header: a.Header, Trailer: a.Trailer, Metadata: meta}, dt)
 	if err != nil {
@@ -124,15 +180,19 @@ func Decode(b []byte) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Adapter{Dim: s.Hidden, Header: s.Header, Trailer: s.Trailer, TrainConfig: s.Metadata[safetensors.MetaTrainConfig]}, nil
+	return &Adapter{Dim: s.Hidden, Header: s.Header, Trailer: s.Trailer, TrainConfig: s.Metadata[safetensors.MetaTrainConfig],
+		HideHeader: s.Metadata[MetaHideHeader] == "true"}, nil
 }
 
 // ID is a content id of a: "kvp-" and the first 16 hex digits of the
-// SHA-256 of its values (float32 bits, header then trailer) and shape, so
-// that two different adapters never share packet ids.
+// SHA-256 of its values (float32 bits, header then trailer), shape and
+// HideHeader, so that two different adapters never share packet ids.
 func (a *Adapter) ID() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "kv-packet-adapter/1 %d %d %d\n", a.Dim, len(a.Header), len(a.Trailer))
+	if a.HideHeader {
+		fmt.Fprintf(h, "hide-header\n")
+	}
 	var b [4]byte
 	for _, x := range [][]float32{a.Header, a.Trailer} {
 		for _, v := range x {

@@ -140,3 +140,79 @@ func TestStore(t *testing.T) {
 		t.Fatal("packet id does not carry the adapter id")
 	}
 }
+
+// InitToken's header rows are the token's embedding and its trailer rows
+// the mean row; with HideHeader a packet holds the document's and
+// trailer's rows of the full [header; doc; trailer] prefill, re-rotated to
+// start at position 0.
+func TestInitTokenHiddenHeader(t *testing.T) {
+	m := testModel(t)
+	a, err := InitToken(m, 2, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bos, _ := m.Embed([]int{1})
+	mean, _ := m.EmbeddingStats()
+	for i, v := range a.Header {
+		if v != bos[0][i%m.Dim] {
+			t.Fatalf("header value %d is %v, not the token's %v", i, v, bos[0][i%m.Dim])
+		}
+	}
+	for i, v := range a.Trailer {
+		if v != float32(mean[i]) {
+			t.Fatalf("trailer value %d is %v, not the mean %v", i, v, mean[i])
+		}
+	}
+	if !a.HideHeader || a.StoredHeaderRows() != 0 {
+		t.Fatalf("hide %v, %d stored header rows", a.HideHeader, a.StoredHeaderRows())
+	}
+	doc := []int{4, 5, 6}
+	c, err := a.Prefill(m, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Len() != len(doc)+1 || c.Positions[0] != 0 {
+		t.Fatalf("%d rows at %v, want %d from 0", c.Len(), c.Positions, len(doc)+1)
+	}
+	x, _ := a.Rows(m, doc)
+	full, err := m.ForwardEmbeddings(x, 0, nil, llama.ForwardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := full.Cache.Slice(2, full.Cache.Len())
+	if err := want.Shift(m.RoPE(), -2); err != nil {
+		t.Fatal(err)
+	}
+	for l := range c.Layers {
+		for i, v := range c.Layers[l].V {
+			if v != want.Layers[l].V[i] || c.Layers[l].K[i] != want.Layers[l].K[i] {
+				t.Fatalf("layer %d value %d differs from the full prefill's", l, i)
+			}
+		}
+	}
+	// The rows kept are not the plain prefill's: the header shaped them.
+	plain, _ := (*Adapter)(nil).Prefill(m, doc)
+	if plain.Layers[1].V[0] == c.Layers[1].V[0] {
+		t.Fatal("the hidden header changed nothing")
+	}
+	b, err := a.Encode(safetensors.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(b)
+	if err != nil || !got.HideHeader || got.ID() != a.ID() {
+		t.Fatalf("round trip: %v, hide %v", err, got != nil && got.HideHeader)
+	}
+	vis := *a
+	vis.HideHeader = false
+	if vis.ID() == a.ID() {
+		t.Fatal("hiding the header does not change the id")
+	}
+	p, err := Packet(m, m.Spec(format.DTypeF32, "test"), "ns", a.ID(), a, doc)
+	if err != nil || p.Tokens() != len(doc)+1 || p.HeaderTokens != 0 || p.TrailerTokens != 1 {
+		t.Fatalf("packet: %v", err)
+	}
+	if _, err := InitToken(m, 1, 1, m.Vocab); !errors.Is(err, format.ErrInvalidArgument) {
+		t.Fatalf("a token outside the vocabulary: %v", err)
+	}
+}

@@ -5,7 +5,10 @@
 // [header; document; trailer] (Prefill), so its packet holds
 // N_h + L + N_t ordinary cache rows (store.Packet.HeaderTokens and
 // TrailerTokens), which Assemble, pruning, codecs and span memory treat
-// like any other row.
+// like any other row. With HideHeader the header is a prefill-only
+// context: the packet keeps only the document's and trailer's rows
+// (HeaderTokens 0), so the question never attends to the header
+// (docs/quality.md, "KV Packet adapters", says why).
 //
 // An adapter is kept in a store as an artifact (store.PutArtifact) named
 // store.AdapterArtifact(id) = "adapter/<id>", bound to the model
@@ -22,7 +25,8 @@
 //
 //	+----------+--------------------------------------------+------------------------+
 //	| N: u64LE | JSON header, N bytes:                      | header  [N_h][hidden]  |
-//	|          |  {"__metadata__": {"train_config": "..."}, |   f32 LE, row major    |
+//	|          |  {"__metadata__": {"train_config": "...", |   f32 LE, row major    |
+//	|          |    "kvstore_hide_header": "true"},         |                        |
 //	|          |   "header":  {F32, [N_h, hidden], ...},    | trailer [N_t][hidden]  |
 //	|          |   "trailer": {F32, [N_t, hidden], ...}}    |   f32 LE, row major    |
 //	+----------+--------------------------------------------+------------------------+

@@ -50,7 +50,7 @@ func Packet(m *llama.Model, spec *format.ModelSpec, namespace, id string, a *Ada
 	}
 	p := &store.Packet{Namespace: namespace, Model: spec}
 	if a != nil {
-		p.AdapterID, p.HeaderTokens, p.TrailerTokens = id, a.HeaderRows(), a.TrailerRows()
+		p.AdapterID, p.HeaderTokens, p.TrailerTokens = id, a.StoredHeaderRows(), a.TrailerRows()
 	}
 	for _, t := range doc {
 		p.TokenIDs = append(p.TokenIDs, uint32(t))

@@ -32,6 +32,17 @@
 // through Model.Spec (gguf.File.Spec: shape, RoPE, a hash of every
 // tensor), so packets of another model are store.ErrModelMismatch.
 //
+// # Adapter packets
+//
+// SaveAdapter stores a KV Packet adapter packet (package adapter): it
+// decodes [header; document; trailer] from position 0 as input embeddings
+// (llama_batch.embd; the document's rows come from the GGUF's
+// token_embd.weight, Model.TokenEmbeddings, since libllama 0.5.0 has no
+// token-embedding getter), removes the header's cells when the adapter
+// hides its header, and saves the rest with the adapter's id and row
+// counts. TestSaveAdapter holds its KV and the logits of an assembled
+// request against internal/llama's adapter path.
+//
 // What is not covered: models whose cells carry an extension (M-RoPE),
 // recurrent or SWA caches, per-layer KV head counts, quantized cache types,
 // more than one stream holding the sequence, pruned packets (a llama.cpp

@@ -19,10 +19,23 @@ import (
 // last Decode is refused (ErrState): llama.cpp re-rotates its keys only at
 // the next decode.
 func Save(db *store.DB, ns string, ctx *Context, seq int, tokens []uint32) (format.PacketID, error) {
-	var id format.PacketID
 	if !ctx.seqOK(seq) {
-		return id, ctx.badSeq("save", seq)
+		return format.PacketID{}, ctx.badSeq("save", seq)
 	}
+	return save(db, ns, ctx, seq, packetRows{tokens: tokens})
+}
+
+// packetRows says what a sequence's cells are: header adapter rows, one
+// per token, trailer adapter rows.
+type packetRows struct {
+	tokens          []uint32
+	adapterID       string
+	header, trailer int
+}
+
+func save(db *store.DB, ns string, ctx *Context, seq int, rows packetRows) (format.PacketID, error) {
+	var id format.PacketID
+	tokens := rows.tokens
 	if ctx.shifted[seq] {
 		return id, fmt.Errorf("%w: save: sequence %d was shifted and not decoded since; its keys are stale", ErrState, seq)
 	}
@@ -48,10 +61,11 @@ func Save(db *store.DB, ns string, ctx *Context, seq int, tokens []uint32) (form
 			return id, fmt.Errorf("%w: save: cell %d at position %d, not %d: the cells are not consecutive", ErrState, i, p, lay.pos[0]+int32(i))
 		}
 	}
-	if len(tokens) != n {
-		return id, fmt.Errorf("%w: save: %d token ids for %d cells", ErrInvalidArgument, len(tokens), n)
+	if rows.header+len(tokens)+rows.trailer != n {
+		return id, fmt.Errorf("%w: save: %d token ids and %d adapter rows for %d cells", ErrInvalidArgument, len(tokens), rows.header+rows.trailer, n)
 	}
 	p := &store.Packet{Namespace: ns, Model: spec, TokenIDs: tokens, BasePosition: int(lay.pos[0]),
+		AdapterID: rows.adapterID, HeaderTokens: rows.header, TrailerTokens: rows.trailer,
 		Layers: make([]store.Layer, spec.Layers)}
 	es, per := lay.esize, n*H*D*lay.esize
 	for l := range p.Layers {

@@ -47,12 +47,15 @@ func Example(m *llama.Model, prefix []int, docs [][]int, question []int, answer 
 // Loss is the mean distillation loss of a (nil: no adapter) over examples.
 func Loss(m *llama.Model, a *adapter.Adapter, examples []*llama.PacketExample) (float64, error) {
 	var h, t []float64
+	hide := false
 	if a != nil {
-		h, t = to64(a.Header), to64(a.Trailer)
+		h, t, hide = to64(a.Header), to64(a.Trailer), a.HideHeader
 	}
 	var sum float64
 	for i, ex := range examples {
-		l, err := m.PacketLoss(h, t, ex, nil, nil)
+		e := *ex
+		e.HideHeader = hide
+		l, err := m.PacketLoss(h, t, &e, nil, nil)
 		if err != nil {
 			return 0, fmt.Errorf("train: loss of example %d: %w", i, err)
 		}

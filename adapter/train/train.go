@@ -34,8 +34,11 @@ type Options struct {
 	WeightDecay     float64 // decoupled weight decay; 0 (the reference uses none)
 	Seed            uint64  // initialisation and example order
 	// Init, when not nil, is the adapter training starts from (its rows
-	// override Header and Trailer); else adapter.Init(m, Header, Trailer,
-	// Seed), the reference's initialisation.
+	// override Header and Trailer, and its HideHeader is kept: a hidden
+	// header is trained through the document rows it shapes); else
+	// adapter.Init(m, Header, Trailer, Seed), the reference's
+	// initialisation. adapter.InitToken (a hidden BOS header) is the one
+	// that beats plain packets on kvstore's test models (docs/quality.md).
 	Init *adapter.Adapter
 	// Workers computes a batch's examples on this many goroutines (default
 	// 1); the result does not depend on it.
@@ -110,6 +113,7 @@ type Config struct {
 	Method      string     `json:"method"`
 	Loss        string     `json:"loss"`
 	Header      int        `json:"n_header"`
+	HideHeader  bool       `json:"hide_header,omitempty"`
 	Trailer     int        `json:"n_trailer"`
 	LR          float64    `json:"lr"`
 	Schedule    string     `json:"schedule"`
@@ -172,7 +176,7 @@ func Train(m *llama.Model, examples []*llama.PacketExample, o Options) (*Result,
 		var sum float64
 		for b := 0; b < len(order); b += o.Batch {
 			batch := order[b:min(b+o.Batch, len(order))]
-			loss, err := batchGrad(m, theta[:nh], theta[nh:], examples, batch, grad, o.Workers)
+			loss, err := batchGrad(m, theta[:nh], theta[nh:], examples, batch, grad, o.Workers, init.HideHeader)
 			if err != nil {
 				return nil, err
 			}
@@ -187,10 +191,10 @@ func Train(m *llama.Model, examples []*llama.PacketExample, o Options) (*Result,
 		res.EpochLoss = append(res.EpochLoss, sum/float64(len(order)))
 	}
 	res.Time = time.Since(start)
-	a := &adapter.Adapter{Dim: m.Dim, Header: to32(theta[:nh]), Trailer: to32(theta[nh:])}
+	a := &adapter.Adapter{Dim: m.Dim, Header: to32(theta[:nh]), Trailer: to32(theta[nh:]), HideHeader: init.HideHeader}
 	cfg := Config{Method: "kv-packet self-distillation, base model frozen",
 		Loss:   "KL(teacher || student) over the greedy answer tokens, teacher = documents and question as one sequence",
-		Header: o.Header, Trailer: o.Trailer, LR: o.LR, Schedule: "linear decay to 0", WeightDecay: o.WeightDecay,
+		Header: o.Header, HideHeader: init.HideHeader, Trailer: o.Trailer, LR: o.LR, Schedule: "linear decay to 0", WeightDecay: o.WeightDecay,
 		Betas: [2]float64{o.Beta1, o.Beta2}, Eps: o.Eps, Epochs: o.Epochs, Batch: o.Batch, Seed: o.Seed,
 		Examples: len(examples), Steps: steps, FinalLoss: res.EpochLoss[len(res.EpochLoss)-1], Seconds: res.Time.Seconds()}
 	b, err := json.Marshal(cfg)
@@ -205,7 +209,7 @@ func Train(m *llama.Model, examples []*llama.PacketExample, o Options) (*Result,
 // batchGrad sets grad to the mean gradient over the batch's examples and
 // returns their mean loss. Each example's gradient goes to its own buffer
 // and the buffers are summed in batch order, so workers change nothing.
-func batchGrad(m *llama.Model, header, trailer []float64, examples []*llama.PacketExample, batch []int, grad []float64, workers int) (float64, error) {
+func batchGrad(m *llama.Model, header, trailer []float64, examples []*llama.PacketExample, batch []int, grad []float64, workers int, hide bool) (float64, error) {
 	nh := len(header)
 	losses := make([]float64, len(batch))
 	grads := make([][]float64, len(batch))
@@ -218,7 +222,9 @@ func batchGrad(m *llama.Model, header, trailer []float64, examples []*llama.Pack
 			defer wg.Done()
 			for i := range next {
 				g := make([]float64, len(grad))
-				losses[i], errs[i] = m.PacketLoss(header, trailer, examples[batch[i]], g[:nh], g[nh:])
+				ex := *examples[batch[i]]
+				ex.HideHeader = hide
+				losses[i], errs[i] = m.PacketLoss(header, trailer, &ex, g[:nh], g[nh:])
 				grads[i] = g
 			}
 		}()

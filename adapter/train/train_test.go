@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kvstore/kvstore/adapter"
@@ -57,45 +59,65 @@ func stories(t testing.TB) *llama.Model {
 	return m
 }
 
-// A small training run on stories260K (seconds): the epoch loss falls, and
-// the held-out loss of the trained adapter is below that of the adapter it
-// started from. (Whether it beats no adapter at all is what
-// docs/quality.md measures, on larger sets.)
+// A small training run on stories260K (seconds), for the reference's
+// initialisation and for InitToken's (a hidden BOS header): the epoch loss
+// falls, and the held-out loss of the trained adapter is below that of
+// the adapter it started from. Neither beats plain packets (no adapter)
+// on this tiny held-out set of 8-token documents (logged; the hidden
+// header comes within 0.5% of it); docs/quality.md, "KV Packet adapters",
+// measures that on larger sets.
 func TestTrainLossFalls(t *testing.T) {
 	m := stories(t)
 	rng := rand.New(rand.NewPCG(5, 6))
 	train, held := examples(t, m, rng, 24), examples(t, m, rng, 8)
-	o := Options{Header: 2, Trailer: 2, LR: 5e-3, Epochs: 6, Batch: 4, Seed: 3}
-	var steps int
-	o.Progress = func(p Progress) { steps = p.Step }
-	r, err := Train(m, train, o)
+	none, err := Loss(m, nil, held)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if steps != r.Steps || r.Steps != 6*6 {
-		t.Fatalf("%d progress calls, %d steps", steps, r.Steps)
-	}
-	if first, last := r.EpochLoss[0], r.EpochLoss[len(r.EpochLoss)-1]; !(last < first) {
-		t.Fatalf("epoch loss %v: did not fall", r.EpochLoss)
-	}
-	init, err := adapter.Init(m, 2, 2, 3)
+	stats, err := adapter.Init(m, 2, 2, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := Loss(m, init, held)
+	token, err := adapter.InitToken(m, 1, 0, BOS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := Loss(m, r.Adapter, held)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("epoch loss %.4f -> %.4f; held-out KL %.4f (initial adapter) -> %.4f (trained)", r.EpochLoss[0], r.EpochLoss[len(r.EpochLoss)-1], before, after)
-	if !(after < before) {
-		t.Fatalf("held-out KL %.4f after training, %.4f before", after, before)
-	}
-	if r.Adapter.TrainConfig == "" || r.Adapter.HeaderRows() != 2 || r.Adapter.TrailerRows() != 2 {
-		t.Fatalf("adapter %d+%d rows, config %q", r.Adapter.HeaderRows(), r.Adapter.TrailerRows(), r.Adapter.TrainConfig)
+	for _, tc := range []struct {
+		name string
+		init *adapter.Adapter
+	}{{"stats", stats}, {"token", token}} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{Init: tc.init, LR: 5e-3, Epochs: 6, Batch: 4, Seed: 3}
+			var steps int
+			o.Progress = func(p Progress) { steps = p.Step }
+			r, err := Train(m, train, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if steps != r.Steps || r.Steps != 6*6 {
+				t.Fatalf("%d progress calls, %d steps", steps, r.Steps)
+			}
+			if first, last := r.EpochLoss[0], r.EpochLoss[len(r.EpochLoss)-1]; !(last < first) {
+				t.Fatalf("epoch loss %v: did not fall", r.EpochLoss)
+			}
+			before, err := Loss(m, tc.init, held)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, err := Loss(m, r.Adapter, held)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("epoch loss %.4f -> %.4f; held-out KL %.4f (initial adapter) -> %.4f (trained), %.4f with no adapter",
+				r.EpochLoss[0], r.EpochLoss[len(r.EpochLoss)-1], before, after, none)
+			if !(after < before) {
+				t.Fatalf("held-out KL %.4f after training, %.4f before", after, before)
+			}
+			a := r.Adapter
+			if a.TrainConfig == "" || a.HeaderRows() != tc.init.HeaderRows() || a.TrailerRows() != tc.init.TrailerRows() || a.HideHeader != tc.init.HideHeader {
+				t.Fatalf("adapter %d+%d rows (hidden %v), config %q", a.HeaderRows(), a.TrailerRows(), a.HideHeader, a.TrainConfig)
+			}
+		})
 	}
 }
 
@@ -143,5 +165,61 @@ func TestAdamWFirstStep(t *testing.T) {
 		if math.Abs(theta[i]-want) > 1e-6 {
 			t.Fatalf("theta %v", theta)
 		}
+	}
+}
+
+// On gocode-hd64, reading Go source cut from this repository (training
+// requests from non-test files of store/, held-out ones from format/'s
+// _test.go files), a one-row hidden BOS header (adapter.InitToken) trained
+// for a few steps has a lower held-out loss than the header it started
+// from and than plain packets (no adapter); its epoch loss falls.
+func TestTrainHiddenHeaderBeatsNoAdapter(t *testing.T) {
+	m, err := llama.Load(testenv.ModelFile(t, "gocode-hd64.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, ok := testenv.ModuleRoot()
+	if !ok {
+		t.Fatal("no module root above the working directory")
+	}
+	isTest := func(p string) bool { return strings.HasSuffix(p, "_test.go") }
+	tr, err := LoadByteFiles(filepath.Join(root, "store"), ".go", func(p string) bool { return !isTest(p) }, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ho, err := LoadByteFiles(filepath.Join(root, "format"), ".go", isTest, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	train, err := Examples(m, Requests(tr, rand.New(rand.NewPCG(1, 1)), 16, 2, 2, 16, 8), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := Examples(m, Requests(ho, rand.New(rand.NewPCG(1, 2)), 8, 2, 3, 16, 8), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	init, err := adapter.InitToken(m, 1, 0, BOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Train(m, train, Options{Init: init, LR: 5e-3, Epochs: 3, Batch: 8, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loss := func(a *adapter.Adapter) float64 {
+		l, err := Loss(m, a, held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	none, before, after := loss(nil), loss(init), loss(r.Adapter)
+	t.Logf("epoch loss %v; held-out KL %.4f with no adapter, %.4f initial, %.4f trained (%d steps, %v)", r.EpochLoss, none, before, after, r.Steps, r.Time)
+	if first, last := r.EpochLoss[0], r.EpochLoss[len(r.EpochLoss)-1]; !(last < first) {
+		t.Fatalf("epoch loss %v: did not fall", r.EpochLoss)
+	}
+	if !(after < before) || !(after < none) {
+		t.Fatalf("held-out KL %.4f trained, %.4f initial, %.4f with no adapter", after, before, none)
 	}
 }

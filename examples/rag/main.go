@@ -11,8 +11,9 @@
 //     KL(full || packets);
 //  4. the same with KV Packet adapter packets: each document prefilled
 //     alone as [header; doc; trailer] with a trained adapter (package
-//     adapter; trained at run time by adapter/train, or loaded from the
-//     store with -adapter), stored as an artifact, its packets naming it.
+//     adapter; trained at run time by adapter/train from -adapter-init,
+//     by default a hidden BOS header, or loaded from the store with
+//     -adapter), stored as an artifact, its packets naming it.
 //
 // It uses stories260K (real weights) when testenv.ModelPath finds it,
 // otherwise a deterministic random-weight Llama-shaped model, and says
@@ -44,7 +45,8 @@ func main() {
 	flag.IntVar(&cfg.docTokens, "doc-tokens", 48, "tokens per document")
 	flag.IntVar(&cfg.questionTokens, "question-tokens", 8, "tokens of the question")
 	flag.StringVar(&cfg.adapterID, "adapter", "", "adapter id to load from the store (-dir) instead of training one")
-	flag.IntVar(&cfg.adapterRows, "adapter-rows", 2, "header and trailer rows of the adapter trained at run time")
+	flag.IntVar(&cfg.adapterRows, "adapter-rows", 2, "header (and, with -adapter-init stats, trailer) rows of the adapter trained at run time")
+	flag.StringVar(&cfg.adapterInit, "adapter-init", "token", "run-time adapter's start: token (adapter.InitToken: a hidden BOS header, no trailer) or stats (the reference's N(mean, std) rows, header and trailer)")
 	flag.IntVar(&cfg.trainRequests, "train-requests", 24, "requests the run-time adapter is trained on")
 	flag.IntVar(&cfg.trainEpochs, "train-epochs", 6, "epochs of run-time training")
 	flag.Parse()
@@ -60,6 +62,7 @@ type config struct {
 	docs, docTokens, questionTokens int
 	adapterID                       string
 	adapterRows                     int
+	adapterInit                     string // "token" (default) or "stats"
 	trainRequests, trainEpochs      int
 }
 
@@ -78,7 +81,7 @@ type result struct {
 	AssembledBytes int64
 	// With the adapter's packets:
 	AdapterID    string
-	AdapterRows  int     // header + trailer rows per packet
+	AdapterRows  int     // adapter rows each packet holds (a hidden header's are not kept)
 	AdapterTrain float64 // seconds of run-time training, 0 when loaded
 	KLAdapter    float64 // KL(full || adapter packets), nats
 	NextAdapter  int
@@ -180,7 +183,7 @@ func getAdapter(w io.Writer, db *store.DB, m *llama.Model, spec *format.ModelSpe
 		if err != nil {
 			return nil, err
 		}
-		res.AdapterID, res.AdapterRows = cfg.adapterID, a.HeaderRows()+a.TrailerRows()
+		res.AdapterID, res.AdapterRows = cfg.adapterID, a.StoredHeaderRows()+a.TrailerRows()
 		fmt.Fprintf(w, "\nadapter %s loaded from the store: %d header + %d trailer rows\n", cfg.adapterID, a.HeaderRows(), a.TrailerRows())
 		return a, nil
 	}
@@ -198,17 +201,31 @@ func getAdapter(w io.Writer, db *store.DB, m *llama.Model, spec *format.ModelSpe
 		exs = append(exs, ex)
 	}
 	n := max(cfg.adapterRows, 1)
-	r, err := train.Train(m, exs, train.Options{Header: n, Trailer: n, LR: 5e-3, Epochs: max(cfg.trainEpochs, 1), Batch: 4, Seed: 1})
+	init, err := adapter.Init(m, n, n, 1)
+	if cfg.adapterInit != "stats" {
+		if cfg.adapterInit != "" && cfg.adapterInit != "token" {
+			return nil, fmt.Errorf("-adapter-init %q: want token or stats", cfg.adapterInit)
+		}
+		init, err = adapter.InitToken(m, n, 0, 1)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r, err := train.Train(m, exs, train.Options{Init: init, LR: 5e-3, Epochs: max(cfg.trainEpochs, 1), Batch: 4, Seed: 1})
 	if err != nil {
 		return nil, err
 	}
 	a := r.Adapter
-	res.AdapterID, res.AdapterRows, res.AdapterTrain = a.ID(), 2*n, r.Time.Seconds()
+	res.AdapterID, res.AdapterRows, res.AdapterTrain = a.ID(), a.StoredHeaderRows()+a.TrailerRows(), r.Time.Seconds()
 	if err := adapter.Put(db, fp, res.AdapterID, a); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "\nadapter %s trained at run time on %d requests (%d+%d rows, %d epochs, %.1f s; loss %.3f -> %.3f) and stored\n",
-		res.AdapterID, len(exs), n, n, len(r.EpochLoss), r.Time.Seconds(), r.EpochLoss[0], r.EpochLoss[len(r.EpochLoss)-1])
+	hidden := ""
+	if a.HideHeader {
+		hidden = ", header hidden"
+	}
+	fmt.Fprintf(w, "\nadapter %s trained at run time on %d requests (%d+%d rows%s, %d epochs, %.1f s; loss %.3f -> %.3f) and stored\n",
+		res.AdapterID, len(exs), a.HeaderRows(), a.TrailerRows(), hidden, len(r.EpochLoss), r.Time.Seconds(), r.EpochLoss[0], r.EpochLoss[len(r.EpochLoss)-1])
 	return a, nil
 }
 

@@ -9,7 +9,7 @@ import (
 
 func TestRunThreeDocuments(t *testing.T) {
 	var out bytes.Buffer
-	r, err := run(&out, config{docs: 3, docTokens: 12, questionTokens: 4, adapterRows: 1, trainRequests: 4, trainEpochs: 2})
+	r, err := run(&out, config{docs: 3, docTokens: 12, questionTokens: 4, adapterRows: 1, adapterInit: "stats", trainRequests: 4, trainEpochs: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,5 +64,21 @@ func TestRunLoadsStoredAdapter(t *testing.T) {
 	}
 	if second.AdapterTrain != 0 || second.KLAdapter != first.KLAdapter {
 		t.Fatalf("loaded adapter: trained %v s, KL %v vs %v", second.AdapterTrain, second.KLAdapter, first.KLAdapter)
+	}
+}
+
+// The default run-time adapter is a hidden BOS header: its packets hold
+// the documents' rows only, and the adapter's KL is measured.
+func TestRunHiddenHeaderAdapter(t *testing.T) {
+	var out bytes.Buffer
+	r, err := run(&out, config{docs: 2, docTokens: 10, questionTokens: 3, adapterRows: 1, trainRequests: 4, trainEpochs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.AdapterRows != 0 || r.AdapterID == "" || !(r.KLAdapter >= 0) || math.IsInf(r.KLAdapter, 0) {
+		t.Fatalf("adapter %q of %d stored rows: KL %v", r.AdapterID, r.AdapterRows, r.KLAdapter)
+	}
+	if !strings.Contains(out.String(), "header hidden") {
+		t.Fatalf("output does not say the header is hidden:\n%s", out.String())
 	}
 }

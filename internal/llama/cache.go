@@ -123,3 +123,30 @@ func appendRows(x, y []float32, heads, n, m, hd int) []float32 {
 	}
 	return out
 }
+
+// Slice returns a copy of rows [lo, hi) of c (KPre included when c has
+// it), with their positions: a packet stripped of rows it does not keep,
+// such as an adapter's hidden header. It panics on a range outside
+// [0, Len()], as slicing does.
+func (c *Cache) Slice(lo, hi int) *Cache {
+	if lo < 0 || hi < lo || hi > c.Len() {
+		panic(fmt.Sprintf("llama: cache rows [%d, %d) of %d", lo, hi, c.Len()))
+	}
+	out := &Cache{KVHeads: c.KVHeads, HeadDim: c.HeadDim, Layers: make([]LayerKV, len(c.Layers)),
+		Positions: append([]int64{}, c.Positions[lo:hi]...)}
+	n, hd := c.Len(), c.HeadDim
+	part := func(x []float32) []float32 {
+		if len(x) == 0 {
+			return nil
+		}
+		y := make([]float32, 0, c.KVHeads*(hi-lo)*hd)
+		for h := range c.KVHeads {
+			y = append(y, x[(h*n+lo)*hd:(h*n+hi)*hd]...)
+		}
+		return y
+	}
+	for l, kv := range c.Layers {
+		out.Layers[l] = LayerKV{K: part(kv.K), KPre: part(kv.KPre), V: part(kv.V)}
+	}
+	return out
+}

@@ -22,6 +22,12 @@ type PacketExample struct {
 	// Teacher[j] is the distribution the full-context model gave after the
 	// same token (Vocab entries summing to 1).
 	Teacher [][]float64
+	// HideHeader: the header rows are prefilled but not assembled, so the
+	// query never attends to them; each packet is its document's and
+	// trailer's rows, re-rotated as if they started at position 0. The
+	// header then shapes only the document's own KV (a BOS-like context
+	// for it).
+	HideHeader bool
 }
 
 // PacketLoss computes the loss of ex for the adapter header and trailer
@@ -35,6 +41,10 @@ func (m *Model) PacketLoss(header, trailer []float64, ex *PacketExample, gHeader
 	}
 	d, kvd := m.Dim, m.KVDim()
 	nh, nt := len(header)/d, len(trailer)/d
+	hidden := 0 // header rows the query does not see
+	if ex.HideHeader {
+		hidden = nh
+	}
 	tapes := make([]*tape64, len(ex.Docs))
 	offsets := make([]int64, len(ex.Docs))
 	prefix := make([]kv64, m.Layers)
@@ -51,13 +61,14 @@ func (m *Model) PacketLoss(header, trailer []float64, ex *PacketExample, gHeader
 		n := nh + len(doc) + nt
 		tapes[p] = m.forward64(x0, positions(0, n), nil, nil)
 		offsets[p] = rows
+		lo := hidden * kvd
 		for l := range prefix {
-			k := append([]float64(nil), tapes[p].kv[l].k...)
-			m.rotateRows(k, rows, false)
+			k := append([]float64(nil), tapes[p].kv[l].k[lo:]...)
+			m.rotateRows(k, rows-int64(hidden), false)
 			prefix[l].k = append(prefix[l].k, k...)
-			prefix[l].v = append(prefix[l].v, tapes[p].kv[l].v...)
+			prefix[l].v = append(prefix[l].v, tapes[p].kv[l].v[lo:]...)
 		}
-		rows += int64(n)
+		rows += int64(n - hidden)
 	}
 	first := len(ex.Query) - len(ex.Teacher)
 	student := m.forward64(m.embed64(ex.Query), positions(rows, len(ex.Query)), prefix, positionsInt(first, len(ex.Teacher)))
@@ -72,12 +83,14 @@ func (m *Model) PacketLoss(header, trailer []float64, ex *PacketExample, gHeader
 	m.backward64(student, dz, nil, dPrefix)
 	for p, t := range tapes {
 		n := len(t.pos)
-		lo, hi := int(offsets[p])*kvd, (int(offsets[p])+n)*kvd
+		lo, hi := int(offsets[p])*kvd, (int(offsets[p])+n-hidden)*kvd
 		dOwn := make([]kv64, m.Layers)
 		for l := range dOwn {
-			dk := append([]float64(nil), dPrefix[l].k[lo:hi]...)
-			m.rotateRows(dk, offsets[p], true)
-			dOwn[l] = kv64{k: dk, v: dPrefix[l].v[lo:hi]}
+			// The hidden header rows reach the loss only through the
+			// later rows of their packet: their own KV gradient is 0.
+			dk := append(make([]float64, hidden*kvd), dPrefix[l].k[lo:hi]...)
+			m.rotateRows(dk[hidden*kvd:], offsets[p]-int64(hidden), true)
+			dOwn[l] = kv64{k: dk, v: append(make([]float64, hidden*kvd), dPrefix[l].v[lo:hi]...)}
 		}
 		dx := m.backward64(t, nil, dOwn, nil)
 		axpy64(gHeader, 1, dx[:nh*d])

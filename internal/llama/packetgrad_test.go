@@ -79,16 +79,20 @@ func TestPacketLossGradient(t *testing.T) {
 		name string
 		m    func(testing.TB) *Model
 		docs []int
+		hide bool
 	}{
-		{"rotate-half+llama3", func(t testing.TB) *Model { return gradModel(t, gradShape) }, []int{5, 3, 4}},
-		{"interleaved", func(t testing.TB) *Model { return gradModel(t, gradInterleaved) }, []int{4, 6}},
-		{"stories260K", storiesModel, []int{6, 5}},
+		{"rotate-half+llama3", func(t testing.TB) *Model { return gradModel(t, gradShape) }, []int{5, 3, 4}, false},
+		{"interleaved", func(t testing.TB) *Model { return gradModel(t, gradInterleaved) }, []int{4, 6}, false},
+		{"stories260K", storiesModel, []int{6, 5}, false},
+		{"rotate-half+llama3,hidden-header", func(t testing.TB) *Model { return gradModel(t, gradShape) }, []int{5, 3, 4}, true},
+		{"stories260K,hidden-header", storiesModel, []int{6, 5}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.m(t)
 			rng := rand.New(rand.NewPCG(1, 2))
 			header, trailer, ex := randomExample(m, rng, 3, 2, tc.docs, 4, 3)
+			ex.HideHeader = tc.hide
 			gh, gt := make([]float64, len(header)), make([]float64, len(trailer))
 			if _, err := m.PacketLoss(header, trailer, ex, gh, gt); err != nil {
 				t.Fatal(err)
@@ -134,10 +138,11 @@ func TestPacketLossGradient(t *testing.T) {
 // through ForwardEmbeddings (float32), Cache.Shift and Cache.Append gives
 // the same loss within float32 rounding.
 func TestPacketLossMatchesForward(t *testing.T) {
-	for _, cfg := range []Config{gradShape, gradInterleaved} {
+	for i, cfg := range []Config{gradShape, gradInterleaved, gradShape} {
 		m := gradModel(t, cfg)
 		rng := rand.New(rand.NewPCG(3, 4))
 		header, trailer, ex := randomExample(m, rng, 2, 3, []int{7, 4, 5}, 5, 3)
+		ex.HideHeader = i == 2
 		want, err := m.PacketLoss(header, trailer, ex, nil, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -168,10 +173,14 @@ func TestPacketLossMatchesForward(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := res.Cache.Shift(m.RoPE(), int64(all.Len())); err != nil {
+			c := res.Cache
+			if ex.HideHeader {
+				c = c.Slice(len(header)/m.Dim, c.Len())
+			}
+			if err := c.Shift(m.RoPE(), int64(all.Len())-c.Positions[0]); err != nil {
 				t.Fatal(err)
 			}
-			if err := all.Append(res.Cache); err != nil {
+			if err := all.Append(c); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -51,7 +51,7 @@ func packetsCache(m *llama.Model, a *adapter.Adapter, docs [][]int) (*llama.Cach
 		if err != nil {
 			return nil, err
 		}
-		if err := c.Shift(m.RoPE(), int64(all.Len())); err != nil {
+		if err := c.Shift(m.RoPE(), int64(all.Len())-c.Positions[0]); err != nil {
 			return nil, err
 		}
 		if err := all.Append(c); err != nil {

@@ -6,7 +6,12 @@
 // and the question alone. It prints the markdown tables of
 // docs/quality.md ("KV Packet adapters") on stdout and progress on stderr.
 //
-//	go run ./internal/quality/cmd/adapterquality [-models stories,gocode] [-n 4,8,16]
+//	go run ./internal/quality/cmd/adapterquality [-models stories,gocode] [-n 4,8,16] [-header-only 1,4] [-init stats|token]
+//
+// -init picks where training starts: stats, the reference's N(mean, std)
+// rows, all kept in the packet; token, adapter.InitToken, a hidden
+// BOS-embedding header (prefilled, not kept) and mean-row trailer rows.
+// -no-train scores the initial adapters only.
 //
 // Requests are BOS, 2-5 documents and a question (the training requests
 // 2-3 documents, for time); every document is prefilled alone (after its
@@ -46,12 +51,14 @@ type config struct {
 	lr                     float64
 	seed                   uint64
 	init                   string
+	trailerTok             int
+	noTrain                bool
 }
 
 func main() {
 	var c config
 	models := flag.String("models", "stories,gocode", "models to measure: stories, gocode")
-	ns := flag.String("n", "4,8,16", "adapter sizes N = N_h = N_t")
+	ns := flag.String("n", "4,8,16", "adapter sizes N = N_h = N_t (empty: none)")
 	headerOnly := flag.String("header-only", "", "header-only adapter sizes N_h (N_t = 0) to add, e.g. 4")
 	flag.IntVar(&c.trainN, "train", 128, "training requests")
 	flag.IntVar(&c.heldN, "heldout", 48, "held-out requests")
@@ -64,11 +71,16 @@ func main() {
 	flag.IntVar(&c.workers, "workers", 1, "goroutines computing a batch")
 	flag.Float64Var(&c.lr, "lr", 5e-4, "peak learning rate (linear decay to 0)")
 	seed := flag.Uint64("seed", 1, "seed of the requests and of training")
-	flag.StringVar(&c.init, "init", "stats", "adapter initialisation: stats (N(mean, std) of the embedding columns, the reference's) or bos (every row BOS's embedding)")
+	flag.StringVar(&c.init, "init", "stats", "adapter initialisation: stats (N(mean, std) of the embedding columns, the reference's); token (adapter.InitToken: header rows BOS's embedding and hidden from the question, trailer rows the mean embedding); bos, bos-mean, bos-tok (visible header rows BOS's embedding; trailer rows BOS's, the mean, or -trailer-token's)")
+	flag.IntVar(&c.trailerTok, "trailer-token", 13, "with -init bos-tok: the token whose embedding the trailer rows start from")
+	flag.BoolVar(&c.noTrain, "no-train", false, "evaluate the initial adapters only")
 	flag.Parse()
 	c.seed = *seed
 	c.models = strings.Split(*models, ",")
 	for _, s := range strings.Split(*ns, ",") {
+		if s == "" {
+			continue
+		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			fmt.Fprintln(os.Stderr, "adapterquality: bad -n", s)
@@ -180,13 +192,18 @@ func measure(w, log io.Writer, c config, name string) error {
 		sizes = append(sizes, size{n, 0})
 	}
 	for _, z := range sizes {
-		label := fmt.Sprintf("N = %d", z.h)
-		if z.t != z.h {
-			label = fmt.Sprintf("N_h = %d, N_t = %d", z.h, z.t)
-		}
 		init, err := initial(m, c, z.h, z.t)
 		if err != nil {
 			return err
+		}
+		label := fmt.Sprintf("N = %d", z.h)
+		switch {
+		case init.HideHeader && z.t != z.h:
+			label = fmt.Sprintf("N_h = %d hidden, N_t = %d", z.h, z.t)
+		case init.HideHeader:
+			label = fmt.Sprintf("N = %d, header hidden", z.h)
+		case z.t != z.h:
+			label = fmt.Sprintf("N_h = %d, N_t = %d", z.h, z.t)
 		}
 		o := train.Options{Init: init, LR: c.lr, Epochs: c.epochs, Batch: c.batch, Workers: c.workers, Seed: c.seed}
 		last := time.Now()
@@ -196,11 +213,21 @@ func measure(w, log io.Writer, c config, name string) error {
 				fmt.Fprintf(log, "%s %s: step %d/%d epoch %d loss %.4f (%v)\n", name, label, p.Step, p.Steps, p.Epoch, p.Loss, p.Elapsed.Round(time.Second))
 			}
 		}
-		res, err := train.Train(m, exs, o)
+		initS, err := evaluate(m, init, heldReqs, refs)
 		if err != nil {
 			return err
 		}
-		initS, err := evaluate(m, init, heldReqs, refs)
+		rowsPer := init.StoredHeaderRows() + z.t
+		if c.noTrain {
+			initTrain, err := train.Loss(m, init, exs)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(log, "%s %s initial: training loss %.4f, held-out KL next %.4f cont %.4f (none %.4f %.4f)\n", name, label, initTrain, initS.KLNext, initS.KLCont, none.KLNext, none.KLCont)
+			rows = append(rows, row{label + ", initial (untrained)", initS, fmt.Sprintf("%d rows", rowsPer)})
+			continue
+		}
+		res, err := train.Train(m, exs, o)
 		if err != nil {
 			return err
 		}
@@ -208,7 +235,6 @@ func measure(w, log io.Writer, c config, name string) error {
 		if err != nil {
 			return err
 		}
-		rowsPer := z.h + z.t
 		rows = append(rows, row{label + ", initial (untrained)", initS, fmt.Sprintf("%d rows", rowsPer)})
 		rows = append(rows, row{label + ", trained", s, fmt.Sprintf("%d rows, %d B f32 (%d B bf16), trained in %.0f s (%d steps; epoch loss %.3f -> %.3f)",
 			rowsPer, res.Adapter.Bytes(), res.Adapter.Bytes()/2, res.Time.Seconds(), res.Steps, res.EpochLoss[0], res.EpochLoss[len(res.EpochLoss)-1])})
@@ -247,17 +273,36 @@ func initial(m *llama.Model, c config, nh, nt int) (*adapter.Adapter, error) {
 	if err != nil || c.init == "stats" {
 		return a, err
 	}
-	if c.init != "bos" {
-		return nil, fmt.Errorf("-init %q: want stats or bos", c.init)
-	}
 	bos, err := m.Embed([]int{train.BOS})
 	if err != nil {
 		return nil, err
 	}
-	for _, x := range [][]float32{a.Header, a.Trailer} {
+	mean, _ := m.EmbeddingStats()
+	fill := func(x []float32, row func(j int) float32) {
 		for i := range x {
-			x[i] = bos[0][i%m.Dim]
+			x[i] = row(i % m.Dim)
 		}
+	}
+	bosRow := func(j int) float32 { return bos[0][j] }
+	meanRow := func(j int) float32 { return float32(mean[j]) }
+	switch c.init {
+	case "token":
+		return adapter.InitToken(m, nh, nt, train.BOS)
+	case "bos":
+		fill(a.Header, bosRow)
+		fill(a.Trailer, bosRow)
+	case "bos-mean":
+		fill(a.Header, bosRow)
+		fill(a.Trailer, meanRow)
+	case "bos-tok":
+		tok, err := m.Embed([]int{c.trailerTok})
+		if err != nil {
+			return nil, err
+		}
+		fill(a.Header, bosRow)
+		fill(a.Trailer, func(j int) float32 { return tok[0][j] })
+	default:
+		return nil, fmt.Errorf("-init %q: want stats, token, bos, bos-mean or bos-tok", c.init)
 	}
 	return a, nil
 }

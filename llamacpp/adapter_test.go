@@ -1,0 +1,168 @@
+//go:build (linux || darwin) && (amd64 || arm64)
+
+package llamacpp_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/kvstore/kvstore/adapter"
+	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/internal/testenv"
+	"github.com/kvstore/kvstore/llamacpp"
+	"github.com/kvstore/kvstore/store"
+)
+
+func f32s(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+// TestSaveAdapter: a document prefilled by llama.cpp as [header; document
+// embeddings; trailer] and stored holds the KV internal/llama's adapter
+// prefill computes (adapter.Prefill), with the adapter's id and row counts;
+// BOS and two such packets assembled and loaded give the next-token logits
+// the Go path gives (BOS alone, each packet re-rotated to its place, the
+// question after them).
+func TestSaveAdapter(t *testing.T) {
+	for _, hide := range []bool{false, true} {
+		t.Run(map[bool]string{false: "visible-header", true: "hidden-header"}[hide], func(t *testing.T) { testSaveAdapter(t, hide) })
+	}
+}
+
+func testSaveAdapter(t *testing.T, hide bool) {
+	const name = "gocode-hd64.bin"
+	ref, err := llama.Load(testenv.ModelFile(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := model(t, name)
+	emb, err := m.TokenEmbeddings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []int{0, 1, 10, 255} {
+		want, _ := ref.Embed([]int{tok})
+		if d := maxDiff(emb.Rows[tok*emb.Dim:(tok+1)*emb.Dim], want[0]); d != 0 {
+			t.Fatalf("token %d: GGUF embedding row differs from the checkpoint's by %g", tok, d)
+		}
+	}
+	a, err := adapter.Init(ref, 3, 2, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.HideHeader = hide
+	o := llamacpp.ContextOptions{Ctx: 256, Cache: llamacpp.CacheF32}
+	spec, err := m.Spec(o.Cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := openStore(t, t.TempDir())
+	aid := a.ID()
+	if err := adapter.Put(db, spec.Fingerprint(), aid, a); err != nil {
+		t.Fatal(err)
+	}
+	docs := [][]int32{
+		goPrompt("func Max(a, b int) int {\n\tif a > b {\n")[1:],
+		goPrompt("\treturn b\n}\n\nfunc Abs(x int) int {\n")[1:],
+	}
+	query := goPrompt("\tif x < 0 {\n\t\treturn ")[1:]
+	ctx := newContext(t, m, o)
+
+	if err := ctx.Decode(0, 0, []int32{1}); err != nil {
+		t.Fatal(err)
+	}
+	bos, err := llamacpp.Save(db, "ns", ctx, 0, []uint32{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := []store.AssembleItem{{ID: bos}}
+	off := int64(1)
+	var worst float64
+	for i, d := range docs {
+		id, err := llamacpp.SaveAdapter(db, "ns", ctx, 0, u32s(d), emb, a, aid)
+		if err != nil {
+			t.Fatalf("doc %d: %v", i, err)
+		}
+		items = append(items, store.AssembleItem{ID: id, Offset: off})
+		rows := a.StoredHeaderRows() + len(d) + a.TrailerRows()
+		off += int64(rows)
+
+		v, err := db.Get("ns", spec.Fingerprint(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := v.Header()
+		if h.AdapterID != aid || int(h.HeaderTokens) != a.StoredHeaderRows() || int(h.TrailerTokens) != a.TrailerRows() || int(h.Tokens) != rows {
+			t.Fatalf("doc %d: packet of adapter %q, %d+%d adapter rows, %d rows", i, h.AdapterID, h.HeaderTokens, h.TrailerTokens, h.Tokens)
+		}
+		want, err := a.Prefill(ref, ints(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l := range v.Layers() {
+			k, val, err := v.Layer(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst = max(worst, maxDiff(f32s(k), want.Layers[l].K), maxDiff(f32s(val), want.Layers[l].V))
+		}
+		v.Release()
+	}
+	t.Logf("adapter packets: max |KV difference| llama.cpp vs internal/llama %.3g", worst)
+	if worst > 1e-4 {
+		t.Fatalf("llama.cpp's adapter prefill differs from internal/llama's by %.3g", worst)
+	}
+
+	dst := newContext(t, m, o)
+	l, err := llamacpp.Load(db, "ns", dst, 0, items, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Next != int(off) || l.Packets[1].HeaderTokens != a.StoredHeaderRows() {
+		t.Fatalf("loaded %+v, want %d cells", l, off)
+	}
+	if err := dst.Decode(0, l.Next, query); err != nil {
+		t.Fatal(err)
+	}
+	got := dst.Logits()
+
+	goCache, err := ref.Forward([]int{1}, 0, nil, llama.ForwardOptions{LastOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := goCache.Cache
+	for _, d := range docs {
+		c, err := a.Prefill(ref, ints(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Shift(ref.RoPE(), int64(all.Len())); err != nil {
+			t.Fatal(err)
+		}
+		if err := all.Append(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := ref.Forward(ints(query), int64(all.Len()), all, llama.ForwardOptions{LastOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := maxDiff(got, res.Logits[0])
+	t.Logf("BOS and %d adapter packets assembled, %d cells: max |logit difference| llama.cpp vs internal/llama %.3g", len(docs), l.Cells, d)
+	if d > 1e-3 {
+		t.Fatalf("assembled logits differ from the Go path by %.3g", d)
+	}
+
+	if _, err := llamacpp.SaveAdapter(db, "ns", ctx, 0, []uint32{1 << 20}, emb, a, aid); !errors.Is(err, llamacpp.ErrInvalidArgument) {
+		t.Fatalf("a token outside the vocabulary: %v", err)
+	}
+	if _, err := llamacpp.SaveAdapter(db, "ns", ctx, 0, u32s(docs[0]), emb, a, "kvp-unknown"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an adapter the store does not hold: %v", err)
+	}
+}
