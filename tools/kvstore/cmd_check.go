@@ -3,13 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 
 	"github.com/kvstore/kvstore/store"
 )
 
 func init() {
-	register(&command{name: "check", summary: "check catalog <-> blob file consistency", run: runCheck})
+	register(&command{name: "check", summary: "check catalog <-> blob file consistency", long: checkSummary,
+		setup: func(fs *pflag.FlagSet, e *env) verbFunc { addrFlag(fs, e); return runCheck }})
 }
 
 const checkSummary = `Checks the catalog against the blob files without reading payloads
@@ -37,13 +39,8 @@ type garbageOut struct {
 	Reused  bool   `json:"reused"`
 }
 
-func runCheck(e *env, args []string) error {
-	fs := newFlags(e, "check", "[flags]", checkSummary)
-	storeFlags(fs, e)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+func runCheck(ctx context.Context, e *env, args []string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
 	db, err := openStore(e, false)
@@ -52,7 +49,7 @@ func runCheck(e *env, args []string) error {
 	}
 	defer db.Close()
 	p := newProgress(e, "check")
-	rep, err := db.Check(context.Background(), func(done, total int64) { p.update(done, total, false) })
+	rep, err := db.Check(ctx, func(done, total int64) { p.update(done, total, false) })
 	p.done()
 	if err != nil {
 		return err

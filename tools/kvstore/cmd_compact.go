@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"strconv"
 	"strings"
@@ -11,7 +12,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "compact", summary: "rewrite blob files whose live ratio is low", run: runCompact})
+	register(&command{name: "compact", summary: "rewrite blob files whose live ratio is low", long: compactSummary, setup: setupCompact})
 }
 
 const compactSummary = `Rewrites blob files whose live bytes are below --ratio of their extent
@@ -28,23 +29,24 @@ type compactOutput struct {
 	Skipped        map[string]string `json:"skipped"`
 }
 
-func runCompact(e *env, args []string) error {
-	fs := newFlags(e, "compact", "[flags]", compactSummary)
-	storeFlags(fs, e)
+func setupCompact(fs *pflag.FlagSet, e *env) verbFunc {
 	ratio := fs.Float64("ratio", 0, "rewrite files whose live ratio is below this (0: the store's default; 1: any dead byte)")
 	files := fs.String("files", "", "rewrite these blob file numbers (comma-separated) whatever their ratio")
-	if err := parse(fs, args); err != nil {
+	return func(ctx context.Context, e *env, args []string) error {
+		return runCompact(ctx, e, args, *ratio, *files)
+	}
+}
+
+func runCompact(ctx context.Context, e *env, args []string, ratio float64, files string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
-	if err := noArgs(fs); err != nil {
-		return err
+	o := store.CompactOptions{LiveRatio: ratio}
+	if ratio < 0 || ratio > 1 {
+		return fmt.Errorf("%w: --ratio %v not in [0, 1]", errUsage, ratio)
 	}
-	o := store.CompactOptions{LiveRatio: *ratio}
-	if *ratio < 0 || *ratio > 1 {
-		return fmt.Errorf("%w: --ratio %v not in [0, 1]", errUsage, *ratio)
-	}
-	if *files != "" {
-		for _, s := range strings.Split(*files, ",") {
+	if files != "" {
+		for _, s := range strings.Split(files, ",") {
 			n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
 			if err != nil {
 				return fmt.Errorf("%w: --files: %q is not a blob file number", errUsage, s)
@@ -59,7 +61,7 @@ func runCompact(e *env, args []string) error {
 	defer db.Close()
 	p := newProgress(e, "compact")
 	o.Progress = func(done, total int64) { p.update(done, total, true) }
-	rep, err := db.Compact(context.Background(), o)
+	rep, err := db.Compact(ctx, o)
 	p.done()
 	if err != nil {
 		return err

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,7 +14,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "export", summary: "write a packet to a safetensors file", run: runExport})
+	register(&command{name: "export", summary: "write a packet to a safetensors file", args: "<packet-id> <file.safetensors>", long: exportSummary, setup: setupExport})
 }
 
 const exportSummary = `Writes one packet as a safetensors file in the KV Packet reference
@@ -29,17 +31,16 @@ type exportOutput struct {
 	Bytes int64  `json:"bytes"`
 }
 
-func runExport(e *env, args []string) error {
-	fs := newFlags(e, "export", "[flags] <packet-id> <file.safetensors>", exportSummary)
-	storeFlags(fs, e)
+func setupExport(fs *pflag.FlagSet, e *env) verbFunc {
 	ns := fs.String("ns", "", "look the id up in this namespace only")
-	if err := parse(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, e *env, args []string) error { return runExport(ctx, e, args, *ns) }
+}
+
+func runExport(ctx context.Context, e *env, args []string, ns string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("%w: want a packet id and a file name, got %d arguments", errUsage, len(args))
 	}
-	if fs.NArg() != 2 {
-		return fmt.Errorf("%w: want a packet id and a file name, got %d arguments", errUsage, fs.NArg())
-	}
-	if err := checkIDs(fs.Arg(0)); err != nil {
+	if err := checkIDs(args[0]); err != nil {
 		return err
 	}
 	db, err := openStore(e, false)
@@ -47,7 +48,7 @@ func runExport(e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	h, err := findPacket(db, fs.Arg(0), *ns)
+	h, err := findPacket(db, args[0], ns)
 	if err != nil {
 		return err
 	}
@@ -57,13 +58,13 @@ func runExport(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	p.stage("writing " + fs.Arg(1))
-	n, err := writeFileAtomic(fs.Arg(1), f)
+	p.stage("writing " + args[1])
+	n, err := writeFileAtomic(args[1], f)
 	if err != nil {
 		return err
 	}
 	p.done()
-	out := exportOutput{ID: h.ID.String(), File: fs.Arg(1), Bytes: n}
+	out := exportOutput{ID: h.ID.String(), File: args[1], Bytes: n}
 	return output(e, out, func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "exported %s to %s (%d bytes)\n", out.ID, out.File, out.Bytes)
 		return err

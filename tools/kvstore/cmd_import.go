@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"os"
 
@@ -11,7 +13,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "import", summary: "store a packet read from a safetensors file", run: runImport})
+	register(&command{name: "import", summary: "store a packet read from a safetensors file", args: "<file.safetensors>", long: importSummary, setup: setupImport})
 }
 
 const importSummary = `Reads a safetensors file and stores it as a packet. Accepted: tensor
@@ -33,28 +35,27 @@ type importOutput struct {
 	Namespace string `json:"namespace"`
 }
 
-func runImport(e *env, args []string) error {
-	fs := newFlags(e, "import", "[flags] <file.safetensors>", importSummary)
-	storeFlags(fs, e)
+func setupImport(fs *pflag.FlagSet, e *env) verbFunc {
 	ns := fs.String("ns", "", "store under this namespace instead of the file's (the id changes with it)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: want one file name, got %d arguments", errUsage, fs.NArg())
+	return func(ctx context.Context, e *env, args []string) error { return runImport(ctx, e, args, *ns) }
+}
+
+func runImport(ctx context.Context, e *env, args []string, ns string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("%w: want one file name, got %d arguments", errUsage, len(args))
 	}
 	if e.dir == "" {
 		return fmt.Errorf("%w: --dir is required", errUsage)
 	}
 	p := newProgress(e, "import")
 	defer p.done()
-	p.stage("reading " + fs.Arg(0))
-	pk, err := readPacket(fs.Arg(0))
+	p.stage("reading " + args[0])
+	pk, err := readPacket(args[0])
 	if err != nil {
 		return err
 	}
-	if *ns != "" {
-		pk.Namespace = *ns
+	if ns != "" {
+		pk.Namespace = ns
 	}
 	db, err := openStore(e, true)
 	if err != nil {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"path/filepath"
 	"time"
@@ -11,7 +13,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "inspect", summary: "show a packet's or a span memory context's records, extent and model", run: runInspect})
+	register(&command{name: "inspect", summary: "show a packet's or a span memory context's records, extent and model", args: "<packet-id|context-id>", long: inspectSummary, setup: setupInspect})
 }
 
 const inspectSummary = `Prints everything the catalog keeps about one packet or one span memory
@@ -82,17 +84,17 @@ type specOutput struct {
 	RoPE         format.RoPE `json:"rope"`
 }
 
-func runInspect(e *env, args []string) error {
-	fs := newFlags(e, "inspect", "[flags] <packet-id|context-id>", inspectSummary)
-	storeFlags(fs, e)
+func setupInspect(fs *pflag.FlagSet, e *env) verbFunc {
 	ns := fs.String("ns", "", "look the id up in this namespace only")
-	if err := parse(fs, args); err != nil {
-		return err
+	addrFlag(fs, e)
+	return func(ctx context.Context, e *env, args []string) error { return runInspect(ctx, e, args, *ns) }
+}
+
+func runInspect(ctx context.Context, e *env, args []string, ns string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("%w: want one packet or context id, got %d arguments", errUsage, len(args))
 	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: want one packet or context id, got %d arguments", errUsage, fs.NArg())
-	}
-	if err := checkIDs(fs.Arg(0)); err != nil {
+	if err := checkIDs(args[0]); err != nil {
 		return err
 	}
 	db, err := openStore(e, false)
@@ -100,7 +102,7 @@ func runInspect(e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	h, c, err := findTarget(db, fs.Arg(0), *ns)
+	h, c, err := findTarget(db, args[0], ns)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"strings"
 	"time"
@@ -11,7 +13,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "ls", summary: "list packets (or span memory contexts) per namespace and model", run: runLs})
+	register(&command{name: "ls", summary: "list packets (or span memory contexts) per namespace and model", long: lsSummary, setup: setupLs})
 }
 
 const lsSummary = `Lists the packets in the store in catalog order (namespace, then id):
@@ -39,17 +41,26 @@ type lsOutput struct {
 	More    bool    `json:"more"` // --limit cut the list short
 }
 
-func runLs(e *env, args []string) error {
-	fs := newFlags(e, "ls", "[flags]", lsSummary)
-	storeFlags(fs, e)
-	ns := fs.String("ns", "", "only this namespace")
-	model := fs.String("model", "", "only this model (fingerprint hex prefix)")
-	limit := fs.Int("limit", 0, "print at most this many rows (0: all)")
-	contexts := fs.Bool("contexts", false, "list span memory contexts instead of packets")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+// lsFlags are ls's flags.
+type lsFlags struct {
+	ns, model string
+	limit     int
+	contexts  bool
+}
+
+func setupLs(fs *pflag.FlagSet, e *env) verbFunc {
+	var f lsFlags
+	fs.StringVar(&f.ns, "ns", "", "only this namespace")
+	fs.StringVar(&f.model, "model", "", "only this model (fingerprint hex prefix)")
+	fs.IntVar(&f.limit, "limit", 0, "print at most this many rows (0: all)")
+	fs.BoolVar(&f.contexts, "contexts", false, "list span memory contexts instead of packets")
+	addrFlag(fs, e)
+	return func(ctx context.Context, e *env, args []string) error { return runLs(ctx, e, args, f) }
+}
+
+func runLs(ctx context.Context, e *env, args []string, f lsFlags) error {
+	ns, model, limit, contexts := &f.ns, &f.model, &f.limit, &f.contexts
+	if err := noArgs(args); err != nil {
 		return err
 	}
 	if *limit < 0 {

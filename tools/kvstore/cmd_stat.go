@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"sort"
 
@@ -10,7 +12,8 @@ import (
 )
 
 func init() {
-	register(&command{name: "stat", summary: "store totals, per namespace and model, and per blob file", run: runStat})
+	register(&command{name: "stat", summary: "store totals, per namespace and model, and per blob file", long: statSummary,
+		setup: func(fs *pflag.FlagSet, e *env) verbFunc { addrFlag(fs, e); return runStat }})
 }
 
 const statSummary = `Prints the store's totals (packets, span memories, live and dead bytes,
@@ -46,13 +49,8 @@ type statFileOut struct {
 	Sealed      bool    `json:"sealed"`
 }
 
-func runStat(e *env, args []string) error {
-	fs := newFlags(e, "stat", "[flags]", statSummary)
-	storeFlags(fs, e)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+func runStat(ctx context.Context, e *env, args []string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
 	db, err := openStore(e, false)

@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 
 	"github.com/kvstore/kvstore/store"
 )
 
 func init() {
-	register(&command{name: "verify", summary: "check every chunk's CRC32C and every extent trailer", run: runVerify})
+	register(&command{name: "verify", summary: "check every chunk's CRC32C and every extent trailer", long: verifySummary, setup: setupVerify})
 }
 
 const verifySummary = `Reads every catalogued extent (packets and span memories) and checks
@@ -57,18 +58,18 @@ type verifyOutput struct {
 	Findings  []findingOut `json:"findings"`
 }
 
-func runVerify(e *env, args []string) error {
-	fs := newFlags(e, "verify", "[flags]", verifySummary)
-	storeFlags(fs, e)
+func setupVerify(fs *pflag.FlagSet, e *env) verbFunc {
 	max := fs.Int("max-findings", 0, "stop after so many findings (0: no limit)")
-	if err := parse(fs, args); err != nil {
+	addrFlag(fs, e)
+	return func(ctx context.Context, e *env, args []string) error { return runVerify(ctx, e, args, *max) }
+}
+
+func runVerify(ctx context.Context, e *env, args []string, max int) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	if *max < 0 {
-		return fmt.Errorf("%w: --max-findings %d is negative", errUsage, *max)
+	if max < 0 {
+		return fmt.Errorf("%w: --max-findings %d is negative", errUsage, max)
 	}
 	db, err := openStore(e, false)
 	if err != nil {
@@ -76,7 +77,7 @@ func runVerify(e *env, args []string) error {
 	}
 	defer db.Close()
 	p := newProgress(e, "verify")
-	rep, err := db.Verify(context.Background(), &store.VerifyOptions{MaxFindings: *max},
+	rep, err := db.Verify(ctx, &store.VerifyOptions{MaxFindings: max},
 		func(done, total int64) { p.update(done, total, true) })
 	p.done()
 	if err != nil {
