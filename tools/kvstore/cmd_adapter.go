@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/spf13/pflag"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/safetensors"
 	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/spf13/pflag"
 )
 
 func init() {

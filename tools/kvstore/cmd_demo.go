@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -16,6 +15,7 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/store"
+	"github.com/spf13/pflag"
 )
 
 func init() {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/safetensors"
 	"github.com/kvstore/kvstore/store"
+	"github.com/spf13/pflag"
 )
 
 func init() {

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
 	"os"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/safetensors"
 	"github.com/kvstore/kvstore/store"
+	"github.com/spf13/pflag"
 )
 
 func init() {

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store"
+	"github.com/spf13/pflag"
 )
 
 func init() {

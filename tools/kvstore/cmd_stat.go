@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
 	"sort"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store"
+	"github.com/spf13/pflag"
 )
 
 func init() {

@@ -4,13 +4,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
 	"log/slog"
 	"strings"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store"
+	"github.com/spf13/pflag"
 )
 
 // openStore opens the store in --dir; read-only unless write. A missing
