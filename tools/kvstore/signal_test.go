@@ -140,4 +140,3 @@ func interruptCompact(t *testing.T, dir string, files int, sig syscall.Signal) (
 	}
 	return r, true
 }
-
