@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store"
+	"github.com/kvstore/kvstore/store/admin"
 	"github.com/spf13/pflag"
 )
 
@@ -24,22 +26,8 @@ tokens, spans, factored spans, anchors, extent bytes, short model
 fingerprint and creation time. --ns and --model filter; --limit stops after
 so many rows.`
 
-// lsRow is one packet in ls's output.
-type lsRow struct {
-	ID        string `json:"id"`
-	Namespace string `json:"namespace"`
-	Model     string `json:"model"`
-	Tokens    uint32 `json:"tokens"`
-	Bytes     uint64 `json:"bytes"`
-	DType     string `json:"dtype"`
-	Layers    uint32 `json:"layers"`
-	AdapterID string `json:"adapter_id"`
-}
-
-type lsOutput struct {
-	Packets []lsRow `json:"packets"`
-	More    bool    `json:"more"` // --limit cut the list short
-}
+// lsOutput is ls's output: the admin handler's /ls.
+type lsOutput admin.List
 
 // lsFlags are ls's flags.
 type lsFlags struct {
@@ -66,6 +54,22 @@ func runLs(ctx context.Context, e *env, args []string, f lsFlags) error {
 	if *limit < 0 {
 		return fmt.Errorf("%w: --limit %d is negative", errUsage, *limit)
 	}
+	if r, err := remote(e); err != nil {
+		return err
+	} else if r {
+		if *contexts {
+			return fmt.Errorf("%w: ls --contexts: the admin handler does not list contexts; use --dir", errUsage)
+		}
+		out := new(lsOutput)
+		q := url.Values{"ns": {*ns}, "model": {*model}}
+		if *limit > 0 {
+			q.Set("limit", strconv.Itoa(*limit))
+		}
+		if err := fetch(ctx, e, "/ls", q, out); err != nil {
+			return err
+		}
+		return output(e, out, out.table)
+	}
 	db, err := openStore(e, false)
 	if err != nil {
 		return err
@@ -74,25 +78,11 @@ func runLs(ctx context.Context, e *env, args []string, f lsFlags) error {
 	if *contexts {
 		return lsContexts(e, db, *ns, *model, *limit)
 	}
-	var out lsOutput
-	err = db.Headers(func(h *format.PacketHeader) error {
-		if (*ns != "" && h.Namespace != *ns) || !strings.HasPrefix(h.Model.String(), strings.ToLower(*model)) {
-			return nil
-		}
-		if *limit > 0 && len(out.Packets) == *limit {
-			out.More = true
-			return errStop
-		}
-		out.Packets = append(out.Packets, lsRow{ID: h.ID.String(), Namespace: h.Namespace, Model: h.Model.String(),
-			Tokens: h.Tokens, Bytes: h.ExtentLength, DType: h.DType.String(), Layers: h.Layers, AdapterID: h.AdapterID})
-		return nil
-	})
-	if err != nil && err != errStop {
+	l, err := admin.ListOf(db, admin.ListOptions{Namespace: *ns, Model: *model, Limit: *limit})
+	if err != nil {
 		return err
 	}
-	if out.Packets == nil {
-		out.Packets = []lsRow{}
-	}
+	out := (*lsOutput)(l)
 	return output(e, out, out.table)
 }
 
