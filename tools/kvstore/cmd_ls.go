@@ -89,7 +89,7 @@ func runLs(ctx context.Context, e *env, args []string, f lsFlags) error {
 func (o *lsOutput) table(w io.Writer) error {
 	t := newTable(w, "ID", "NAMESPACE", "TOKENS", "BYTES", "DTYPE", "LAYERS", "MODEL", "ADAPTER")
 	for _, p := range o.Packets {
-		t.row(p.ID[:16], p.Namespace, p.Tokens, p.Bytes, p.DType, p.Layers, p.Model[:16], p.AdapterID)
+		t.row(p.ID[:16], p.Namespace, p.Tokens, humanBytes(p.Bytes), p.DType, p.Layers, p.Model[:16], p.AdapterID)
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -145,7 +145,7 @@ func lsContexts(e *env, db *store.DB, ns, model string, limit int) error {
 func (o *lsContextsOutput) table(w io.Writer) error {
 	t := newTable(w, "ID", "NAMESPACE", "NAME", "TOKENS", "SPANS", "FACTORED", "ANCHORS", "BYTES", "MODEL", "CREATED")
 	for _, c := range o.Contexts {
-		t.row(c.ID[:16], c.Namespace, c.Name, c.Tokens, c.Spans, c.Factored, c.Anchors, c.Bytes, c.Model[:16],
+		t.row(c.ID[:16], c.Namespace, c.Name, c.Tokens, c.Spans, c.Factored, c.Anchors, humanBytes(c.Bytes), c.Model[:16],
 			c.Created.Format(time.RFC3339))
 	}
 	if err := t.flush(); err != nil {

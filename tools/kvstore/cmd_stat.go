@@ -53,7 +53,7 @@ func (o *statOutput) text(w io.Writer) error {
 		o.Packets, o.SpanMemories, o.LiveBytes, humanBytes(o.LiveBytes), o.DeadBytes, humanBytes(o.DeadBytes), len(o.Files))
 	t := newTable(w, "NAMESPACE", "MODEL", "PACKETS", "TOKENS", "BYTES")
 	for _, g := range o.Groups {
-		t.row(fmt.Sprintf("%q", g.Namespace), g.Model[:16], g.Packets, g.Tokens, g.Bytes)
+		t.row(fmt.Sprintf("%q", g.Namespace), g.Model[:16], g.Packets, g.Tokens, humanBytes(g.Bytes))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -61,7 +61,7 @@ func (o *statOutput) text(w io.Writer) error {
 	fmt.Fprintln(w)
 	t = newTable(w, "FILE", "SIZE", "LIVE", "DEAD", "LIVE%", "EXTENTS", "SEALED")
 	for _, f := range o.Files {
-		t.row(fmt.Sprintf("%06d.blob", f.Num), f.Size, f.LiveBytes, f.DeadBytes, fmt.Sprintf("%.1f", 100*f.LiveRatio),
+		t.row(fmt.Sprintf("%06d.blob", f.Num), humanBytes(f.Size), humanBytes(f.LiveBytes), humanBytes(f.DeadBytes), fmt.Sprintf("%.1f", 100*f.LiveRatio),
 			fmt.Sprintf("%d/%d", f.LiveExtents, f.Extents), f.Sealed)
 	}
 	return t.flush()
