@@ -66,3 +66,26 @@ func TestLatencyBuckets(t *testing.T) {
 		t.Fatalf("snapshot %+v", s)
 	}
 }
+
+// Each span memory block read (Resident reads a K and a V block) is timed.
+func TestSpanReadLatency(t *testing.T) {
+	db, _, _ := openSpanDB(t, false)
+	defer db.Close()
+	_, in := spanFixture(t, 48, 0, format.DTypeF32)
+	m := buildSpans(t, db, in, SpanOptions{})
+	if _, err := db.PutSpanMemory("ns", "ctx-1", m); err != nil {
+		t.Fatal(err)
+	}
+	r, err := db.OpenSpanMemory("ns", m.Model.Fingerprint(), "ctx-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	before := db.Stats().SpanReadLatency.Count
+	if _, _, err := r.Resident(1); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.Stats().SpanReadLatency.Count - before; got != 2 {
+		t.Fatalf("Resident timed %d block reads, want 2", got)
+	}
+}
