@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -26,7 +27,7 @@ func TestExportFileMode(t *testing.T) {
 		t.Fatalf("mode %v, want 0644", st.Mode().Perm())
 	}
 	kv(t, "--dir", dir, "export", ids[1].String(), filepath.Join(out, "missing", "p.safetensors")).want(t, exitFail)
-	if names, _ := filepath.Glob(filepath.Join(out, "*")); len(names) != 1 {
+	if names := dirNames(t, out); len(names) != 1 || names[0] != "p.safetensors" {
 		t.Fatalf("left in %s: %q", out, names)
 	}
 }
@@ -126,4 +127,37 @@ func header2(t *testing.T, db *store.DB, id format.PacketID) *format.PacketHeade
 		t.Fatalf("header of %s: %v", id.Short(), err)
 	}
 	return h
+}
+
+// A cancelled export (SIGINT) stops and removes its temporary file.
+func TestExportCancelled(t *testing.T) {
+	dir, ids := testStore(t)
+	db, err := store.Open(dir, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := exportPacket(ctx, db, header2(t, db, ids[0]), filepath.Join(out, "p.safetensors"), &progress{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("export under a cancelled context: %v", err)
+	}
+	if names := dirNames(t, out); len(names) != 0 {
+		t.Fatalf("left in %s: %q", out, names)
+	}
+}
+
+// dirNames lists dir, dot files included (the temporary file is one).
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names
 }
