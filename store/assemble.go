@@ -52,6 +52,7 @@ import (
 // Assemble is PrepareAssemble, Assembly.Run and Assembly.Release; use them
 // separately to learn the total tokens before allocating dst.
 func (db *DB) Assemble(ns string, model format.Fingerprint, items []AssembleItem, dst *Dest, o *AssembleOptions) error {
+	defer db.st.assembleTimer(len(items))()
 	a, err := db.PrepareAssemble(ns, model, items)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 // it was not written for. Get reads only the catalog: chunks are read and
 // verified when the View returns them. Release the View when done.
 func (db *DB) Get(ns string, model format.Fingerprint, id format.PacketID) (*View, error) {
+	defer db.st.getLatency.timer()()
 	if err := db.enter(); err != nil {
 		return nil, err
 	}

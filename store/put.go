@@ -23,6 +23,7 @@ import (
 // is written. Keys given at a base position other than 0 are rotated to 0
 // in a copy before they are stored. p's buffers are only read, and not kept.
 func (db *DB) Put(p *Packet) (format.PacketID, error) {
+	defer db.st.putLatency.timer()()
 	var (
 		id       format.PacketID
 		fp       format.Fingerprint

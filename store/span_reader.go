@@ -304,6 +304,7 @@ func (r *SpanReader) Release() {
 // block returns [off, off+n) of the extent, verified (spanmem.Blocks.Read);
 // ErrClosed after Release.
 func (r *SpanReader) block(dst []byte, off, n uint64, crc uint32, what func() string) ([]byte, error) {
+	defer r.db.st.spanReadLatency.timer()()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.released {

@@ -22,6 +22,70 @@ type OpsStats struct {
 	EventsDropped    uint64 // events a full subscriber channel missed, over all subscribers
 	PinnedPackets    int    // packets pinned now
 	CapacityMaxBytes int64  // Options.MaxBytes (0: no cap)
+
+	// Latencies of the public calls, over LatencyBuckets: Get (hit or
+	// miss; Assemble's own Get per item included, as in Gets), Put, Assemble (PrepareAssemble and Run called apart are not
+	// timed) and span memory block reads (SpanReader's ReadFactors,
+	// FactorBytes, Resident and what calls them), errors included.
+	GetLatency, PutLatency, AssembleLatency, SpanReadLatency Latency
+	Assembles                                                uint64 // Assemble calls
+	AssembledPackets                                         uint64 // items those calls were given
+}
+
+// Latency is a snapshot of one latency histogram.
+type Latency struct {
+	Count   uint64
+	Sum     time.Duration
+	Buckets []uint64 // per LatencyBuckets bound (not cumulative); last: above every bound
+}
+
+// LatencyBuckets are the upper bounds of the operation latency histograms.
+var LatencyBuckets = []time.Duration{
+	10 * time.Microsecond, 25 * time.Microsecond, 50 * time.Microsecond, 100 * time.Microsecond,
+	250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2500 * time.Microsecond,
+	5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second,
+	2500 * time.Millisecond, 10 * time.Second,
+}
+
+// latency is one operation's latency histogram, updated without locks.
+type latency struct {
+	nanos atomic.Uint64
+	hist  [19]atomic.Uint64 // len(LatencyBuckets)+1
+}
+
+// observe adds one call of duration d.
+func (l *latency) observe(d time.Duration) {
+	l.nanos.Add(uint64(max(d, 0)))
+	i := 0
+	for i < len(LatencyBuckets) && d > LatencyBuckets[i] {
+		i++
+	}
+	l.hist[i].Add(1)
+}
+
+// timer starts timing one call; calling what it returns observes it:
+// "defer db.st.getLatency.timer()()".
+func (l *latency) timer() func() {
+	start := time.Now()
+	return func() { l.observe(time.Since(start)) }
+}
+
+func (l *latency) snapshot() Latency {
+	s := Latency{Sum: time.Duration(l.nanos.Load()), Buckets: make([]uint64, len(l.hist))}
+	for i := range l.hist {
+		s.Buckets[i] = l.hist[i].Load()
+		s.Count += s.Buckets[i]
+	}
+	return s
+}
+
+// assembleTimer counts one Assemble call of n items and times it:
+// "defer db.st.assembleTimer(len(items))()".
+func (c *opsCounters) assembleTimer(n int) func() {
+	c.assembles.Add(1)
+	c.assembledPackets.Add(uint64(n))
+	return c.assembleLatency.timer()
 }
 
 // SyncBuckets are the upper bounds of the fsync latency histograms.
@@ -67,6 +131,9 @@ type opsCounters struct {
 	compactions, compactedBytes, reclaimedBytes atomic.Uint64
 	gcRuns, evictions, evictedBytes             atomic.Uint64
 	eventsDropped                               atomic.Uint64
+	assembles, assembledPackets                 atomic.Uint64
+	getLatency, putLatency                      latency
+	assembleLatency, spanReadLatency            latency
 }
 
 // opsStats fills s's OpsStats.
@@ -79,6 +146,9 @@ func (db *DB) opsStats(s *Stats) {
 		Compactions:    c.compactions.Load(), CompactedBytes: c.compactedBytes.Load(), ReclaimedBytes: c.reclaimedBytes.Load(),
 		GCRuns: c.gcRuns.Load(), Evictions: c.evictions.Load(), EvictedBytes: c.evictedBytes.Load(),
 		EventsDropped: c.eventsDropped.Load(), PinnedPackets: db.pinnedCount(), CapacityMaxBytes: db.opts.MaxBytes,
+		GetLatency: c.getLatency.snapshot(), PutLatency: c.putLatency.snapshot(),
+		AssembleLatency: c.assembleLatency.snapshot(), SpanReadLatency: c.spanReadLatency.snapshot(),
+		Assembles: c.assembles.Load(), AssembledPackets: c.assembledPackets.Load(),
 	}
 }
 

@@ -36,6 +36,18 @@ type Tensor struct {
 	DType DType
 	Shape []uint64
 	Data  []byte
+	// streamed is the data's length when Data is nil and the data is
+	// written apart (WriteKV): Header then lays the tensor out as if Data
+	// held that many bytes.
+	streamed uint64
+}
+
+// dataLen is the tensor's data length in the file.
+func (t *Tensor) dataLen() uint64 {
+	if t.Data == nil {
+		return t.streamed
+	}
+	return uint64(len(t.Data))
 }
 
 // File is a decoded safetensors file. Tensors are in the order of their

@@ -48,8 +48,8 @@ func (f *File) Header() ([]byte, error) {
 		name, _ := json.Marshal(t.Name)
 		b.Write(name)
 		fmt.Fprintf(&b, `:{"dtype":%s,"shape":%s,"data_offsets":[%d,%d]}`,
-			strconv.Quote(string(t.DType)), shapeJSON(t.Shape), at, at+uint64(len(t.Data)))
-		at += uint64(len(t.Data))
+			strconv.Quote(string(t.DType)), shapeJSON(t.Shape), at, at+t.dataLen())
+		at += t.dataLen()
 	}
 	b.WriteString("}")
 	for (8+b.Len())%8 != 0 {
@@ -76,8 +76,8 @@ func (t *Tensor) check(seen map[string]bool) error {
 	}
 	seen[t.Name] = true
 	n, ok := byteLen(t.Shape, t.DType.Size())
-	if !ok || n != uint64(len(t.Data)) {
-		return invalid("tensor %q: shape %v of %s needs %d bytes, data has %d", t.Name, t.Shape, t.DType, n, len(t.Data))
+	if !ok || n != t.dataLen() {
+		return invalid("tensor %q: shape %v of %s needs %d bytes, data has %d", t.Name, t.Shape, t.DType, n, t.dataLen())
 	}
 	return nil
 }

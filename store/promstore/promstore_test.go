@@ -1,10 +1,12 @@
 package promstore
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kvstore/kvstore/format"
@@ -62,20 +64,20 @@ func TestCollectorExposesStats(t *testing.T) {
 	mfs := gather(t, c)
 	for name, want := range map[string]float64{
 		"kvstore_puts_total": 7, "kvstore_hits_total": 5, "kvstore_misses_total": 2,
-		"kvstore_live_bytes": 4096, "kvstore_bytes_read_total": 123, "kvstore_compaction_debt_bytes": 8192,
+		"kvstore_live_bytes": 4096, "kvstore_read_bytes_total": 123, "kvstore_compaction_debt_bytes": 8192,
 		"kvstore_evictions_total": 4, "kvstore_blob_files": 2,
 	} {
 		if got := value(t, mfs, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
-	if len(mfs) != len(c.scalars)+2 {
-		t.Errorf("%d families, want %d", len(mfs), len(c.scalars)+2)
+	if len(mfs) != len(c.scalars)+len(c.latencies) {
+		t.Errorf("%d families, want %d", len(mfs), len(c.scalars)+len(c.latencies))
 	}
 	if l := mfs["kvstore_puts_total"].Metric[0].Label; len(l) != 1 || l[0].GetName() != "store" || l[0].GetValue() != "a" {
 		t.Errorf("labels %v", l)
 	}
-	h := mfs["kvstore_blob_sync_seconds"].Metric[0].GetHistogram()
+	h := mfs["kvstore_blob_sync_duration_seconds"].Metric[0].GetHistogram()
 	if h.GetSampleCount() != 3 || h.GetSampleSum() != 0.003 || len(h.Bucket) != len(store.SyncBuckets) {
 		t.Fatalf("histogram: %v", h)
 	}
@@ -110,7 +112,71 @@ func TestCollectorOnARealStore(t *testing.T) {
 		t.Fatalf("after a put: puts %v packets %v live %v", value(t, mfs, "kvstore_puts_total"),
 			value(t, mfs, "kvstore_packets"), value(t, mfs, "kvstore_live_bytes"))
 	}
-	if h := mfs["kvstore_blob_sync_seconds"].Metric[0].GetHistogram(); h.GetSampleCount() != 1 {
+	if h := mfs["kvstore_blob_sync_duration_seconds"].Metric[0].GetHistogram(); h.GetSampleCount() != 1 {
 		t.Fatalf("blob syncs: %v", h)
+	}
+}
+
+// Every metric passes the Prometheus linter (promlint: naming, units,
+// counters ending in _total, help text) and follows the one scheme: no
+// "bytes_" before the noun.
+func TestCollectorLint(t *testing.T) {
+	db, err := store.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := New(db, nil)
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	for name := range gather(t, c) {
+		if strings.HasPrefix(name, "kvstore_bytes_") || (strings.Contains(name, "_seconds") && !strings.HasSuffix(name, "_duration_seconds")) {
+			t.Errorf("%s does not follow kvstore_<noun>_<unit>[_total]", name)
+		}
+	}
+}
+
+// The latency histograms, Assemble counters and span memory gauge carry
+// the snapshot's values.
+func TestCollectorLatencies(t *testing.T) {
+	s := &fixed{SpanMemories: 3}
+	s.Assembles, s.AssembledPackets = 2, 5
+	s.PutLatency = store.Latency{Count: 3, Sum: 30 * time.Millisecond, Buckets: make([]uint64, len(store.LatencyBuckets)+1)}
+	s.PutLatency.Buckets[0], s.PutLatency.Buckets[len(store.LatencyBuckets)] = 1, 2 // one fast, two above every bound
+	s.SpanReadLatency = store.Latency{Count: 1, Sum: time.Millisecond, Buckets: make([]uint64, len(store.LatencyBuckets)+1)}
+	s.SpanReadLatency.Buckets[6] = 1
+	mfs := gather(t, New(s, nil))
+	for name, want := range map[string]float64{"kvstore_assembles_total": 2, "kvstore_assembled_packets_total": 5, "kvstore_span_memories": 3} {
+		if got := value(t, mfs, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	h := mfs["kvstore_put_duration_seconds"].Metric[0].GetHistogram()
+	last := h.Bucket[len(h.Bucket)-1]
+	if h.GetSampleCount() != 3 || h.GetSampleSum() != 0.03 || len(h.Bucket) != len(store.LatencyBuckets) ||
+		h.Bucket[0].GetCumulativeCount() != 1 || last.GetCumulativeCount() != 1 || last.GetUpperBound() != 10 {
+		t.Fatalf("put histogram: %v", h)
+	}
+	h = mfs["kvstore_span_read_duration_seconds"].Metric[0].GetHistogram()
+	if h.GetSampleCount() != 1 || h.Bucket[5].GetCumulativeCount() != 0 || h.Bucket[6].GetCumulativeCount() != 1 || h.Bucket[6].GetUpperBound() != 0.001 {
+		t.Fatalf("span read histogram: %v", h)
+	}
+	for _, name := range []string{"kvstore_get_duration_seconds", "kvstore_assemble_duration_seconds", "kvstore_catalog_sync_duration_seconds"} {
+		if mfs[name] == nil {
+			t.Errorf("no %s", name)
+		}
 	}
 }

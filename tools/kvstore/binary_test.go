@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
@@ -191,10 +193,81 @@ func TestBinaryUsage(t *testing.T) {
 			}
 		})
 	}
-	for _, verb := range []string{"ls", "inspect", "stat", "verify", "check", "compact", "gc", "rm", "import", "export"} {
-		r := kv(t, verb, "--help").want(t, exitOK)
-		if !bytes.Contains([]byte(r.stderr), []byte("usage: kvstore "+verb)) {
-			t.Errorf("%s --help: %q", verb, r.stderr)
+}
+
+// --help goes to stdout (it is what was asked for), for the root and for
+// every verb, and says how to call the verb.
+func TestBinaryHelpStdout(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"ls", "--help"}, {"inspect", "-h"}, {"stat", "--help"},
+		{"verify", "--help"}, {"check", "--help"}, {"compact", "--help"}, {"gc", "--help"}, {"rm", "--help"},
+		{"import", "--help"}, {"export", "--help"}, {"adapter", "train", "--help"}, {"version", "--help"}} {
+		r := kv(t, args...).want(t, exitOK)
+		verb := "kvstore"
+		if args[0] != "--help" && args[0] != "help" {
+			verb = "kvstore " + strings.Join(args[:len(args)-1], " ")
 		}
+		if !strings.Contains(r.stdout, "Usage:\n  "+verb) || r.stderr != "" {
+			t.Errorf("%v: stdout %q, stderr %q", args, r.stdout, r.stderr)
+		}
+	}
+}
+
+// A bad flag value is reported once, on one line, without the whole usage.
+func TestBinaryBadFlagOnce(t *testing.T) {
+	r := kv(t, "ls", "--dir", t.TempDir(), "--limit", "x").want(t, exitUsage)
+	if n := strings.Count(r.stderr, `invalid argument "x"`); n != 1 {
+		t.Errorf("error printed %d times:\n%s", n, r.stderr)
+	}
+	if strings.Contains(r.stderr, "Flags:") || strings.Contains(r.stderr, "Usage:") || r.stdout != "" {
+		t.Errorf("usage printed with the error:\nstdout %q\nstderr %q", r.stdout, r.stderr)
+	}
+}
+
+// Flags may follow the verb's positional arguments (docs/cli.md).
+func TestBinaryFlagsAnywhere(t *testing.T) {
+	dir, ids := testStore(t)
+	id := ids[0].String()[:8]
+	for _, args := range [][]string{
+		{"inspect", id, "--dir", dir},
+		{"--dir", dir, "inspect", id},
+		{"inspect", "--dir", dir, id},
+		{"inspect", id, "--dir", dir, "--json"},
+	} {
+		r := kv(t, args...).want(t, exitOK)
+		if !strings.Contains(r.stdout, ids[0].String()) {
+			t.Errorf("%v: stdout does not name the packet:\n%s", args, r.stdout)
+		}
+	}
+}
+
+// --version and the version verb print the module and a version.
+func TestBinaryVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		r := kv(t, args...).want(t, exitOK)
+		if !strings.HasPrefix(r.stdout, "kvstore ") || !strings.Contains(r.stdout, "github.com/kvstore/kvstore") ||
+			!strings.Contains(r.stdout, "revision") {
+			t.Errorf("%v: %q", args, r.stdout)
+		}
+	}
+	r := kv(t, "version", "--json").want(t, exitOK)
+	var v versionOutput
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.Module != "github.com/kvstore/kvstore" || v.Version == "" || v.Go == "" {
+		t.Errorf("version --json: %v %+v", err, v)
+	}
+}
+
+// completion prints a shell script that names the verbs.
+func TestBinaryCompletion(t *testing.T) {
+	r := kv(t, "completion", "bash").want(t, exitOK)
+	if !strings.Contains(r.stdout, "__start_kvstore") {
+		t.Errorf("no bash completion script:\n%.300s", r.stdout)
+	}
+	r = kv(t, "__complete", "insp").want(t, exitOK)
+	if !strings.Contains(r.stdout, "inspect") {
+		t.Errorf("verbs not completed: %q", r.stdout)
+	}
+	r = kv(t, "__complete", "ls", "--li").want(t, exitOK)
+	if !strings.Contains(r.stdout, "--limit") {
+		t.Errorf("flags not completed: %q", r.stdout)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -13,10 +14,16 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/safetensors"
 	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/spf13/pflag"
 )
 
 func init() {
-	register(&command{name: "adapter", summary: "train, import and export KV Packet adapters (train | import | export)", run: runAdapter})
+	register(&command{name: "adapter", summary: "train, import and export KV Packet adapters (train | import | export)", long: adapterSummary,
+		sub: []*command{
+			{name: "train", summary: "train an adapter on a llama2.c checkpoint and store it", long: adapterSummary, setup: setupAdapterTrain},
+			{name: "import", args: "ADAPTER.safetensors", summary: "store an adapter read from a safetensors file", long: adapterSummary, setup: setupAdapterImport},
+			{name: "export", args: "OUT.safetensors", summary: "write a stored adapter to a safetensors file", long: adapterSummary, setup: setupAdapterExport},
+		}})
 }
 
 const adapterSummary = `KV Packet adapters: trained header and trailer soft tokens, stored in the
@@ -33,25 +40,6 @@ adapter id is refused unless the store holds that adapter for its model.
 
 The model fingerprint is that of the packets: --model, --dtype and
 --weights-id (default llama2.c:<file name>:<size>, as kvstore demo uses).`
-
-func runAdapter(e *env, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintf(e.stderr, "usage: kvstore adapter train|import|export [flags]\n\n%s\n", adapterSummary)
-		if len(args) == 0 {
-			return fmt.Errorf("%w: adapter needs train, import or export", errUsage)
-		}
-		return nil
-	}
-	switch args[0] {
-	case "train":
-		return runAdapterTrain(e, args[1:])
-	case "import":
-		return runAdapterImport(e, args[1:])
-	case "export":
-		return runAdapterExport(e, args[1:])
-	}
-	return fmt.Errorf("%w: adapter %q: want train, import or export", errUsage, args[0])
-}
 
 // adapterModel is the model flags every adapter verb shares.
 type adapterModel struct {
@@ -114,9 +102,7 @@ func (e *env) printAdapter(r *adapterReport) error {
 	return nil
 }
 
-func runAdapterTrain(e *env, args []string) error {
-	fs := newFlags(e, "adapter train", "--model FILE [flags]", adapterSummary)
-	storeFlags(fs, e)
+func setupAdapterTrain(fs *pflag.FlagSet, e *env) verbFunc {
 	var mf adapterModel
 	mf.flags(fs)
 	var o train.Options
@@ -137,143 +123,136 @@ func runAdapterTrain(e *env, args []string) error {
 	fs.IntVar(&o.Batch, "batch", 1, "examples per step")
 	fs.Float64Var(&o.LR, "lr", 5e-4, "peak learning rate, decayed linearly to 0")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the requests, the initialisation and the example order")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
-	case requests < 1 || docsMin < 1 || docsMax < docsMin || docLen < 1 || qLen < 1 || answer < 1 || o.Header < 0 || o.Trailer < 0:
-		return fmt.Errorf("%w: --requests, --docs-min, --doc-len, --question-len, --answer must be >= 1, --docs-max >= --docs-min, rows >= 0", errUsage)
-	}
-	o.Seed = seed
-	for _, n := range []*int{&o.Header, &o.Trailer} {
-		if *n == 0 {
-			*n = -1 // none, not the default
+	return func(_ context.Context, e *env, args []string) error {
+		switch {
+		case len(args) > 0:
+			return fmt.Errorf("%w: unexpected arguments %q", errUsage, args)
+		case requests < 1 || docsMin < 1 || docsMax < docsMin || docLen < 1 || qLen < 1 || answer < 1 || o.Header < 0 || o.Trailer < 0:
+			return fmt.Errorf("%w: --requests, --docs-min, --doc-len, --question-len, --answer must be >= 1, --docs-max >= --docs-min, rows >= 0", errUsage)
 		}
-	}
-	m, fp, err := mf.load()
-	if err != nil {
-		return err
-	}
-	db, err := openStore(e, true)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	var src train.Source = train.Sampled{Model: m, Skip: 4}
-	if data != "sampled" {
-		if src, err = train.LoadByteFiles(data, ".go", nil, 2*max(docLen, qLen)); err != nil {
+		o.Seed = seed
+		for _, n := range []*int{&o.Header, &o.Trailer} {
+			if *n == 0 {
+				*n = -1 // none, not the default
+			}
+		}
+		m, fp, err := mf.load()
+		if err != nil {
 			return err
 		}
-	}
-	p := newProgress(e, "adapter train")
-	p.stage(fmt.Sprintf("building %d requests (teacher: full recompute)", requests))
-	reqs := train.Requests(src, rand.New(rand.NewPCG(seed, 1)), requests, docsMin, docsMax, docLen, qLen)
-	exs, err := train.Examples(m, reqs, answer)
-	if err != nil {
-		p.done()
-		return err
-	}
-	var last time.Time
-	o.Progress = func(g train.Progress) {
-		if time.Since(last) >= progressEvery {
-			last = time.Now()
-			p.stage(fmt.Sprintf("step %d/%d, epoch %d, loss %.4f, %v", g.Step, g.Steps, g.Epoch+1, g.Loss, g.Elapsed.Round(time.Second)))
+		db, err := openStore(e, true)
+		if err != nil {
+			return err
 		}
+		defer db.Close()
+		var src train.Source = train.Sampled{Model: m, Skip: 4}
+		if data != "sampled" {
+			if src, err = train.LoadByteFiles(data, ".go", nil, 2*max(docLen, qLen)); err != nil {
+				return err
+			}
+		}
+		p := newProgress(e, "adapter train")
+		p.stage(fmt.Sprintf("building %d requests (teacher: full recompute)", requests))
+		reqs := train.Requests(src, rand.New(rand.NewPCG(seed, 1)), requests, docsMin, docsMax, docLen, qLen)
+		exs, err := train.Examples(m, reqs, answer)
+		if err != nil {
+			p.done()
+			return err
+		}
+		var last time.Time
+		o.Progress = func(g train.Progress) {
+			if time.Since(last) >= progressEvery {
+				last = time.Now()
+				p.stage(fmt.Sprintf("step %d/%d, epoch %d, loss %.4f, %v", g.Step, g.Steps, g.Epoch+1, g.Loss, g.Elapsed.Round(time.Second)))
+			}
+		}
+		res, err := train.Train(m, exs, o)
+		p.done()
+		if err != nil {
+			return err
+		}
+		a := res.Adapter
+		if id == "" {
+			id = a.ID()
+		}
+		if err := adapter.Put(db, fp, id, a); err != nil {
+			return err
+		}
+		return e.printAdapter(&adapterReport{ID: id, Model: fp.String(), Header: a.HeaderRows(), Trailer: a.TrailerRows(), Bytes: a.Bytes(),
+			EpochLoss: res.EpochLoss, TrainSecond: res.Time.Seconds()})
 	}
-	res, err := train.Train(m, exs, o)
-	p.done()
-	if err != nil {
-		return err
-	}
-	a := res.Adapter
-	if id == "" {
-		id = a.ID()
-	}
-	if err := adapter.Put(db, fp, id, a); err != nil {
-		return err
-	}
-	return e.printAdapter(&adapterReport{ID: id, Model: fp.String(), Header: a.HeaderRows(), Trailer: a.TrailerRows(), Bytes: a.Bytes(),
-		EpochLoss: res.EpochLoss, TrainSecond: res.Time.Seconds()})
 }
 
-func runAdapterImport(e *env, args []string) error {
-	fs := newFlags(e, "adapter import", "--model FILE [flags] ADAPTER.safetensors", adapterSummary)
-	storeFlags(fs, e)
+func setupAdapterImport(fs *pflag.FlagSet, e *env) verbFunc {
 	var mf adapterModel
 	mf.flags(fs)
 	var id string
 	fs.StringVar(&id, "id", "", "adapter id (default: its content id)")
-	if err := parse(fs, args); err != nil {
-		return err
+	return func(_ context.Context, e *env, args []string) error {
+		if len(args) != 1 {
+			return fmt.Errorf("%w: adapter import takes one safetensors file", errUsage)
+		}
+		m, fp, err := mf.load()
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(args[0])
+		if err != nil {
+			return err
+		}
+		a, err := adapter.Decode(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", args[0], err)
+		}
+		if a.Dim != m.Dim {
+			return fmt.Errorf("%s: adapter rows are %d wide, the model's embeddings %d", args[0], a.Dim, m.Dim)
+		}
+		db, err := openStore(e, true)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		if id == "" {
+			id = a.ID()
+		}
+		if err := adapter.Put(db, fp, id, a); err != nil {
+			return err
+		}
+		return e.printAdapter(&adapterReport{ID: id, Model: fp.String(), Header: a.HeaderRows(), Trailer: a.TrailerRows(), Bytes: a.Bytes()})
 	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: adapter import takes one safetensors file", errUsage)
-	}
-	m, fp, err := mf.load()
-	if err != nil {
-		return err
-	}
-	b, err := os.ReadFile(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	a, err := adapter.Decode(b)
-	if err != nil {
-		return fmt.Errorf("%s: %w", fs.Arg(0), err)
-	}
-	if a.Dim != m.Dim {
-		return fmt.Errorf("%s: adapter rows are %d wide, the model's embeddings %d", fs.Arg(0), a.Dim, m.Dim)
-	}
-	db, err := openStore(e, true)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if id == "" {
-		id = a.ID()
-	}
-	if err := adapter.Put(db, fp, id, a); err != nil {
-		return err
-	}
-	return e.printAdapter(&adapterReport{ID: id, Model: fp.String(), Header: a.HeaderRows(), Trailer: a.TrailerRows(), Bytes: a.Bytes()})
 }
 
-func runAdapterExport(e *env, args []string) error {
-	fs := newFlags(e, "adapter export", "--model FILE --id ID [flags] OUT.safetensors", adapterSummary)
-	storeFlags(fs, e)
+func setupAdapterExport(fs *pflag.FlagSet, e *env) verbFunc {
 	var mf adapterModel
 	mf.flags(fs)
 	var id, dtype string
 	fs.StringVar(&id, "id", "", "adapter id (required)")
 	fs.StringVar(&dtype, "out-dtype", "f32", "tensor dtype of the file: f32 or bf16")
-	if err := parse(fs, args); err != nil {
-		return err
+	return func(_ context.Context, e *env, args []string) error {
+		if len(args) != 1 || id == "" {
+			return fmt.Errorf("%w: adapter export takes --id and one output file", errUsage)
+		}
+		dt := map[string]safetensors.DType{"f32": safetensors.F32, "bf16": safetensors.BF16}[dtype]
+		if dt == "" {
+			return fmt.Errorf("%w: --out-dtype %q: want f32 or bf16", errUsage, dtype)
+		}
+		_, fp, err := mf.load()
+		if err != nil {
+			return err
+		}
+		db, err := openStore(e, false)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		a, err := adapter.Get(db, fp, id)
+		if err != nil {
+			return err
+		}
+		b, err := a.Encode(dt)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(args[0], b, 0o644)
 	}
-	if fs.NArg() != 1 || id == "" {
-		return fmt.Errorf("%w: adapter export takes --id and one output file", errUsage)
-	}
-	dt := map[string]safetensors.DType{"f32": safetensors.F32, "bf16": safetensors.BF16}[dtype]
-	if dt == "" {
-		return fmt.Errorf("%w: --out-dtype %q: want f32 or bf16", errUsage, dtype)
-	}
-	_, fp, err := mf.load()
-	if err != nil {
-		return err
-	}
-	db, err := openStore(e, false)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	a, err := adapter.Get(db, fp, id)
-	if err != nil {
-		return err
-	}
-	b, err := a.Encode(dt)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(fs.Arg(0), b, 0o644)
 }

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/kvstore/kvstore/store"
+	"github.com/kvstore/kvstore/store/admin"
+	"github.com/spf13/pflag"
 )
 
 func init() {
-	register(&command{name: "check", summary: "check catalog <-> blob file consistency", run: runCheck})
+	register(&command{name: "check", summary: "check catalog <-> blob file consistency", long: checkSummary,
+		setup: func(fs *pflag.FlagSet, e *env) verbFunc { addrFlag(fs, e); return runCheck }})
 }
 
 const checkSummary = `Checks the catalog against the blob files without reading payloads
@@ -19,62 +21,42 @@ accounting. Unreferenced space that a crash may leave (garbage, which gc
 reclaims) is listed apart and is not a finding. Exits 1 on any finding;
 a healthy store has none.`
 
-type checkOutput struct {
-	Files        int          `json:"files"`
-	Packets      int          `json:"packets"`
-	SpanMemories int          `json:"span_memories"`
-	Findings     []findingOut `json:"findings"`
-	Garbage      []garbageOut `json:"garbage"`
-	GarbageBytes uint64       `json:"garbage_bytes"`
-}
+// checkOutput is check's output: the admin handler's /check.
+type checkOutput admin.Check
 
-type garbageOut struct {
-	Kind    string `json:"kind"`
-	File    string `json:"file"`
-	Offset  uint64 `json:"offset"`
-	Length  uint64 `json:"length"`
-	Extents int    `json:"extents"`
-	Reused  bool   `json:"reused"`
-}
-
-func runCheck(e *env, args []string) error {
-	fs := newFlags(e, "check", "[flags]", checkSummary)
-	storeFlags(fs, e)
-	if err := parse(fs, args); err != nil {
+func runCheck(ctx context.Context, e *env, args []string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
-	if err := noArgs(fs); err != nil {
+	var out *checkOutput
+	if r, err := remote(e); err != nil {
 		return err
+	} else if r {
+		out = new(checkOutput)
+		if err := fetch(ctx, e, "/check", nil, out); err != nil {
+			return err
+		}
+	} else {
+		db, err := openStore(e, false)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		p := newProgress(e, "check")
+		rep, err := db.Check(ctx, func(done, total int64) { p.update(done, total, false) })
+		p.done()
+		if err != nil {
+			return err
+		}
+		out = (*checkOutput)(admin.CheckOf(rep))
 	}
-	db, err := openStore(e, false)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	p := newProgress(e, "check")
-	rep, err := db.Check(context.Background(), func(done, total int64) { p.update(done, total, false) })
-	p.done()
-	if err != nil {
-		return err
-	}
-	out := checkOutput{Files: rep.Files, Packets: rep.Packets, SpanMemories: rep.SpanMemories,
-		Findings: findingsOf(rep.Findings), Garbage: garbageOf(rep.Garbage), GarbageBytes: rep.GarbageBytes}
 	if err := output(e, out, out.text); err != nil {
 		return err
 	}
-	if !rep.OK() {
-		return fmt.Errorf("%d findings", len(rep.Findings))
+	if len(out.Findings) > 0 {
+		return fmt.Errorf("%d findings", len(out.Findings))
 	}
 	return nil
-}
-
-func garbageOf(gs []store.Garbage) []garbageOut {
-	out := []garbageOut{}
-	for _, g := range gs {
-		out = append(out, garbageOut{Kind: string(g.Kind), File: g.File, Offset: g.Offset, Length: g.Length,
-			Extents: g.Extents, Reused: g.Reused})
-	}
-	return out
 }
 
 func (o *checkOutput) text(w io.Writer) error {

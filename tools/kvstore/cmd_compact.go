@@ -4,14 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/kvstore/kvstore/store"
+	"github.com/spf13/pflag"
 )
 
 func init() {
-	register(&command{name: "compact", summary: "rewrite blob files whose live ratio is low", run: runCompact})
+	register(&command{name: "compact", summary: "rewrite blob files whose live ratio is low", long: compactSummary, setup: setupCompact})
 }
 
 const compactSummary = `Rewrites blob files whose live bytes are below --ratio of their extent
@@ -28,23 +30,24 @@ type compactOutput struct {
 	Skipped        map[string]string `json:"skipped"`
 }
 
-func runCompact(e *env, args []string) error {
-	fs := newFlags(e, "compact", "[flags]", compactSummary)
-	storeFlags(fs, e)
+func setupCompact(fs *pflag.FlagSet, e *env) verbFunc {
 	ratio := fs.Float64("ratio", 0, "rewrite files whose live ratio is below this (0: the store's default; 1: any dead byte)")
 	files := fs.String("files", "", "rewrite these blob file numbers (comma-separated) whatever their ratio")
-	if err := parse(fs, args); err != nil {
+	return func(ctx context.Context, e *env, args []string) error {
+		return runCompact(ctx, e, args, *ratio, *files)
+	}
+}
+
+func runCompact(ctx context.Context, e *env, args []string, ratio float64, files string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
-	if err := noArgs(fs); err != nil {
-		return err
+	o := store.CompactOptions{LiveRatio: ratio}
+	if ratio < 0 || ratio > 1 {
+		return fmt.Errorf("%w: --ratio %v not in [0, 1]", errUsage, ratio)
 	}
-	o := store.CompactOptions{LiveRatio: *ratio}
-	if *ratio < 0 || *ratio > 1 {
-		return fmt.Errorf("%w: --ratio %v not in [0, 1]", errUsage, *ratio)
-	}
-	if *files != "" {
-		for _, s := range strings.Split(*files, ",") {
+	if files != "" {
+		for _, s := range strings.Split(files, ",") {
 			n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
 			if err != nil {
 				return fmt.Errorf("%w: --files: %q is not a blob file number", errUsage, s)
@@ -57,26 +60,82 @@ func runCompact(e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
+	if o.LiveRatio == 0 {
+		o.LiveRatio = store.DefaultCompactLiveRatio
+	}
+	left, err := compactLeft(db.BlobFiles(), &o)
+	if err != nil {
+		return err
+	}
 	p := newProgress(e, "compact")
 	o.Progress = func(done, total int64) { p.update(done, total, true) }
-	rep, err := db.Compact(context.Background(), o)
+	rep, err := db.Compact(ctx, o)
 	p.done()
 	if err != nil {
 		return err
 	}
 	out := compactOutput{Rewritten: nonNil(rep.Rewritten), Created: nonNil(rep.Created), Extents: rep.Extents,
-		BytesCopied: rep.BytesCopied, BytesReclaimed: rep.BytesReclaimed, Skipped: map[string]string{}}
+		BytesCopied: rep.BytesCopied, BytesReclaimed: rep.BytesReclaimed, Skipped: left}
 	for _, s := range rep.Skipped {
 		out.Skipped[fmt.Sprintf("%06d", s.Num)] = s.Reason
 	}
 	return output(e, out, out.text)
 }
 
-func (o *compactOutput) text(w io.Writer) error {
-	for n, why := range o.Skipped {
-		fmt.Fprintf(w, "skipped %s.blob: %s\n", n, why)
+// compactLeft says, per blob file that Compact will not rewrite under o,
+// why: the active file (the one being appended to, which Compact never
+// rewrites), no dead byte, or a live ratio at or above o.LiveRatio. A
+// --files number the store does not hold is an error (ErrNotFound), not
+// something to ignore. The active file is the highest numbered unsealed
+// one, as Stats takes it.
+func compactLeft(files []store.BlobFileInfo, o *store.CompactOptions) (map[string]string, error) {
+	active, have := uint32(0), map[uint32]bool{}
+	for _, f := range files {
+		have[f.Num] = true
+		if !f.Sealed {
+			active = f.Num
+		}
 	}
-	fmt.Fprintf(w, "rewrote %d files into %d, moved %d extents (%d bytes), reclaimed %d bytes (%s)\n",
-		len(o.Rewritten), len(o.Created), o.Extents, o.BytesCopied, o.BytesReclaimed, humanBytes(o.BytesReclaimed))
+	want := map[uint32]bool{}
+	for _, n := range o.Files {
+		if !have[n] {
+			return nil, fmt.Errorf("%w: --files: the store has no blob file %06d", store.ErrNotFound, n)
+		}
+		want[n] = true
+	}
+	left := map[string]string{}
+	for _, f := range files {
+		used := f.LiveBytes + f.DeadBytes
+		why := ""
+		switch {
+		case len(o.Files) > 0 && !want[f.Num]:
+			continue // not asked for
+		case f.Num == active && active != 0 && (want[f.Num] || f.DeadBytes > 0):
+			why = "the active file (being appended to) is never rewritten; it is once sealed (full, or after a restart)"
+		case len(o.Files) > 0:
+			continue
+		case f.DeadBytes == 0:
+			why = "no dead bytes"
+		case float64(f.LiveBytes) >= o.LiveRatio*float64(used):
+			why = fmt.Sprintf("live ratio %.1f%% is not below %.1f%%", 100*float64(f.LiveBytes)/float64(used), 100*o.LiveRatio)
+		default:
+			continue // to be rewritten
+		}
+		left[fmt.Sprintf("%06d", f.Num)] = why
+	}
+	return left, nil
+}
+
+func (o *compactOutput) text(w io.Writer) error {
+	nums := make([]string, 0, len(o.Skipped))
+	for n := range o.Skipped {
+		nums = append(nums, n)
+	}
+	sort.Strings(nums)
+	for _, n := range nums {
+		fmt.Fprintf(w, "skipped %s.blob: %s\n", n, o.Skipped[n])
+	}
+	fmt.Fprintf(w, "rewrote %d files into %d, moved %d extents (%s), reclaimed %s\n",
+		len(o.Rewritten), len(o.Created), o.Extents, humanBytes(o.BytesCopied), humanBytes(o.BytesReclaimed))
 	return nil
 }

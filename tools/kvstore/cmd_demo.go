@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,13 +15,15 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/store"
+	"github.com/spf13/pflag"
 )
 
 func init() {
 	register(&command{
 		name:    "demo",
 		summary: "store documents' KV caches as packets, verify them, Assemble them and compare with recompute",
-		run:     runDemo,
+		long:    demoSummary,
+		setup:   setupDemo,
 	})
 }
 
@@ -57,21 +60,22 @@ var demoModel = llama.Config{Dim: 256, Hidden: 512, Layers: 4, Heads: 4, KVHeads
 	NormEps: 1e-5, RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 500000, Scaling: format.RoPEScalingLlama3,
 		Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192}}
 
-func runDemo(e *env, args []string) error {
-	fs := newFlags(e, "demo", "[flags]", demoSummary)
-	f := demoFlags{dir: e.dir, json: e.json}
+func setupDemo(fs *pflag.FlagSet, e *env) verbFunc {
+	var f demoFlags
 	fs.IntVar(&f.docs, "docs", 3, "documents to store and assemble")
 	fs.IntVar(&f.tokens, "tokens", 32, "tokens per document")
 	fs.IntVar(&f.question, "question", 4, "tokens of the question prefilled after the packets")
 	fs.StringVar(&f.model, "model", "", "llama2.c checkpoint to use instead of the built-in random model (e.g. ../shared/testdata/gocode-hd64.bin)")
 	fs.StringVar(&f.dtype, "dtype", "bf16", "storage dtype of the packets: bf16, f16 or f32")
-	fs.StringVar(&f.dir, "dir", f.dir, "store directory (default: a temporary one, removed afterwards)")
-	fs.BoolVar(&f.json, "json", f.json, "print JSON")
-	if err := parse(fs, args); err != nil {
-		return err
+	return func(_ context.Context, e *env, args []string) error {
+		f.dir, f.json = e.dir, e.json // the global --dir (default: a temporary store) and --json
+		return runDemo(e, args, f)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+}
+
+func runDemo(e *env, args []string, f demoFlags) error {
+	if err := noArgs(args); err != nil {
+		return err
 	}
 	dt, err := format.ParseDType(f.dtype)
 	switch {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -9,10 +11,11 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/safetensors"
 	"github.com/kvstore/kvstore/store"
+	"github.com/spf13/pflag"
 )
 
 func init() {
-	register(&command{name: "export", summary: "write a packet to a safetensors file", run: runExport})
+	register(&command{name: "export", summary: "write a packet to a safetensors file", args: "<packet-id> <file.safetensors>", long: exportSummary, setup: setupExport})
 }
 
 const exportSummary = `Writes one packet as a safetensors file in the KV Packet reference
@@ -29,17 +32,16 @@ type exportOutput struct {
 	Bytes int64  `json:"bytes"`
 }
 
-func runExport(e *env, args []string) error {
-	fs := newFlags(e, "export", "[flags] <packet-id> <file.safetensors>", exportSummary)
-	storeFlags(fs, e)
+func setupExport(fs *pflag.FlagSet, e *env) verbFunc {
 	ns := fs.String("ns", "", "look the id up in this namespace only")
-	if err := parse(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, e *env, args []string) error { return runExport(ctx, e, args, *ns) }
+}
+
+func runExport(ctx context.Context, e *env, args []string, ns string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("%w: want a packet id and a file name, got %d arguments", errUsage, len(args))
 	}
-	if fs.NArg() != 2 {
-		return fmt.Errorf("%w: want a packet id and a file name, got %d arguments", errUsage, fs.NArg())
-	}
-	if err := checkIDs(fs.Arg(0)); err != nil {
+	if err := checkIDs(args[0]); err != nil {
 		return err
 	}
 	db, err := openStore(e, false)
@@ -47,103 +49,118 @@ func runExport(e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	h, err := findPacket(db, fs.Arg(0), *ns)
+	h, err := findPacket(db, args[0], ns)
 	if err != nil {
 		return err
 	}
 	p := newProgress(e, "export")
 	defer p.done()
-	f, err := exportFile(db, h, p)
-	if err != nil {
-		return err
-	}
-	p.stage("writing " + fs.Arg(1))
-	n, err := writeFileAtomic(fs.Arg(1), f)
+	n, err := exportPacket(ctx, db, h, args[1], p)
 	if err != nil {
 		return err
 	}
 	p.done()
-	out := exportOutput{ID: h.ID.String(), File: fs.Arg(1), Bytes: n}
+	out := exportOutput{ID: h.ID.String(), File: args[1], Bytes: n}
 	return output(e, out, func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "exported %s to %s (%d bytes)\n", out.ID, out.File, out.Bytes)
 		return err
 	})
 }
 
-// exportFile reads packet h (every chunk verified) into a safetensors File.
-// EncodeKV lays out the "kv" tensor [2, L, 1, H, S, D] from one shared
-// zero layer, and each chunk is then copied into its place, K of layer l
-// at element [0, l] and V at [1, l], with View.CopyChunk: the chunk's CRC
-// is taken in the same pass as that copy, not in a pass of its own.
-func exportFile(db *store.DB, h *format.PacketHeader, p *progress) (*safetensors.File, error) {
+// exportPacket writes packet h to the file name, streaming: one layer's K
+// (or V) at a time is copied from the view into a buffer with
+// View.CopyChunk, which checks the chunk's CRC in the same pass, and
+// written to a temporary file beside name. That file is synced, made 0644,
+// renamed into place and the directory synced; on any error, or when ctx
+// is cancelled, the temporary file is removed and name is left as it was.
+func exportPacket(ctx context.Context, db *store.DB, h *format.PacketHeader, name string, p *progress) (int64, error) {
 	if h.Pruned() {
-		return nil, fmt.Errorf("packet %s is pruned (%d of %d tokens per (layer, head)): only whole packets can be exported",
+		return 0, fmt.Errorf("packet %s is pruned (%d of %d tokens per (layer, head)): only whole packets can be exported",
 			h.ID.Short(), h.KeptTokens, h.Tokens)
 	}
 	m, err := db.Model(h.Model)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	v, err := db.Get(h.Namespace, h.Model, h.ID)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer v.Release()
 	for l := range v.Layers() {
 		if c := h.Chunks[2*l]; c.Codec != format.CodecRaw || h.Chunks[2*l+1].Codec != format.CodecRaw {
-			return nil, fmt.Errorf("packet %s layer %d: codec %v: only raw chunks can be exported", h.ID.Short(), l, c.Codec)
+			return 0, fmt.Errorf("packet %s layer %d: codec %v: only raw chunks can be exported", h.ID.Short(), l, c.Codec)
 		}
 	}
 	kv := &safetensors.KV{Model: *m, Namespace: h.Namespace, AdapterID: h.AdapterID,
 		HeaderTokens: int(h.HeaderTokens), TrailerTokens: int(h.TrailerTokens), TokenIDs: h.TokenIDs,
 		BasePosition: h.BasePosition}
-	n := m.KVHeads * kv.Tokens() * m.HeadDim * m.DType.Size() // bytes of one layer's K (or V)
-	zero := make([]byte, n)
-	for range v.Layers() {
-		kv.K, kv.V = append(kv.K, zero), append(kv.V, zero)
-	}
-	f, err := safetensors.EncodeKV(kv)
-	if err != nil {
-		return nil, err
-	}
-	data := f.Tensors[0].Data
-	if f.Tensors[0].Name != safetensors.NameKV || len(data) != 2*v.Layers()*n {
-		return nil, fmt.Errorf("packet %s: safetensors kv tensor %q of %d bytes, want %d", h.ID.Short(), f.Tensors[0].Name, len(data), 2*v.Layers()*n)
-	}
-	for l := range v.Layers() {
-		for half, i := range []int{2 * l, 2*l + 1} {
-			off := (half*v.Layers() + l) * n
-			if c, err := v.CopyChunk(data[off:off+n], i); err != nil {
-				return nil, err
-			} else if c != n {
-				return nil, fmt.Errorf("%w: packet %s chunk %d: %d bytes, want %d", format.ErrCorruption, h.ID.Short(), i, c, n)
+	layers := v.Layers()
+	return writeFileAtomic(name, func(w io.Writer) (int64, error) {
+		return safetensors.WriteKV(w, kv, func(half, l int, buf []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-		}
-		p.update(int64(l+1), int64(v.Layers()), false)
-	}
-	return f, nil
+			i := 2*l + half
+			if c, err := v.CopyChunk(buf, i); err != nil {
+				return err
+			} else if c != len(buf) {
+				return fmt.Errorf("%w: packet %s chunk %d: %d bytes, want %d", format.ErrCorruption, h.ID.Short(), i, c, len(buf))
+			}
+			p.update(int64(half*layers+l+1), int64(2*layers), false)
+			return nil
+		})
+	})
 }
 
-// writeFileAtomic writes f to a temporary file beside name, syncs it and
-// renames it into place.
-func writeFileAtomic(name string, f *safetensors.File) (int64, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
-	if err != nil {
-		return 0, err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename, there is nothing to remove
-	n, err := f.WriteTo(tmp)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), name)
-	}
+// writeFileAtomic writes a file called name with write: to a temporary
+// file beside it, synced, made 0644 and renamed into place, and then the
+// directory synced, so that a crash leaves either the old file or the
+// whole new one. The temporary file is removed on any error.
+func writeFileAtomic(name string, write func(io.Writer) (int64, error)) (n int64, err error) {
+	dir := filepath.Dir(name)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp*")
 	if err != nil {
 		return 0, fmt.Errorf("write %s: %w", name, err)
 	}
-	return n, nil
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+			err = fmt.Errorf("write %s: %w", name, err)
+		}
+	}()
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	if n, err = write(bw); err != nil {
+		return 0, err
+	}
+	if err = bw.Flush(); err != nil {
+		return 0, err
+	}
+	if err = tmp.Chmod(0o644); err != nil {
+		return 0, err
+	}
+	if err = tmp.Sync(); err != nil {
+		return 0, err
+	}
+	if err = tmp.Close(); err != nil {
+		return 0, err
+	}
+	if err = os.Rename(tmp.Name(), name); err != nil {
+		return 0, err
+	}
+	return n, syncDir(dir)
+}
+
+// syncDir fsyncs directory dir, so that a rename in it is durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "gc", summary: "reclaim orphaned and wholly dead blob space", run: runGC})
+	register(&command{name: "gc", summary: "reclaim orphaned and wholly dead blob space", long: gcSummary, setup: noFlags(runGC)})
 }
 
 const gcSummary = `Reclaims what check lists as garbage and what is wholly dead
@@ -26,13 +26,8 @@ type gcOutput struct {
 	Rewritten      []uint32 `json:"rewritten"` // by the compaction of files with garbage tails
 }
 
-func runGC(e *env, args []string) error {
-	fs := newFlags(e, "gc", "[flags]", gcSummary)
-	storeFlags(fs, e)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+func runGC(ctx context.Context, e *env, args []string) error {
+	if err := noArgs(args); err != nil {
 		return err
 	}
 	db, err := openExisting(e)
@@ -42,7 +37,7 @@ func runGC(e *env, args []string) error {
 	defer db.Close()
 	p := newProgress(e, "gc")
 	p.stage("collecting")
-	rep, err := db.GC(context.Background())
+	rep, err := db.GC(ctx)
 	p.done()
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -8,10 +9,11 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/safetensors"
 	"github.com/kvstore/kvstore/store"
+	"github.com/spf13/pflag"
 )
 
 func init() {
-	register(&command{name: "import", summary: "store a packet read from a safetensors file", run: runImport})
+	register(&command{name: "import", summary: "store a packet read from a safetensors file", args: "<file.safetensors>", long: importSummary, setup: setupImport})
 }
 
 const importSummary = `Reads a safetensors file and stores it as a packet. Accepted: tensor
@@ -33,28 +35,28 @@ type importOutput struct {
 	Namespace string `json:"namespace"`
 }
 
-func runImport(e *env, args []string) error {
-	fs := newFlags(e, "import", "[flags] <file.safetensors>", importSummary)
-	storeFlags(fs, e)
+func setupImport(fs *pflag.FlagSet, e *env) verbFunc {
 	ns := fs.String("ns", "", "store under this namespace instead of the file's (the id changes with it)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: want one file name, got %d arguments", errUsage, fs.NArg())
+	return func(ctx context.Context, e *env, args []string) error { return runImport(ctx, e, args, *ns) }
+}
+
+func runImport(ctx context.Context, e *env, args []string, ns string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("%w: want one file name, got %d arguments", errUsage, len(args))
 	}
 	if e.dir == "" {
 		return fmt.Errorf("%w: --dir is required", errUsage)
 	}
 	p := newProgress(e, "import")
 	defer p.done()
-	p.stage("reading " + fs.Arg(0))
-	pk, err := readPacket(fs.Arg(0))
+	p.stage("reading " + args[0])
+	pk, release, err := readPacket(args[0])
 	if err != nil {
 		return err
 	}
-	if *ns != "" {
-		pk.Namespace = *ns
+	defer release()
+	if ns != "" {
+		pk.Namespace = ns
 	}
 	db, err := openStore(e, true)
 	if err != nil {
@@ -86,24 +88,42 @@ func importID(db *store.DB, p *store.Packet) (string, bool) {
 	return id.String(), had
 }
 
-// readPacket reads and validates a safetensors file into a store.Packet.
-func readPacket(name string) (*store.Packet, error) {
+// readPacket maps and validates a safetensors file into a store.Packet
+// whose layers are slices of the mapping (mapFile): call release once the
+// packet is no longer used. The header is validated the way safetensors
+// does before any tensor byte is touched.
+func readPacket(name string) (_ *store.Packet, release func(), err error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	file, err := safetensors.Read(f, st.Size())
+	if !st.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%w: %s is not a regular file (%s)", store.ErrInvalidArgument, name, st.Mode().Type())
+	}
+	if st.Size() < 8 {
+		return nil, nil, fmt.Errorf("%s: %w: %d bytes: too short for a safetensors file", name, format.ErrCorruption, st.Size())
+	}
+	b, unmap, err := mapFile(f, st.Size())
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			unmap()
+		}
+	}()
+	file, err := safetensors.Decode(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	kv, err := safetensors.DecodeKV(file)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	p := &store.Packet{Namespace: kv.Namespace, Model: &kv.Model, AdapterID: kv.AdapterID,
 		HeaderTokens: kv.HeaderTokens, TrailerTokens: kv.TrailerTokens, TokenIDs: kv.TokenIDs,
@@ -111,5 +131,5 @@ func readPacket(name string) (*store.Packet, error) {
 	for l := range kv.K {
 		p.Layers = append(p.Layers, store.Layer{K: kv.K[l], V: kv.V[l]})
 	}
-	return p, nil
+	return p, unmap, nil
 }

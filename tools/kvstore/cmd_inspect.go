@@ -1,17 +1,20 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
-	"path/filepath"
+	"net/url"
 	"time"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store"
+	"github.com/kvstore/kvstore/store/admin"
+	"github.com/spf13/pflag"
 )
 
 func init() {
-	register(&command{name: "inspect", summary: "show a packet's or a span memory context's records, extent and model", run: runInspect})
+	register(&command{name: "inspect", summary: "show a packet's or a span memory context's records, extent and model", args: "<packet-id|context-id>", long: inspectSummary, setup: setupInspect})
 }
 
 const inspectSummary = `Prints everything the catalog keeps about one packet or one span memory
@@ -32,123 +35,56 @@ threshold), the factor dtype and, per layer and KV head, the SVD ranks of
 its K and V factors (min, mean, max over factored spans) and their bytes;
 where its extent is and its bytes; then the model spec.`
 
-// inspectOutput is inspect's JSON for a packet.
-type inspectOutput struct {
-	Kind          string      `json:"kind"` // "packet"
-	ID            string      `json:"id"`
-	Namespace     string      `json:"namespace"`
-	Model         string      `json:"model"`
-	AdapterID     string      `json:"adapter_id"`
-	Version       uint16      `json:"format_version"`
-	Tokens        uint32      `json:"tokens"`
-	KeptTokens    uint32      `json:"kept_tokens,omitempty"` // > 0: pruned, rows kept per (layer, head)
-	HeaderTokens  uint32      `json:"header_tokens"`
-	TrailerTokens uint32      `json:"trailer_tokens"`
-	TokenIDs      []uint32    `json:"token_ids"`
-	BasePosition  int64       `json:"base_position"`
-	Layers        uint32      `json:"layers"`
-	KVHeads       uint32      `json:"kv_heads"`
-	HeadDim       uint32      `json:"head_dim"`
-	DType         string      `json:"dtype"`
-	File          string      `json:"file"`
-	ExtentOffset  uint64      `json:"extent_offset"`
-	ExtentLength  uint64      `json:"extent_length"`
-	Created       time.Time   `json:"created"`
-	Chunks        []inspectCh `json:"chunks"`
-	Spec          *specOutput `json:"model_spec"`
-	SpecError     string      `json:"model_spec_error,omitempty"`
-}
-
-type inspectCh struct {
-	Layer     uint32   `json:"layer"`
-	Kind      string   `json:"kind"`
-	Shape     []uint32 `json:"shape"`
-	DType     string   `json:"dtype"`
-	Codec     string   `json:"codec"`
-	Offset    uint64   `json:"offset"`
-	Length    uint64   `json:"length"`
-	RawLength uint64   `json:"raw_length"`
-	CRC32C    string   `json:"crc32c"`
-}
+// inspectOutput is inspect's output for a packet: the admin handler's
+// /inspect/{id}.
+type inspectOutput admin.Packet
 
 // specOutput is a model spec in JSON and text.
-type specOutput struct {
-	Architecture string      `json:"architecture"`
-	Layers       int         `json:"layers"`
-	KVHeads      int         `json:"kv_heads"`
-	HeadDim      int         `json:"head_dim"`
-	DType        string      `json:"dtype"`
-	WeightsID    string      `json:"weights_id"`
-	RoPE         format.RoPE `json:"rope"`
+type specOutput = admin.Spec
+
+func setupInspect(fs *pflag.FlagSet, e *env) verbFunc {
+	ns := fs.String("ns", "", "look the id up in this namespace only")
+	addrFlag(fs, e)
+	return func(ctx context.Context, e *env, args []string) error { return runInspect(ctx, e, args, *ns) }
 }
 
-func runInspect(e *env, args []string) error {
-	fs := newFlags(e, "inspect", "[flags] <packet-id|context-id>", inspectSummary)
-	storeFlags(fs, e)
-	ns := fs.String("ns", "", "look the id up in this namespace only")
-	if err := parse(fs, args); err != nil {
+func runInspect(ctx context.Context, e *env, args []string, ns string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("%w: want one packet or context id, got %d arguments", errUsage, len(args))
+	}
+	if err := checkIDs(args[0]); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: want one packet or context id, got %d arguments", errUsage, fs.NArg())
-	}
-	if err := checkIDs(fs.Arg(0)); err != nil {
+	if r, err := remote(e); err != nil {
 		return err
+	} else if r {
+		out := new(inspectOutput)
+		if err := fetch(ctx, e, "/inspect/"+url.PathEscape(args[0]), url.Values{"ns": {ns}}, out); err != nil {
+			return err
+		}
+		return output(e, out, out.text)
 	}
 	db, err := openStore(e, false)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	h, c, err := findTarget(db, fs.Arg(0), *ns)
+	h, c, err := findTarget(db, args[0], ns)
 	if err != nil {
 		return err
 	}
 	if c != nil {
 		return inspectContext(e, db, c)
 	}
-	out := inspectOf(h)
-	out.File = blobPath(e, db, h.BlobFile)
-	out.Spec, out.SpecError = specOf(db, h.Model)
+	out := (*inspectOutput)(admin.PacketOf(db, e.dir, h))
 	return output(e, out, out.text)
 }
 
 // blobPath is the path of blob file num.
-func blobPath(e *env, db *store.DB, num uint32) string {
-	for _, f := range db.BlobFiles() {
-		if f.Num == num {
-			return f.Path
-		}
-	}
-	return filepath.Join(e.dir, "blobs", fmt.Sprintf("%06d.blob", num))
-}
+func blobPath(e *env, db *store.DB, num uint32) string { return admin.BlobPath(db, e.dir, num) }
 
 // specOf is the model spec of fp, or why it could not be read.
-func specOf(db *store.DB, fp format.Fingerprint) (*specOutput, string) {
-	m, err := db.Model(fp)
-	if err != nil {
-		return nil, err.Error()
-	}
-	return &specOutput{Architecture: m.Architecture, Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim,
-		DType: m.DType.String(), WeightsID: m.WeightsID, RoPE: m.RoPE}, ""
-}
-
-func inspectOf(h *format.PacketHeader) *inspectOutput {
-	out := &inspectOutput{Kind: "packet", ID: h.ID.String(), Namespace: h.Namespace, Model: h.Model.String(), AdapterID: h.AdapterID,
-		Version: h.Version, Tokens: h.Tokens, KeptTokens: h.KeptTokens, HeaderTokens: h.HeaderTokens, TrailerTokens: h.TrailerTokens,
-		TokenIDs: h.TokenIDs, BasePosition: h.BasePosition, Layers: h.Layers, KVHeads: h.KVHeads, HeadDim: h.HeadDim,
-		DType: h.DType.String(), ExtentOffset: h.ExtentOffset, ExtentLength: h.ExtentLength,
-		Created: time.Unix(0, h.CreatedUnixNs).UTC()}
-	if out.TokenIDs == nil {
-		out.TokenIDs = []uint32{}
-	}
-	for _, c := range h.Chunks {
-		out.Chunks = append(out.Chunks, inspectCh{Layer: c.Layer, Kind: c.Kind.String(), Shape: c.Shape,
-			DType: c.DType.String(), Codec: c.Codec.String(), Offset: c.Offset, Length: c.Length,
-			RawLength: c.RawLength, CRC32C: fmt.Sprintf("%08x", c.CRC32C)})
-	}
-	return out
-}
+func specOf(db *store.DB, fp format.Fingerprint) (*specOutput, string) { return admin.SpecOf(db, fp) }
 
 func (o *inspectOutput) text(w io.Writer) error {
 	fmt.Fprintf(w, "packet     %s\nnamespace  %q\nmodel      %s\nadapter    %q\n", o.ID, o.Namespace, o.Model, o.AdapterID)
@@ -170,11 +106,11 @@ func (o *inspectOutput) text(w io.Writer) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	return o.Spec.text(w, o.SpecError)
+	return specText(w, o.Spec, o.SpecError)
 }
 
-// text prints the spec, or why there is none.
-func (s *specOutput) text(w io.Writer, specErr string) error {
+// specText prints the spec s, or why there is none.
+func specText(w io.Writer, s *specOutput, specErr string) error {
 	if s == nil {
 		fmt.Fprintf(w, "\nmodel spec: %s\n", specErr)
 		return nil

@@ -194,7 +194,7 @@ func (o *contextOutput) text(w io.Writer) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	return o.Spec.text(w, o.SpecError)
+	return specText(w, o.Spec, o.SpecError)
 }
 
 func (r rankSummary) String() string { return fmt.Sprintf("%d/%.1f/%d", r.Min, r.Mean, r.Max) }

@@ -1,17 +1,21 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store"
+	"github.com/kvstore/kvstore/store/admin"
+	"github.com/spf13/pflag"
 )
 
 func init() {
-	register(&command{name: "ls", summary: "list packets (or span memory contexts) per namespace and model", run: runLs})
+	register(&command{name: "ls", summary: "list packets (or span memory contexts) per namespace and model", long: lsSummary, setup: setupLs})
 }
 
 const lsSummary = `Lists the packets in the store in catalog order (namespace, then id):
@@ -22,38 +26,49 @@ tokens, spans, factored spans, anchors, extent bytes, short model
 fingerprint and creation time. --ns and --model filter; --limit stops after
 so many rows.`
 
-// lsRow is one packet in ls's output.
-type lsRow struct {
-	ID        string `json:"id"`
-	Namespace string `json:"namespace"`
-	Model     string `json:"model"`
-	Tokens    uint32 `json:"tokens"`
-	Bytes     uint64 `json:"bytes"`
-	DType     string `json:"dtype"`
-	Layers    uint32 `json:"layers"`
-	AdapterID string `json:"adapter_id"`
+// lsOutput is ls's output: the admin handler's /ls.
+type lsOutput admin.List
+
+// lsFlags are ls's flags.
+type lsFlags struct {
+	ns, model string
+	limit     int
+	contexts  bool
 }
 
-type lsOutput struct {
-	Packets []lsRow `json:"packets"`
-	More    bool    `json:"more"` // --limit cut the list short
+func setupLs(fs *pflag.FlagSet, e *env) verbFunc {
+	var f lsFlags
+	fs.StringVar(&f.ns, "ns", "", "only this namespace")
+	fs.StringVar(&f.model, "model", "", "only this model (fingerprint hex prefix)")
+	fs.IntVar(&f.limit, "limit", 0, "print at most this many rows (0: all)")
+	fs.BoolVar(&f.contexts, "contexts", false, "list span memory contexts instead of packets")
+	addrFlag(fs, e)
+	return func(ctx context.Context, e *env, args []string) error { return runLs(ctx, e, args, f) }
 }
 
-func runLs(e *env, args []string) error {
-	fs := newFlags(e, "ls", "[flags]", lsSummary)
-	storeFlags(fs, e)
-	ns := fs.String("ns", "", "only this namespace")
-	model := fs.String("model", "", "only this model (fingerprint hex prefix)")
-	limit := fs.Int("limit", 0, "print at most this many rows (0: all)")
-	contexts := fs.Bool("contexts", false, "list span memory contexts instead of packets")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
+func runLs(ctx context.Context, e *env, args []string, f lsFlags) error {
+	ns, model, limit, contexts := &f.ns, &f.model, &f.limit, &f.contexts
+	if err := noArgs(args); err != nil {
 		return err
 	}
 	if *limit < 0 {
 		return fmt.Errorf("%w: --limit %d is negative", errUsage, *limit)
+	}
+	if r, err := remote(e); err != nil {
+		return err
+	} else if r {
+		if *contexts {
+			return fmt.Errorf("%w: ls --contexts: the admin handler does not list contexts; use --dir", errUsage)
+		}
+		out := new(lsOutput)
+		q := url.Values{"ns": {*ns}, "model": {*model}}
+		if *limit > 0 {
+			q.Set("limit", strconv.Itoa(*limit))
+		}
+		if err := fetch(ctx, e, "/ls", q, out); err != nil {
+			return err
+		}
+		return output(e, out, out.table)
 	}
 	db, err := openStore(e, false)
 	if err != nil {
@@ -63,32 +78,18 @@ func runLs(e *env, args []string) error {
 	if *contexts {
 		return lsContexts(e, db, *ns, *model, *limit)
 	}
-	var out lsOutput
-	err = db.Headers(func(h *format.PacketHeader) error {
-		if (*ns != "" && h.Namespace != *ns) || !strings.HasPrefix(h.Model.String(), strings.ToLower(*model)) {
-			return nil
-		}
-		if *limit > 0 && len(out.Packets) == *limit {
-			out.More = true
-			return errStop
-		}
-		out.Packets = append(out.Packets, lsRow{ID: h.ID.String(), Namespace: h.Namespace, Model: h.Model.String(),
-			Tokens: h.Tokens, Bytes: h.ExtentLength, DType: h.DType.String(), Layers: h.Layers, AdapterID: h.AdapterID})
-		return nil
-	})
-	if err != nil && err != errStop {
+	l, err := admin.ListOf(db, admin.ListOptions{Namespace: *ns, Model: *model, Limit: *limit})
+	if err != nil {
 		return err
 	}
-	if out.Packets == nil {
-		out.Packets = []lsRow{}
-	}
+	out := (*lsOutput)(l)
 	return output(e, out, out.table)
 }
 
 func (o *lsOutput) table(w io.Writer) error {
 	t := newTable(w, "ID", "NAMESPACE", "TOKENS", "BYTES", "DTYPE", "LAYERS", "MODEL", "ADAPTER")
 	for _, p := range o.Packets {
-		t.row(p.ID[:16], p.Namespace, p.Tokens, p.Bytes, p.DType, p.Layers, p.Model[:16], p.AdapterID)
+		t.row(p.ID[:16], p.Namespace, p.Tokens, humanBytes(p.Bytes), p.DType, p.Layers, p.Model[:16], p.AdapterID)
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -144,7 +145,7 @@ func lsContexts(e *env, db *store.DB, ns, model string, limit int) error {
 func (o *lsContextsOutput) table(w io.Writer) error {
 	t := newTable(w, "ID", "NAMESPACE", "NAME", "TOKENS", "SPANS", "FACTORED", "ANCHORS", "BYTES", "MODEL", "CREATED")
 	for _, c := range o.Contexts {
-		t.row(c.ID[:16], c.Namespace, c.Name, c.Tokens, c.Spans, c.Factored, c.Anchors, c.Bytes, c.Model[:16],
+		t.row(c.ID[:16], c.Namespace, c.Name, c.Tokens, c.Spans, c.Factored, c.Anchors, humanBytes(c.Bytes), c.Model[:16],
 			c.Created.Format(time.RFC3339))
 	}
 	if err := t.flush(); err != nil {

@@ -1,14 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/spf13/pflag"
 )
 
 func init() {
-	register(&command{name: "rm", summary: "delete packets", run: runRm})
+	register(&command{name: "rm", summary: "delete packets", args: "<packet-id>...", long: rmSummary, setup: setupRm})
 }
 
 const rmSummary = `Deletes the packets named by id (a unique hex prefix of at least 4
@@ -16,17 +18,16 @@ digits will do). Every id is resolved before anything is deleted, so an
 unknown or ambiguous id deletes nothing. Their bytes become dead space
 that compact reclaims.`
 
-func runRm(e *env, args []string) error {
-	fs := newFlags(e, "rm", "[flags] <packet-id>...", rmSummary)
-	storeFlags(fs, e)
+func setupRm(fs *pflag.FlagSet, e *env) verbFunc {
 	ns := fs.String("ns", "", "look the ids up in this namespace only")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() == 0 {
+	return func(ctx context.Context, e *env, args []string) error { return runRm(e, args, *ns) }
+}
+
+func runRm(e *env, args []string, ns string) error {
+	if len(args) == 0 {
 		return fmt.Errorf("%w: no packet id given", errUsage)
 	}
-	if err := checkIDs(fs.Args()...); err != nil {
+	if err := checkIDs(args...); err != nil {
 		return err
 	}
 	db, err := openExisting(e)
@@ -36,8 +37,8 @@ func runRm(e *env, args []string) error {
 	defer db.Close()
 	var hs []*format.PacketHeader
 	seen := map[string]bool{}
-	for _, arg := range fs.Args() {
-		h, err := findPacket(db, arg, *ns)
+	for _, arg := range args {
+		h, err := findPacket(db, arg, ns)
 		if err != nil {
 			return err
 		}

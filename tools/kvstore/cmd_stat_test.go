@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -30,5 +31,25 @@ func TestStat(t *testing.T) {
 	r = kv(t, "--dir", dir, "stat").want(t, exitOK)
 	if !strings.Contains(r.stdout, "packets 2") || !strings.Contains(r.stdout, "000001.blob") {
 		t.Fatalf("stat after rm:\n%s", r.stdout)
+	}
+}
+
+// Tables print human sizes; --json keeps exact byte counts.
+func TestStatHumanSizes(t *testing.T) {
+	dir, _ := testStore(t)
+	r := kv(t, "--dir", dir, "stat").want(t, exitOK)
+	var st statOutput
+	if err := json.Unmarshal([]byte(kv(t, "--dir", dir, "stat", "--json").want(t, exitOK).stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	if want := humanBytes(st.Files[0].Size); !strings.Contains(r.stdout, "000001.blob  "+want) || !strings.Contains(want, "KiB") {
+		t.Errorf("stat's file table lacks the human size %q:\n%s", want, r.stdout)
+	}
+	if fi, err := os.Stat(st.Files[0].Path); err != nil || uint64(fi.Size()) != st.Files[0].Size {
+		t.Errorf("--json size %d is not the file's exact size: %v", st.Files[0].Size, err)
+	}
+	r = kv(t, "--dir", dir, "ls").want(t, exitOK)
+	if !strings.Contains(r.stdout, humanBytes(st.Groups[0].Bytes/uint64(st.Groups[0].Packets))) {
+		t.Errorf("ls lacks human sizes:\n%s", r.stdout)
 	}
 }

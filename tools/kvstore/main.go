@@ -3,32 +3,43 @@
 //
 // Usage:
 //
-//	kvstore [--dir DIR] [--json] <command> [flags] [args]
+//	kvstore <command> [flags] [args]
+//
+// Flags may come before or after the command and its arguments; --dir and
+// --json are global. --help prints to stdout, --version (or the version
+// command) prints the module version and VCS revision, and
+// "kvstore completion bash|zsh|fish|powershell" prints a completion script.
 //
 // Exit codes:
 //
-//	0  success (and, for verify and check, nothing found)
-//	1  the operation failed, or verify/check found corruption or inconsistencies
-//	2  bad usage: unknown command, bad flag or argument
+//	0    success (and, for verify and check, nothing found)
+//	1    the operation failed, or verify/check found corruption or inconsistencies
+//	2    bad usage: unknown command, bad flag or argument
+//	130  interrupted by SIGINT or SIGTERM: the verb stopped and cleaned up
 //
-// Each command prints its own help with --help.
+// The parser is cobra (with pflag), as bbolt's and pebble's tools use.
 package main
 
 import (
+	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"sort"
-	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes, documented in the package comment and in --help.
 const (
-	exitOK    = 0
-	exitFail  = 1
-	exitUsage = 2
+	exitOK          = 0
+	exitFail        = 1
+	exitUsage       = 2
+	exitInterrupted = 130
 )
 
 // errUsage marks an error as bad usage (exit code 2).
@@ -38,106 +49,138 @@ var errUsage = errors.New("usage")
 type env struct {
 	dir    string
 	json   bool
+	addr   string // --addr of the read verbs: a live store's admin handler
 	stdout io.Writer
 	stderr io.Writer
 }
 
+// verbFunc runs a verb after its flags are parsed; args are the positional
+// arguments.
+type verbFunc func(ctx context.Context, e *env, args []string) error
+
 // command is one verb of the CLI.
 type command struct {
 	name    string
-	summary string
-	// run parses args with its own FlagSet (created by newFlags) and runs.
-	run func(e *env, args []string) error
+	args    string // positional arguments, for the usage line
+	summary string // one line, in the command list
+	long    string // the verb's --help text
+	// setup defines the verb's own flags on fs and returns its body.
+	setup func(fs *pflag.FlagSet, e *env) verbFunc
+	// sub are the verb's sub-verbs (adapter train|import|export); a verb
+	// with sub-verbs has no setup.
+	sub []*command
 }
 
 var commands = map[string]*command{}
 
 func register(c *command) { commands[c.name] = c }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+// noFlags is setup for a verb without flags of its own.
+func noFlags(f verbFunc) func(*pflag.FlagSet, *env) verbFunc {
+	return func(*pflag.FlagSet, *env) verbFunc { return f }
+}
 
-// run is main without the process exit, so tests can call it too.
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := runContext(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is main without the signals and the process exit, so tests can call it.
 func run(args []string, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// runContext runs the CLI with args; a cancelled ctx (a signal) stops the
+// verb, which then exits with exitInterrupted.
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr}
-	global := flag.NewFlagSet("kvstore", flag.ContinueOnError)
-	global.SetOutput(stderr)
-	global.StringVar(&e.dir, "dir", "", "store directory")
-	global.BoolVar(&e.json, "json", false, "print machine-readable JSON")
-	global.Usage = func() { usage(stderr) }
-	if err := global.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	rest := global.Args()
-	if len(rest) == 0 {
-		usage(stderr)
-		return exitUsage
-	}
-	if rest[0] == "help" {
-		usage(stdout)
-		return exitOK
-	}
-	c, ok := commands[rest[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "kvstore: unknown command %q\n\n", rest[0])
-		usage(stderr)
-		return exitUsage
-	}
-	err := c.run(e, rest[1:])
+	var ran *command // the verb whose body ran; nil while parsing
+	root := newRoot(e, &ran)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	name := cmd.CommandPath()
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, flag.ErrHelp):
-		return exitOK
-	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "kvstore %s: %v\n", c.name, err)
+	case ran != nil && ctx.Err() != nil:
+		fmt.Fprintf(stderr, "interrupted: %s: %v\n", name, err)
+		return exitInterrupted
+	case ran == nil || errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		fmt.Fprintf(stderr, "run '%s --help' for usage\n", name)
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "kvstore %s: %v\n", c.name, err)
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	return exitFail
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: kvstore [--dir DIR] [--json] <command> [flags] [args]")
-	fmt.Fprintln(w, "\ncommands:")
+// newRoot builds the command tree; *ran is set to the verb whose body runs.
+func newRoot(e *env, ran **command) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kvstore",
+		Short: "inspect, verify and maintain kvstore stores",
+		Long: `kvstore inspects, verifies and maintains kvstore stores, and runs a demo
+of the engine. Flags may come before or after the command.
+
+Exit codes: 0 success, 1 failure or findings (verify, check), 2 bad usage,
+130 interrupted (SIGINT or SIGTERM).`,
+		Version:       version(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return fmt.Errorf("%w: no command given", errUsage)
+		},
+	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	pf := root.PersistentFlags()
+	pf.StringVar(&e.dir, "dir", "", "store directory")
+	pf.BoolVar(&e.json, "json", false, "print machine-readable JSON (exact byte counts)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %v", errUsage, err) })
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+		root.AddCommand(newCommand(e, commands[n], ran))
 	}
-	fmt.Fprintln(w, "\nexit codes: 0 success, 1 failure or findings (verify, check), 2 bad usage")
-	fmt.Fprintln(w, "run 'kvstore <command> --help' for a command's flags")
+	return root
 }
 
-// newFlags returns a FlagSet for command c whose errors are usage errors.
-func newFlags(e *env, name, args, summary string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "usage: kvstore %s %s\n\n%s\n", name, args, summary)
-		var b strings.Builder
-		fs.SetOutput(&b)
-		fs.PrintDefaults()
-		fs.SetOutput(e.stderr)
-		if b.Len() > 0 {
-			fmt.Fprintf(e.stderr, "\nflags:\n%s", b.String())
-		}
+// newCommand turns c into a cobra command.
+func newCommand(e *env, c *command, ran **command) *cobra.Command {
+	use := c.name
+	if c.args != "" {
+		use += " " + c.args
 	}
-	return fs
+	cmd := &cobra.Command{Use: use, Short: c.summary, Long: c.long}
+	if len(c.sub) > 0 {
+		cmd.Args = cobra.NoArgs
+		cmd.RunE = func(*cobra.Command, []string) error {
+			return fmt.Errorf("%w: %s needs a sub-command", errUsage, c.name)
+		}
+		for _, s := range c.sub {
+			cmd.AddCommand(newCommand(e, s, ran))
+		}
+		return cmd
+	}
+	body := c.setup(cmd.Flags(), e)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		*ran = c
+		return body(cmd.Context(), e, args)
+	}
+	return cmd
 }
 
-// parse parses args and turns flag errors into usage errors.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+// noArgs refuses positional arguments.
+func noArgs(args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, args)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,14 +10,8 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store"
+	"github.com/spf13/pflag"
 )
-
-// storeFlags adds --dir and --json to a verb's flags, so they may come
-// after the verb too; they default to the global ones.
-func storeFlags(fs *flag.FlagSet, e *env) {
-	fs.StringVar(&e.dir, "dir", e.dir, "store directory (required)")
-	fs.BoolVar(&e.json, "json", e.json, "print machine-readable JSON")
-}
 
 // openStore opens the store in --dir; read-only unless write. A missing
 // --dir is a usage error; for a read verb, a directory that holds no store
@@ -79,14 +72,6 @@ func findPacket(db *store.DB, arg, ns string) (*format.PacketHeader, error) {
 	return found[0], nil
 }
 
-// noArgs refuses positional arguments.
-func noArgs(fs *flag.FlagSet) error {
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
-	}
-	return nil
-}
-
 // matchPackets returns the headers of every packet whose id starts with
 // the hex prefix arg (in namespace ns, when ns is not empty).
 func matchPackets(db *store.DB, arg, ns string) ([]*format.PacketHeader, error) {
@@ -99,4 +84,10 @@ func matchPackets(db *store.DB, arg, ns string) ([]*format.PacketHeader, error) 
 		return nil
 	})
 	return found, err
+}
+
+// addrFlag adds --addr to a read verb: the verb then asks a live store's
+// admin handler (package admin) at that URL instead of opening --dir.
+func addrFlag(fs *pflag.FlagSet, e *env) {
+	fs.StringVar(&e.addr, "addr", "", "ask a live store's admin handler at this URL (http://host:port/prefix) instead of opening --dir")
 }

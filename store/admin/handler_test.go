@@ -1,0 +1,136 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store"
+	"github.com/kvstore/kvstore/store/admin"
+)
+
+// testDB is a store with n one-layer packets in namespace "ns".
+func testDB(t *testing.T, n int) (*store.DB, []format.PacketID) {
+	t.Helper()
+	db, err := store.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	spec := &format.ModelSpec{Architecture: "llama", Layers: 1, KVHeads: 1, HeadDim: 2, DType: format.DTypeF32,
+		RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 10000}, WeightsID: "w"}
+	var ids []format.PacketID
+	for i := range n {
+		p := &store.Packet{Namespace: "ns", Model: spec, TokenIDs: []uint32{uint32(i)},
+			Layers: []store.Layer{{K: make([]byte, 8), V: make([]byte, 8)}}}
+		id, err := db.Put(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return db, ids
+}
+
+// get fetches path from h and decodes its JSON into v; it returns the status.
+func get(t *testing.T, h http.Handler, method, path string, v any) int {
+	t.Helper()
+	req := httptest.NewRequest(method, path, nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("%s: content type %q", path, ct)
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
+		t.Fatalf("%s: %v: %s", path, err, rec.Body)
+	}
+	return rec.Code
+}
+
+func TestHandler(t *testing.T) {
+	db, ids := testDB(t, 5)
+	h := admin.Handler(db, &admin.Options{MaxList: 3})
+	var st admin.Stats
+	if code := get(t, h, "GET", "/stats", &st); code != 200 || st.Packets != 5 || len(st.Groups) != 1 || st.Groups[0].Packets != 5 {
+		t.Fatalf("/stats %d: %+v", code, st)
+	}
+	// Paging: at most MaxList rows, then the rest after the cursor.
+	var seen []string
+	var page admin.List
+	if code := get(t, h, "GET", "/ls?limit=10", &page); code != 200 || len(page.Packets) != 3 || !page.More || page.Next == "" {
+		t.Fatalf("/ls page 1 %d: %+v", code, page)
+	}
+	for _, r := range page.Packets {
+		seen = append(seen, r.ID)
+	}
+	next := page
+	page = admin.List{}
+	if code := get(t, h, "GET", "/ls?after="+url.QueryEscape(next.Next), &page); code != 200 || len(page.Packets) != 2 || page.More {
+		t.Fatalf("/ls page 2 %d: %+v", code, page)
+	}
+	for _, r := range page.Packets {
+		seen = append(seen, r.ID)
+	}
+	all := map[string]bool{}
+	for _, id := range seen {
+		all[id] = true
+	}
+	for _, id := range ids {
+		if !all[id.String()] {
+			t.Errorf("packet %s on no page", id.Short())
+		}
+	}
+	if len(seen) != 5 {
+		t.Errorf("%d rows over two pages, want 5", len(seen))
+	}
+	page = admin.List{}
+	if code := get(t, h, "GET", "/ls?ns=other", &page); code != 200 || len(page.Packets) != 0 {
+		t.Fatalf("/ls?ns=other %d: %+v", code, page)
+	}
+	var p admin.Packet
+	if code := get(t, h, "GET", "/inspect/"+ids[1].String()[:12], &p); code != 200 || p.ID != ids[1].String() || p.Spec == nil || len(p.Chunks) != 2 {
+		t.Fatalf("/inspect %d: %+v", code, p)
+	}
+	var e struct{ Error string }
+	for path, want := range map[string]int{"/inspect/zz": 400, "/inspect/ffffffff": 404, "/ls?limit=-1": 400, "/verify?max_findings=x": 400} {
+		e.Error = ""
+		if code := get(t, h, "GET", path, &e); code != want || e.Error == "" {
+			t.Errorf("%s: %d %q, want %d and an error", path, code, e.Error, want)
+		}
+	}
+	for _, m := range []string{"GET", "POST"} {
+		var v admin.Verify
+		if code := get(t, h, m, "/verify", &v); code != 200 || v.Extents != 5 || len(v.Findings) != 0 {
+			t.Errorf("%s /verify %d: %+v", m, code, v)
+		}
+		var c admin.Check
+		if code := get(t, h, m, "/check", &c); code != 200 || c.Packets != 5 || len(c.Findings) != 0 || c.Garbage == nil {
+			t.Errorf("%s /check %d: %+v", m, code, c)
+		}
+	}
+}
+
+// verify and check stop when the request's context is cancelled.
+func TestHandlerHonoursRequestContext(t *testing.T) {
+	db, _ := testDB(t, 3)
+	h := admin.Handler(db, nil)
+	for _, path := range []string{"/verify", "/check"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		req := httptest.NewRequest("GET", path, nil).WithContext(ctx)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var e struct{ Error string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != 500 || e.Error == "" {
+			t.Errorf("%s with a cancelled context: %d %s", path, rec.Code, rec.Body)
+		}
+	}
+	if _, err := db.Verify(context.Background(), nil, nil); errors.Is(err, context.Canceled) {
+		t.Fatal("the store is left cancelled")
+	}
+}

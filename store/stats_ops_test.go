@@ -1,0 +1,91 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/kvstore/kvstore/format"
+)
+
+// Get, Put and Assemble are each timed once per call, errors included, and
+// Assemble counts its calls and items.
+func TestOpLatencies(t *testing.T) {
+	spec := testSpec(format.DTypeBF16, 2, 2, 16)
+	db := openMem(t, vfs.NewMem(), nil)
+	defer db.Close()
+	ids := putAll(t, db, []*Packet{floatPacket(spec, "ns", 8, 0, 0, 1), floatPacket(spec, "ns", 4, 0, 0, 2)})
+	v, err := db.Get("ns", spec.Fingerprint(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Release()
+	if _, err := db.Get("ns", spec.Fingerprint(), format.PacketID{1}); err == nil {
+		t.Fatal("Get of an absent packet succeeded")
+	}
+	d := NewContiguousDest(spec, 12)
+	if err := db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 0}, {ids[1], 8}}, d, nil); err != nil {
+		t.Fatal(err)
+	}
+	s := db.Stats()
+	if s.Gets != 4 { // two here, one per item in Assemble
+		t.Fatalf("Gets %d, want 4", s.Gets)
+	}
+	for _, c := range []struct {
+		name string
+		l    Latency
+		n    uint64
+	}{{"Put", s.PutLatency, 2}, {"Get", s.GetLatency, s.Gets}, {"Assemble", s.AssembleLatency, 1}, {"span read", s.SpanReadLatency, 0}} {
+		var sum uint64
+		for _, b := range c.l.Buckets {
+			sum += b
+		}
+		if c.l.Count != c.n || sum != c.n || len(c.l.Buckets) != len(LatencyBuckets)+1 || (c.n > 0 && c.l.Sum <= 0) {
+			t.Errorf("%s latency %+v, want %d calls over %d buckets", c.name, c.l, c.n, len(LatencyBuckets)+1)
+		}
+	}
+	if s.Assembles != 1 || s.AssembledPackets != 2 {
+		t.Errorf("Assembles %d, AssembledPackets %d, want 1 and 2", s.Assembles, s.AssembledPackets)
+	}
+}
+
+// observe puts a duration in the first bucket whose bound is not below it;
+// above every bound is the last bucket.
+func TestLatencyBuckets(t *testing.T) {
+	var l latency
+	if len(l.hist) != len(LatencyBuckets)+1 {
+		t.Fatalf("%d buckets for %d bounds", len(l.hist), len(LatencyBuckets))
+	}
+	for _, d := range []time.Duration{0, 10 * time.Microsecond, 11 * time.Microsecond, time.Second, time.Minute} {
+		l.observe(d)
+	}
+	s := l.snapshot()
+	if s.Count != 5 || s.Buckets[0] != 2 || s.Buckets[1] != 1 || s.Buckets[15] != 1 || s.Buckets[18] != 1 ||
+		s.Sum != 21*time.Microsecond+time.Second+time.Minute {
+		t.Fatalf("snapshot %+v", s)
+	}
+}
+
+// Each span memory block read (Resident reads a K and a V block) is timed.
+func TestSpanReadLatency(t *testing.T) {
+	db, _, _ := openSpanDB(t, false)
+	defer db.Close()
+	_, in := spanFixture(t, 48, 0, format.DTypeF32)
+	m := buildSpans(t, db, in, SpanOptions{})
+	if _, err := db.PutSpanMemory("ns", "ctx-1", m); err != nil {
+		t.Fatal(err)
+	}
+	r, err := db.OpenSpanMemory("ns", m.Model.Fingerprint(), "ctx-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	before := db.Stats().SpanReadLatency.Count
+	if _, _, err := r.Resident(1); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.Stats().SpanReadLatency.Count - before; got != 2 {
+		t.Fatalf("Resident timed %d block reads, want 2", got)
+	}
+}
