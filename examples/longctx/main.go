@@ -13,11 +13,12 @@
 //  3. every step's next-token distribution is compared with full attention
 //     over the whole context, KL(full || span memory).
 //
-// It uses stories260K (real weights) when testenv.ModelPath finds it,
-// otherwise a random-weight model with 128-dim heads, and says which. See
-// README.md for what the numbers mean. The same methods on gocode-hd64,
-// the quality harness's default real model (64-wide heads, held-out Go
-// text), are in docs/quality.md; this example does not load it yet.
+// It uses gocode-hd64 (real weights, 64-wide heads, trained on Go source;
+// the quality harness's default real model) when testenv.ModelPath finds
+// it, or stories260K with -model stories, otherwise (or with -model random)
+// a random-weight model with 128-dim heads, and says which. See README.md
+// for what the numbers mean; docs/quality.md has the same methods measured
+// on held-out Go text.
 package main
 
 import (
@@ -27,6 +28,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
@@ -38,10 +40,11 @@ import (
 func main() {
 	var cfg config
 	flag.StringVar(&cfg.dir, "dir", "", "store directory (default: a temporary one, removed afterwards)")
-	flag.IntVar(&cfg.context, "context", 0, "context tokens (default 448 for stories260K, whose seq_len is 512; 1024 for the random model)")
+	flag.IntVar(&cfg.context, "context", 0, "context tokens (default 448 for the real models, whose seq_len is 512; 1024 for the random model)")
 	flag.IntVar(&cfg.steps, "steps", 16, "tokens decoded")
 	flag.Float64Var(&cfg.budget, "budget", 0.25, "GPU budget: KV rows per (layer, KV head) as a share of the context")
-	flag.BoolVar(&cfg.random, "random", false, "use the random model even when stories260K is found")
+	flag.StringVar(&cfg.model, "model", "gocode", "gocode (gocode-hd64.bin), stories (stories260K.bin) or random; a real model not found falls back to random")
+	flag.BoolVar(&cfg.random, "random", false, "same as -model random")
 	flag.Parse()
 	if _, err := run(os.Stdout, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "longctx:", err)
@@ -54,8 +57,9 @@ type config struct {
 	context       int
 	steps         int
 	budget        float64
-	random        bool
-	minSpanRandom int // segmentation of the random model (0: 64)
+	model         string // gocode (default), stories or random
+	random        bool   // -model random
+	minSpanRandom int    // segmentation of the random model (0: 64)
 }
 
 // result is what run measured, for tests.
@@ -83,7 +87,7 @@ type step struct {
 const namespace, contextName = "longctx-example", "conversation-1"
 
 func run(w io.Writer, cfg config) (*result, error) {
-	m, name, bos, err := loadModel(cfg.random)
+	m, name, bos, err := loadModel(cfg.model, cfg.random)
 	if err != nil {
 		return nil, err
 	}
@@ -220,12 +224,17 @@ func openStore(dir string) (*store.DB, func(), error) {
 	return db, func() { _ = db.Close(); remove() }, nil
 }
 
-// loadModel returns stories260K when found (BOS 1), else the random model
-// with 128-dim heads (BOS 0).
-func loadModel(random bool) (*llama.Model, string, int, error) {
-	if p, ok := testenv.ModelPath("stories260K.bin"); ok && !random {
+// loadModel returns the named real model when found (BOS 1 for both),
+// else the random model with 128-dim heads (BOS 0).
+func loadModel(model string, random bool) (*llama.Model, string, int, error) {
+	files := map[string]string{"": "gocode-hd64.bin", "gocode": "gocode-hd64.bin", "stories": "stories260K.bin", "random": ""}
+	file, known := files[model]
+	if !known {
+		return nil, "", 0, fmt.Errorf("-model %q: want gocode, stories or random", model)
+	}
+	if p, ok := testenv.ModelPath(file); ok && file != "" && !random {
 		m, err := llama.Load(p)
-		return m, "stories260K (real weights)", 1, err
+		return m, strings.TrimSuffix(file, ".bin") + " (real weights)", 1, err
 	}
 	m, err := llama.Random(llama.Config{Dim: 128, Hidden: 256, Layers: 2, Heads: 1, KVHeads: 1, Vocab: 256, SeqLen: 131072,
 		NormEps: 1e-5, RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 500000}}, 1)

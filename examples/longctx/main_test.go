@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -55,7 +56,7 @@ func TestRunRandom(t *testing.T) {
 func TestRunStories(t *testing.T) {
 	testenv.ModelFile(t, "stories260K.bin")
 	var out bytes.Buffer
-	r, err := run(&out, config{context: 96, steps: 2, budget: 0.25})
+	r, err := run(&out, config{model: "stories", context: 96, steps: 2, budget: 0.25})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,4 +64,23 @@ func TestRunStories(t *testing.T) {
 		t.Fatalf("stories260K is present but the run used %s", r.Model)
 	}
 	checkRun(t, r, out.String(), 2, 96, 0.25)
+}
+
+func TestRunGoCode(t *testing.T) {
+	testenv.ModelFile(t, "gocode-hd64.bin")
+	var out bytes.Buffer
+	r, err := run(&out, config{context: 96, steps: 2, budget: 0.25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.Model, "gocode-hd64") {
+		t.Fatalf("the default run used %s, not gocode-hd64", r.Model)
+	}
+	checkRun(t, r, out.String(), 2, 96, 0.25)
+}
+
+func TestRunUnknownModel(t *testing.T) {
+	if _, err := run(io.Discard, config{model: "gpt", context: 96, steps: 2, budget: 0.25}); err == nil {
+		t.Fatal("-model gpt ran")
+	}
 }
