@@ -15,11 +15,11 @@
 //     by default a hidden BOS header, or loaded from the store with
 //     -adapter), stored as an artifact, its packets naming it.
 //
-// It uses stories260K (real weights) when testenv.ModelPath finds it,
-// otherwise a deterministic random-weight Llama-shaped model, and says
-// which. See README.md for what the numbers mean. docs/quality.md measures
-// packets on gocode-hd64, the quality harness's default real model; this
-// example does not load it yet.
+// It uses gocode-hd64 (real weights, 64-wide heads, trained on Go source;
+// the quality harness's default real model) when testenv.ModelPath finds
+// it, stories260K with -model stories, otherwise (or with -model random) a
+// deterministic random-weight Llama-shaped model, and says which. See
+// README.md for what the numbers mean.
 package main
 
 import (
@@ -28,6 +28,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/kvstore/kvstore/adapter"
@@ -41,6 +42,7 @@ import (
 func main() {
 	var cfg config
 	flag.StringVar(&cfg.dir, "dir", "", "store directory (default: a temporary one, removed afterwards)")
+	flag.StringVar(&cfg.model, "model", "gocode", "gocode (gocode-hd64.bin), stories (stories260K.bin) or random; a real model not found falls back to random")
 	flag.IntVar(&cfg.docs, "docs", 3, "documents retrieved")
 	flag.IntVar(&cfg.docTokens, "doc-tokens", 48, "tokens per document")
 	flag.IntVar(&cfg.questionTokens, "question-tokens", 8, "tokens of the question")
@@ -59,6 +61,7 @@ func main() {
 // config is what main's flags set.
 type config struct {
 	dir                             string
+	model                           string // gocode (default), stories or random
 	docs, docTokens, questionTokens int
 	adapterID                       string
 	adapterRows                     int
@@ -99,7 +102,7 @@ func run(w io.Writer, cfg config) (*result, error) {
 	cfg.docs = max(cfg.docs, 1)
 	cfg.docTokens = max(cfg.docTokens, 2)
 	cfg.questionTokens = max(cfg.questionTokens, 1)
-	m, name, err := loadModel()
+	m, name, err := loadModel(cfg.model)
 	if err != nil {
 		return nil, err
 	}
@@ -306,19 +309,24 @@ func report(w io.Writer, r *result, docs, question int) {
 	fmt.Fprintln(w, "KL > 0 is expected without adapters; what a trained adapter does on these small models: see README.md.")
 }
 
-// loadModel returns stories260K if present, else a random Llama.
-func loadModel() (*llama.Model, string, error) {
-	if path, ok := testenv.ModelPath("stories260K.bin"); ok {
+// loadModel returns the named real model if present, else a random Llama.
+func loadModel(model string) (*llama.Model, string, error) {
+	files := map[string]string{"": "gocode-hd64.bin", "gocode": "gocode-hd64.bin", "stories": "stories260K.bin", "random": ""}
+	file, known := files[model]
+	if !known {
+		return nil, "", fmt.Errorf("-model %q: want gocode, stories or random", model)
+	}
+	if path, ok := testenv.ModelPath(file); ok && file != "" {
 		m, err := llama.Load(path)
 		if err != nil {
 			return nil, "", err
 		}
-		return m, "stories260K (real weights, " + path + ")", nil
+		return m, strings.TrimSuffix(file, ".bin") + " (real weights, " + path + ")", nil
 	}
 	m, err := llama.Random(llama.Config{Dim: 128, Hidden: 256, Layers: 4, Heads: 4, KVHeads: 2, Vocab: 256, SeqLen: 4096,
 		NormEps: 1e-5, RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 500000, Scaling: format.RoPEScalingLlama3,
 			Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192}}, 1)
-	return m, "random-weight Llama-shaped model (stories260K not found)", err
+	return m, "random-weight Llama-shaped model", err
 }
 
 // openStore opens dir, or a temporary directory removed by cleanup.
