@@ -106,11 +106,12 @@ func setupAdapterTrain(fs *pflag.FlagSet, e *env) verbFunc {
 	var mf adapterModel
 	mf.flags(fs)
 	var o train.Options
-	var id, data string
+	var id, data, initFrom string
 	var requests, docsMin, docsMax, docLen, qLen, answer int
 	var seed uint64
 	fs.StringVar(&id, "id", "", "adapter id (default: its content id, kvp-<hash>)")
 	fs.StringVar(&data, "data", "sampled", "documents: 'sampled' (the model's own text) or a directory of .go files cut into bytes (byte-level models)")
+	fs.StringVar(&initFrom, "init", "stats", "starting point: 'stats' (the reference's rows drawn from N(mean, std) of the embeddings, header and trailer visible) or 'token' (header rows BOS's embedding, hidden from the question; trailer rows the mean embedding)")
 	fs.IntVar(&o.Header, "header", 8, "header rows N_h")
 	fs.IntVar(&o.Trailer, "trailer", 8, "trailer rows N_t")
 	fs.IntVar(&requests, "requests", 64, "training requests")
@@ -127,6 +128,8 @@ func setupAdapterTrain(fs *pflag.FlagSet, e *env) verbFunc {
 		switch {
 		case len(args) > 0:
 			return fmt.Errorf("%w: unexpected arguments %q", errUsage, args)
+		case initFrom != "stats" && initFrom != "token":
+			return fmt.Errorf("%w: --init %q: want stats or token", errUsage, initFrom)
 		case requests < 1 || docsMin < 1 || docsMax < docsMin || docLen < 1 || qLen < 1 || answer < 1 || o.Header < 0 || o.Trailer < 0:
 			return fmt.Errorf("%w: --requests, --docs-min, --doc-len, --question-len, --answer must be >= 1, --docs-max >= --docs-min, rows >= 0", errUsage)
 		}
@@ -139,6 +142,12 @@ func setupAdapterTrain(fs *pflag.FlagSet, e *env) verbFunc {
 		m, fp, err := mf.load()
 		if err != nil {
 			return err
+		}
+		if initFrom == "token" {
+			// llama2.c checkpoints' BOS is token 1 (as kvstore demo uses).
+			if o.Init, err = adapter.InitToken(m, max(o.Header, 0), max(o.Trailer, 0), 1); err != nil {
+				return err
+			}
 		}
 		db, err := openStore(e, true)
 		if err != nil {

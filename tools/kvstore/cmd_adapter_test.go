@@ -47,3 +47,30 @@ func TestAdapterTrainExportImport(t *testing.T) {
 	kv(t, "--dir", dir, "adapter", "export", "--model", model, "--dtype", "bf16", "--id", "copy", file).want(t, exitFail)
 	kv(t, "--dir", dir, "adapter", "frobnicate").want(t, exitUsage)
 }
+
+// --init token starts from a hidden BOS header: the stored adapter hides
+// its header; a bad --init is a usage error.
+func TestAdapterTrainInitToken(t *testing.T) {
+	model := testenv.ModelFile(t, "stories260K.bin")
+	dir := t.TempDir()
+	var rep adapterReport
+	r := kv(t, "--dir", dir, "--json", "adapter", "train", "--model", model, "--init", "token", "--requests", "2", "--epochs", "1",
+		"--header", "1", "--trailer", "0", "--doc-len", "4", "--question-len", "2", "--answer", "2").want(t, exitOK)
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v: %q", err, r.stdout)
+	}
+	file := filepath.Join(t.TempDir(), "a.safetensors")
+	kv(t, "--dir", dir, "adapter", "export", "--model", model, "--id", rep.ID, file).want(t, exitOK)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := adapter.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.HideHeader || len(a.Header) != a.Dim || len(a.Trailer) != 0 {
+		t.Fatalf("--init token stored hide=%v, %d header and %d trailer values (dim %d)", a.HideHeader, len(a.Header), len(a.Trailer), a.Dim)
+	}
+	kv(t, "--dir", dir, "adapter", "train", "--model", model, "--init", "bos").want(t, exitUsage)
+}
