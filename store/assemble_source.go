@@ -3,115 +3,20 @@ package store
 import (
 	"fmt"
 
-	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/internal/crc32c"
-	"github.com/kvstore/kvstore/reconstruct"
-	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/prune"
 )
 
-// chunkSource yields the rows of one stored chunk, [kv_heads][n][head_dim]:
-// slices of the mapping, or, when the blob file is not mapped, rows read
-// into the caller's buffer. Unless the chunk is known good (verified
-// before by this view or on this mapping, or checksums are off), it is
-// checked against its CRC32C as its rows pass: each head's CRC is taken in
-// the same pass that places its rows (crc32c.Copy for copied rows), or from
-// a run of at most assembleScratch bytes just before the run is rotated or
-// placed from cache, and done combines the heads' CRCs and compares them
-// with the header's before the layer counts as complete.
-type chunkSource struct {
-	v      *View
-	i      int
-	c      *format.ChunkDesc
-	mapped []byte
-	n, rb  int
-	crcs   []uint32 // per head; nil when the chunk needs no check
-}
+// viewSource is a View as an assemble.Source: its chunks read in place
+// (mapped) or from the file, verified by the view or by the assembly as it
+// places them.
+type viewSource struct{ *View }
 
-func (a *Assembly) source(w *assembleWorker, p *assemblePacket, i, rb int) (chunkSource, error) {
-	mapped, check, err := p.v.rawChunk(i)
-	if err != nil {
-		return chunkSource{}, fmt.Errorf("assemble: %w", err)
-	}
-	s := chunkSource{v: p.v, i: i, c: &p.v.h.Chunks[i], mapped: mapped, n: p.Tokens, rb: rb}
-	if check {
-		if H := a.spec.KVHeads; cap(w.crcs) < H {
-			w.crcs = make([]uint32, H)
-		}
-		s.crcs = w.crcs[:a.spec.KVHeads]
-		clear(s.crcs)
-	}
-	return s, nil
-}
-
-// rows returns head h's rows [t0, t0+k): a slice of the mapping, or buf
-// filled from the file.
-func (s *chunkSource) rows(h, t0, k int, buf []byte) ([]byte, error) {
-	lo := (h*s.n + t0) * s.rb
-	var b []byte
-	if s.mapped != nil {
-		b = s.mapped[lo : lo+k*s.rb]
-	} else {
-		b = buf[:k*s.rb]
-		if err := s.v.file.ReadAt(b, s.c.Offset+uint64(lo)); err != nil {
-			return nil, fmt.Errorf("assemble: packet %s: %w", s.v.h.ID.Short(), err)
-		}
-	}
-	s.sum(h, b)
-	return b, nil
-}
-
-// sum adds b, head h's next rows, to the head's CRC when the chunk is
-// being checked.
-func (s *chunkSource) sum(h int, b []byte) {
-	if s.crcs != nil {
-		s.crcs[h] = crc32c.Update(s.crcs[h], b)
-	}
-}
-
-// place puts head h's rows [t0, t0+k) into d (k rows, contiguous): copied
-// from the mapping with their CRC in the same pass (crc32c.Copy), or read
-// from the file into d, or rotated by sh into d, their CRC taken first
-// from the run, which the rotation then reads from cache. Runs of at most
-// assembleScratch bytes keep that second read in cache.
-func (s *chunkSource) place(a *Assembly, d []byte, h, t0, k int, sh *reconstruct.Shifter) error {
-	lo := (h*s.n + t0) * s.rb
-	if s.mapped == nil {
-		if err := s.v.file.ReadAt(d, s.c.Offset+uint64(lo)); err != nil {
-			return fmt.Errorf("assemble: packet %s: %w", s.v.h.ID.Short(), err)
-		}
-		s.sum(h, d)
-		return a.shift(d, d, k, sh)
-	}
-	src := s.mapped[lo : lo+k*s.rb]
-	if sh == nil && s.crcs != nil {
-		s.crcs[h] = crc32c.Copy(d, src, s.crcs[h])
-		return nil
-	}
-	s.sum(h, src)
-	return a.shift(d, src, k, sh)
-}
-
-// done checks the chunk's CRC32C when it was computed, and counts the read.
-func (s *chunkSource) done() error {
-	if s.crcs == nil {
-		s.v.first(s.i, s.c.Length)
-		return nil
-	}
-	crc := s.crcs[0]
-	for _, c := range s.crcs[1:] {
-		crc = bloblog.CRCCombine(crc, c, uint64(s.n*s.rb))
-	}
-	if err := s.v.checked(s.i, crc, s.mapped != nil); err != nil {
-		return fmt.Errorf("assemble: %w", err)
-	}
-	return nil
-}
-
-// rawChunk returns chunk i's bytes when the view is mapped (nil when they
-// must be copied), unverified, and whether the caller must check them:
-// unlike Chunk it does not verify first, so that Assemble can compute the
-// CRC in the same pass that places the bytes.
-func (v *View) rawChunk(i int) (mapped []byte, check bool, err error) {
+// Raw returns chunk i's bytes when the view is mapped (nil when they must
+// be copied), unverified, and whether the caller must check them: unlike
+// Chunk it does not verify first, so that Assemble can compute the CRC in
+// the same pass that places the bytes.
+func (s viewSource) Raw(i int) (mapped []byte, check bool, err error) {
+	v := s.View
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if v.released {
@@ -125,6 +30,12 @@ func (v *View) rawChunk(i int) (mapped []byte, check bool, err error) {
 	mapped = v.extent[rel : rel+c.Length : rel+c.Length]
 	return mapped, v.verify && !v.seen[i].Load() && !v.file.IsVerified(c.Offset, c.CRC32C), nil
 }
+
+// ReadAt reads the view's blob file.
+func (s viewSource) ReadAt(b []byte, off uint64) error { return s.file.ReadAt(b, off) }
+
+// Checked is View.checked.
+func (s viewSource) Checked(i int, crc uint32, mapped bool) error { return s.checked(i, crc, mapped) }
 
 // checked finishes a chunk whose CRC32C the caller computed: it compares
 // crc with the header's, remembers a mapped chunk as verified, and counts
@@ -145,3 +56,12 @@ func (v *View) checked(i int, crc uint32, mapped bool) error {
 	v.first(i, c.Length)
 	return nil
 }
+
+// Counted counts chunk i's read when it needed no check.
+func (s viewSource) Counted(i int) { s.first(i, s.h.Chunks[i].Length) }
+
+// Decode decodes chunk i's stored bytes b into dst (decodeChunk).
+func (s viewSource) Decode(i int, b, dst []byte) error { return decodeChunk(s.h, i, b, dst) }
+
+// Keep is the view's stored keep-set (View.Keep).
+func (s viewSource) Keep() (*prune.Set, error) { return s.View.Keep() }
