@@ -93,8 +93,10 @@ func (s *memSource) Chunk(i int) ([]byte, error) {
 	}
 	return b, nil
 }
-func (s *memSource) Decode(int, []byte, []byte) error { return errors.New("memSource: raw chunks only") }
-func (s *memSource) Keep() (*prune.Set, error)        { return s.keep, nil }
+func (s *memSource) Decode(int, []byte, []byte) error {
+	return errors.New("memSource: raw chunks only")
+}
+func (s *memSource) Keep() (*prune.Set, error) { return s.keep, nil }
 
 // want is what row (h, local row j) of item it's chunk i becomes: the
 // stored row, keys rotated by the offset with reconstruct.Shift.
