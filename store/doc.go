@@ -35,6 +35,10 @@
 //	                         reads through maint.Store (catalog, FS, dir, Files registry interface)
 //	store/internal/access    access statistics (sharded Table, Flush, Load), eviction order
 //	                         (Candidates, LRU/LFU) and the room plan (Plan)
+//	store/internal/assemble  Assemble as data: Prepare (headers against the spec, keep-sets, positions)
+//	                         over opened chunk sources (Source: the root's views), Run (workers, layer
+//	                         reports), the fills (contiguous, paged, transposed V, decoded, pruned) with
+//	                         CRC32C while placing, Dest and its geometry checks and constructors
 //	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
 //	                         resident rows) from artifacts given as inputs, Check, the extent
 //	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
@@ -47,8 +51,10 @@
 //	format                   every record's bytes: KVPH, KVMS, KVBF, KVSQ, KVAC, KVAR, KVSP, KVSF,
 //	                         KVKS, the positions bitmap, FORMAT, blob header, trailer
 //
-// Floors, top to bottom: store; maint and access; spanmem; catalog;
-// bloblog; format. No package imports one above it: format knows nothing
+// Floors, top to bottom: gpusource and promstore (adapters over the
+// store); store; maint, access and assemble; spanmem; catalog; bloblog;
+// format and the module's other packages. A package imports only floors
+// below its own (TestFloors checks it with go list): format knows nothing
 // of the store, and the internal packages know nothing of DB.
 //
 // # Catalog keys
