@@ -259,3 +259,20 @@ func TestCheckRejects(t *testing.T) {
 		t.Fatalf("good destination: %v", err)
 	}
 }
+
+func TestCheckPositions(t *testing.T) {
+	keep := &prune.Set{Layers: 1, KVHeads: 2, Tokens: 10, Keep: [][]int32{{3, 5}, {4, 9}}}
+	for _, c := range []struct {
+		offset int64
+		keep   *prune.Set
+		ok     bool
+	}{
+		{0, nil, true}, {5, nil, true}, {-1, nil, false},
+		{-3, keep, true}, {-4, keep, false}, {2, keep, true},
+	} {
+		err := checkPositions(c.offset, c.keep)
+		if c.ok != (err == nil) || (err != nil && !errors.Is(err, ErrInvalidArgument)) {
+			t.Errorf("offset %d, keep %v: %v", c.offset, c.keep != nil, err)
+		}
+	}
+}
