@@ -121,31 +121,98 @@ func want(t *testing.T, s *memSource, i, h, j int, offset int64) []byte {
 }
 
 // index is an independent computation of where element e of row (h, t)
-// of a K (kind 0) or V (kind 1) buffer lies in a destination, per layout.
+// of a K (kind 0) or V (kind 1) buffer lies in a destination, per layout:
+// the layouts' tensor shapes written out as nested arrays. A pooled
+// layout's V buffer starts at V's first element in the pool.
 func index(d *Dest, tokens, kind, h, t, e int) int {
 	m := &testSpec
 	H, hd, es := m.KVHeads, m.HeadDim, m.DType.Size()
+	var b, bs, s int
+	if d.BlockSize > 0 {
+		b, bs, s = int(d.BlockTable[t/d.BlockSize]), d.BlockSize, t%d.BlockSize
+	}
 	switch d.Layout {
-	case format.KVLayoutHND:
+	case format.KVLayoutHND: // [H][T][hd]
 		return ((h*tokens+t)*hd + e) * es
-	case format.KVLayoutPagedNHD:
-		b := int(d.BlockTable[t/d.BlockSize])
-		return (((b*d.BlockSize+t%d.BlockSize)*H+h)*hd + e) * es
-	case format.KVLayoutTransposedV:
+	case format.KVLayoutPagedNHD: // [blocks][bs][H][hd]
+		return (((b*bs+s)*H+h)*hd + e) * es
+	case format.KVLayoutTransposedV: // K [T][H][hd], V [H*hd][T]
 		if kind == 0 {
 			return ((t*H+h)*hd + e) * es
 		}
 		return ((h*hd+e)*tokens + t) * es
+	case format.KVLayoutPagedKV: // [blocks][2][bs][H][hd]
+		pool := func(b, kind, s, h, e int) int { return ((((b*2+kind)*bs+s)*H+h)*hd + e) * es }
+		return pool(b, kind, s, h, e) - pool(0, kind, 0, 0, 0)
+	case format.KVLayoutPagedPacked: // [blocks][H][bs][2*hd]
+		pool := func(b, kind, s, h, e int) int { return (((b*H+h)*bs+s)*2*hd + kind*hd + e) * es }
+		return pool(b, kind, s, h, e) - pool(0, kind, 0, 0, 0)
 	}
 	panic("index: layout")
+}
+
+// dests are the destinations each test fills: New's for every layout
+// (block size 4 where paged), and the paged layouts again over a larger
+// pool with a shuffled block table.
+var dests = []struct {
+	name string
+	make func(t *testing.T, tokens int) *Dest
+}{
+	{"new/hnd", newDest(format.KVLayoutHND, 0)},
+	{"new/transposed-v", newDest(format.KVLayoutTransposedV, 0)},
+	{"new/paged-nhd", newDest(format.KVLayoutPagedNHD, 4)},
+	{"new/paged-kv", newDest(format.KVLayoutPagedKV, 4)},
+	{"new/paged-packed", newDest(format.KVLayoutPagedPacked, 4)},
+	{"shuffled/paged-nhd", shuffled(format.KVLayoutPagedNHD)},
+	{"shuffled/paged-kv", shuffled(format.KVLayoutPagedKV)},
+	{"shuffled/paged-packed", shuffled(format.KVLayoutPagedPacked)},
+}
+
+func newDest(layout format.KVLayout, bs int) func(t *testing.T, tokens int) *Dest {
+	return func(t *testing.T, tokens int) *Dest {
+		d, err := New(&testSpec, tokens, Shape{Layout: layout, BlockSize: bs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+}
+
+// shuffled is a paged destination of 3-token blocks, two more blocks than
+// needed, the table naming them last to first.
+func shuffled(layout format.KVLayout) func(t *testing.T, tokens int) *Dest {
+	return func(t *testing.T, tokens int) *Dest {
+		m := &testSpec
+		const bs = 3
+		blocks := (tokens+bs-1)/bs + 2
+		var table []int32
+		for b := range (tokens + bs - 1) / bs {
+			table = append(table, int32(blocks-1-b))
+		}
+		n := blocks * bs * m.KVHeads * m.HeadDim * m.DType.Size()
+		if layout == format.KVLayoutPagedNHD {
+			d := alloc(layout, m.Layers, n)
+			d.BlockSize, d.BlockTable = bs, table
+			return d
+		}
+		pools := make([][]byte, m.Layers)
+		for l := range pools {
+			pools[l] = make([]byte, 2*n)
+		}
+		d, err := NewPooled(m, layout, pools, bs, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
 }
 
 func TestRunPlacesRows(t *testing.T) {
 	m := &testSpec
 	rb := m.HeadDim * m.DType.Size()
 	for _, mapped := range []bool{true, false} {
-		for _, layout := range []format.KVLayout{format.KVLayoutHND, format.KVLayoutPagedNHD, format.KVLayoutTransposedV} {
-			t.Run(fmt.Sprintf("%v/mapped=%v", layout, mapped), func(t *testing.T) {
+		for _, dc := range dests {
+			t.Run(fmt.Sprintf("%s/mapped=%v", dc.name, mapped), func(t *testing.T) {
 				srcs := []*memSource{newMemSource(t, 5, 1, mapped), newMemSource(t, 7, 2, mapped)}
 				offsets := []int64{0, 40}
 				items := []Item{{Src: srcs[0], Offset: offsets[0]}, {Src: srcs[1], Offset: offsets[1]}}
@@ -157,7 +224,7 @@ func TestRunPlacesRows(t *testing.T) {
 				if T != 12 {
 					t.Fatalf("Tokens %d, want 12", T)
 				}
-				d := testDest(layout, T)
+				d := dc.make(t, T)
 				if err := a.Run(d, &Options{Workers: 2}); err != nil {
 					t.Fatal(err)
 				}
@@ -192,27 +259,6 @@ func TestRunPlacesRows(t *testing.T) {
 	}
 }
 
-// testDest allocates a destination of layout for tokens rows; the paged
-// one with 4-token blocks in a shuffled table.
-func testDest(layout format.KVLayout, tokens int) *Dest {
-	m := &testSpec
-	rb := m.HeadDim * m.DType.Size()
-	d := &Dest{Layout: layout, K: make([][]byte, m.Layers), V: make([][]byte, m.Layers)}
-	n := m.KVHeads * tokens * rb
-	if layout == format.KVLayoutPagedNHD {
-		d.BlockSize = 4
-		blocks := (tokens+3)/4 + 2
-		n = blocks * 4 * m.KVHeads * rb
-		for b := range (tokens + 3) / 4 {
-			d.BlockTable = append(d.BlockTable, int32(blocks-1-b))
-		}
-	}
-	for l := range m.Layers {
-		d.K[l], d.V[l] = make([]byte, n), make([]byte, n)
-	}
-	return d
-}
-
 func TestRunCorruptChunk(t *testing.T) {
 	for _, mapped := range []bool{true, false} {
 		s := newMemSource(t, 6, 3, mapped)
@@ -222,7 +268,7 @@ func TestRunCorruptChunk(t *testing.T) {
 			t.Fatal(err)
 		}
 		reported := -1
-		err = a.Run(testDest(format.KVLayoutHND, a.Tokens()), &Options{Workers: 1, OnLayer: func(l int) error { reported = l; return nil }})
+		err = a.Run(alloc(format.KVLayoutHND, testSpec.Layers, testSpec.KVHeads*a.Tokens()*testSpec.HeadDim*4), &Options{Workers: 1, OnLayer: func(l int) error { reported = l; return nil }})
 		if !errors.Is(err, ErrCorruption) {
 			t.Fatalf("mapped=%v: Run = %v, want ErrCorruption", mapped, err)
 		}
@@ -238,7 +284,7 @@ func TestCheckRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := func() *Dest { return testDest(format.KVLayoutPagedNHD, 4) }
+	good := func() *Dest { return shuffled(format.KVLayoutPagedNHD)(t, 4) }
 	cases := map[string]func(d *Dest){
 		"nil-like layers": func(d *Dest) { d.K = d.K[:1] },
 		"short buffer":    func(d *Dest) { d.V[1] = d.V[1][:len(d.V[1])-1] },
@@ -274,5 +320,51 @@ func TestCheckPositions(t *testing.T) {
 		if c.ok != (err == nil) || (err != nil && !errors.Is(err, ErrInvalidArgument)) {
 			t.Errorf("offset %d, keep %v: %v", c.offset, c.keep != nil, err)
 		}
+	}
+}
+
+func TestCheckPooledRejects(t *testing.T) {
+	s := newMemSource(t, 4, 5, true)
+	a, err := Prepare(&testSpec, []Item{{Src: s}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, layout := range []format.KVLayout{format.KVLayoutPagedKV, format.KVLayoutPagedPacked} {
+		good := func() *Dest { return shuffled(layout)(t, 4) }
+		cases := map[string]func(d *Dest){
+			"V elsewhere":   func(d *Dest) { d.V[0] = make([]byte, len(d.V[0])) },
+			"V not after K": func(d *Dest) { d.V[1] = d.K[1] },
+			"short pool":    func(d *Dest) { d.K[0], d.V[0] = d.K[0][:len(d.K[0])-1], d.V[0][:len(d.V[0])-1] },
+			"shared pool":   func(d *Dest) { d.K[1], d.V[1] = d.K[0], d.V[0] },
+			"block size":    func(d *Dest) { d.BlockSize = 0 },
+			"block range":   func(d *Dest) { d.BlockTable[0] = 99 },
+			"twice":         func(d *Dest) { d.BlockTable[1] = d.BlockTable[0] },
+		}
+		for name, spoil := range cases {
+			d := good()
+			spoil(d)
+			if err := a.Run(d, nil); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%v %s: Run = %v, want ErrInvalidArgument", layout, name, err)
+			}
+		}
+		if err := a.Run(good(), nil); err != nil {
+			t.Fatalf("%v: good destination: %v", layout, err)
+		}
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	for _, s := range []Shape{
+		{Layout: format.KVLayoutHND, BlockSize: 4},
+		{Layout: format.KVLayoutPagedNHD},
+		{Layout: format.KVLayoutPagedKV, BlockSize: -1},
+		{Layout: 99},
+	} {
+		if _, err := New(&testSpec, 5, s); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidArgument", s, err)
+		}
+	}
+	if _, err := NewPooled(&testSpec, format.KVLayoutPagedNHD, nil, 4, nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("NewPooled of an unpooled layout: %v", err)
 	}
 }

@@ -83,13 +83,19 @@ func (d *Dest) check(m *format.ModelSpec, tokens int) (*geom, error) {
 			g.nhd(max(tokens, 1))
 			g.table = []int32{0}
 		}
+	case format.KVLayoutPagedKV, format.KVLayoutPagedPacked:
+		if err := d.checkPooled(g, bad); err != nil {
+			return nil, err
+		}
+		return g, nil // K and V share each pool: checkPooled checked the pools
+
 	default:
 		err = bad("unknown layout")
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := d.checkDisjoint(); err != nil {
+	if err := checkDisjoint(d.K, d.V); err != nil {
 		return nil, bad("%v", err)
 	}
 	return g, nil
@@ -127,6 +133,12 @@ func (d *Dest) checkPaged(g *geom, bad badFunc) error {
 			blocks = min(blocks, len(b)/block)
 		}
 	}
+	return d.checkTable(g, blocks, bad)
+}
+
+// checkTable accepts a block table naming, for tokens, distinct blocks
+// among the buffers' blocks.
+func (d *Dest) checkTable(g *geom, blocks int, bad badFunc) error {
 	need := (g.tokens + d.BlockSize - 1) / d.BlockSize
 	if len(d.BlockTable) < need {
 		return bad("block table of %d entries, %d tokens need %d", len(d.BlockTable), g.tokens, need)
@@ -149,10 +161,10 @@ func (d *Dest) checkPaged(g *geom, bad badFunc) error {
 
 // checkDisjoint refuses buffers that share memory: workers write them
 // concurrently.
-func (d *Dest) checkDisjoint() error {
+func checkDisjoint(sets ...[][]byte) error {
 	type span struct{ lo, hi uintptr }
 	var spans []span
-	for _, bufs := range [][][]byte{d.K, d.V} {
+	for _, bufs := range sets {
 		for _, b := range bufs {
 			if len(b) > 0 {
 				lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
