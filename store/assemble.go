@@ -49,7 +49,8 @@ import (
 // (layers already reported through OnLayer stay valid).
 //
 // Assemble is PrepareAssemble, Assembly.Run and Assembly.Release; use them
-// separately to learn the total tokens before allocating dst.
+// separately to learn the total tokens before allocating dst, or
+// AssembleInto to have the destination allocated.
 func (db *DB) Assemble(ns string, model format.Fingerprint, items []AssembleItem, dst *Dest, o *AssembleOptions) error {
 	a, err := db.PrepareAssemble(ns, model, items)
 	if err != nil {
@@ -57,6 +58,26 @@ func (db *DB) Assemble(ns string, model format.Fingerprint, items []AssembleItem
 	}
 	defer a.Release()
 	return a.Run(dst, o)
+}
+
+// AssembleInto is Assemble into a destination it allocates (NewDest) of
+// shape s, sized for the items' rows, and returned; the layout's paged
+// block table is then 0, 1, .... Errors are Assemble's and NewDest's.
+func (db *DB) AssembleInto(ns string, model format.Fingerprint, items []AssembleItem, s DestShape, o *AssembleOptions) (*Dest, error) {
+	a, err := db.PrepareAssemble(ns, model, items)
+	if err != nil {
+		return nil, err
+	}
+	defer a.Release()
+	spec := a.Spec()
+	dst, err := NewDest(&spec, a.Tokens(), s)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Run(dst, o); err != nil {
+		return nil, err
+	}
+	return dst, nil
 }
 
 // AssembleItem is one packet of an assembly: its id and the position

@@ -25,6 +25,14 @@ const (
 	// (h, t, d) at (h*head_dim+d)*tokens + t. Each buffer is exactly
 	// kv_heads*tokens*head_dim elements.
 	LayoutTransposedV = format.KVLayoutTransposedV
+	// LayoutPagedKV is vLLM's paged cache with a block's K and V side by
+	// side in one pool per layer, [blocks][2][block_size][kv_heads][head_dim]
+	// (NewPooledDest builds its Dest over a server's pools).
+	LayoutPagedKV = format.KVLayoutPagedKV
+	// LayoutPagedPacked is vLLM's packed paged cache,
+	// [blocks][kv_heads][block_size][2*head_dim]: a slot's K row, then its
+	// V row, head-major within a block (NewPooledDest).
+	LayoutPagedPacked = format.KVLayoutPagedPacked
 )
 
 // Dest is caller-owned memory that Assemble fills: K[l] and V[l] are layer
@@ -36,9 +44,12 @@ const (
 // has at least ceil(tokens/BlockSize) entries, and those entries are
 // distinct blocks present in every buffer. Slots of a block past the last
 // token, and blocks the table does not name, are not written. Transposed V:
-// each buffer is exactly kv_heads*tokens*head_dim elements.
+// each buffer is exactly kv_heads*tokens*head_dim elements. Pooled
+// (LayoutPagedKV, LayoutPagedPacked): K[l] and V[l] are views of layer l's
+// one pool of whole blocks, as NewPooledDest makes them, and BlockTable is
+// as for Paged.
 //
-// No two buffers may overlap. Assemble checks all of this up front and
+// No two buffers may overlap, but a pooled layer's K and V. Assemble checks all of this up front and
 // writes nothing when a check fails (ErrInvalidArgument). It is
 // store/internal/assemble's Dest, whose package comment draws each layout.
 type Dest = assemble.Dest
@@ -51,4 +62,25 @@ func NewContiguousDest(m *format.ModelSpec, tokens int) *Dest {
 		d.K[l], d.V[l] = make([]byte, n), make([]byte, n)
 	}
 	return d
+}
+
+// DestShape is a destination's Layout and, for the paged layouts
+// (LayoutPaged, LayoutPagedKV, LayoutPagedPacked), the tokens per block;
+// BlockSize is 0 for the others.
+type DestShape = assemble.Shape
+
+// NewDest allocates a Dest of shape s for tokens rows of model m, in any
+// layout: the unpaged ones exactly sized, the paged ones with
+// ceil(tokens/BlockSize) blocks per layer and the block table 0, 1, ....
+// A shape that does not fit is ErrInvalidArgument.
+func NewDest(m *format.ModelSpec, tokens int, s DestShape) (*Dest, error) {
+	return assemble.New(m, tokens, s)
+}
+
+// NewPooledDest is a Dest over a server's own pools, one per layer, in
+// LayoutPagedKV or LayoutPagedPacked: K[l] and V[l] become pools[l]'s K
+// and V views; table maps the assembly's token t to block
+// table[t/blockSize]. Assemble checks the pools' size and the table.
+func NewPooledDest(m *format.ModelSpec, layout Layout, pools [][]byte, blockSize int, table []int32) (*Dest, error) {
+	return assemble.NewPooled(m, layout, pools, blockSize, table)
 }
