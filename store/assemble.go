@@ -7,6 +7,7 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/prune"
 	"github.com/kvstore/kvstore/store/internal/assemble"
+	"github.com/kvstore/kvstore/store/internal/view"
 )
 
 // Assemble is KV Packet's recompute-free read: it concatenates the stored
@@ -153,7 +154,7 @@ func (db *DB) prepareAssemble(ns string, model format.Fingerprint, items []Assem
 			return nil, fmt.Errorf("assemble: item %d (packet %s): %w", i, it.ID.Short(), err)
 		}
 		a.views = append(a.views, v)
-		in[i] = assemble.Item{Src: viewSource{v}, Offset: it.Offset}
+		in[i] = assemble.Item{Src: view.SourceOf(v), Offset: it.Offset}
 		if keep != nil {
 			in[i].Keep = keep[i]
 		}

@@ -39,6 +39,9 @@
 //	                         over opened chunk sources (Source: the root's views), Run (workers, layer
 //	                         reports), the fills (contiguous, paged, transposed V, decoded, pruned) with
 //	                         CRC32C while placing, Dest and its geometry checks and constructors
+//	store/internal/view      View: a packet's chunks, mapped or copied, verified on first read, decoded
+//	                         (Decode), a pruned packet's keep-set (Keep, DecodePositions), CopyChunk;
+//	                         Source lends a view to assemble
 //	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
 //	                         resident rows) from artifacts given as inputs, Check, the extent
 //	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
@@ -52,7 +55,7 @@
 //	                         KVKS, the positions bitmap, FORMAT, blob header, trailer
 //
 // Floors, top to bottom: gpusource and promstore (adapters over the
-// store); store; maint, access and assemble; spanmem; catalog; bloblog;
+// store); store; maint, access, assemble and view; spanmem; catalog; bloblog;
 // format and the module's other packages. A package imports only floors
 // below its own (TestFloors checks it with go list): format knows nothing
 // of the store, and the internal packages know nothing of DB.
