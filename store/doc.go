@@ -45,7 +45,8 @@
 //	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
 //	                         resident rows) from artifacts given as inputs, Check, the extent
 //	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
-//	                         verified block reads (Blocks), ContextID
+//	                         verified block reads (Blocks), the reader (Reader: head records on first
+//	                         use through Records, factors, resident rows, Routing), ContextID
 //	store/internal/catalog   the Pebble catalog (open, get, scan, synced commit, fatal-error guard),
 //	                         every catalog key, the blob file record (BlobFile), the FORMAT file
 //	store/internal/bloblog   blob files and extents: append (Writer, WriteExtent, pwritev, writeback),
