@@ -42,6 +42,8 @@
 //	store/internal/view      View: a packet's chunks, mapped or copied, verified on first read, decoded
 //	                         (Decode), a pruned packet's keep-set (Keep, DecodePositions), CopyChunk;
 //	                         Source lends a view to assemble
+//	store/internal/events    the packet event stream: Hub (Subscribe, Publish without blocking, drops
+//	                         counted), Event and Kind
 //	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
 //	                         resident rows) from artifacts given as inputs, Check, the extent
 //	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
@@ -56,10 +58,11 @@
 //	                         KVKS, the positions bitmap, FORMAT, blob header, trailer
 //
 // Floors, top to bottom: gpusource and promstore (adapters over the
-// store); store; maint, access, assemble and view; spanmem; catalog; bloblog;
-// format and the module's other packages. A package imports only floors
-// below its own (TestFloors checks it with go list): format knows nothing
-// of the store, and the internal packages know nothing of DB.
+// store); store; maint, access, assemble, view and events; spanmem;
+// catalog; bloblog; format and the module's other packages. A package
+// imports only floors below its own (TestFloors checks it with go list):
+// format knows nothing of the store, and the internal packages know
+// nothing of DB.
 //
 // # Catalog keys
 //
