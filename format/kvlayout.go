@@ -27,6 +27,21 @@ const (
 	// [kv_heads*head_dim][tokens], element (h, t, d) at
 	// (h*head_dim + d)*tokens + t. The GPU kernels do not write it.
 	KVLayoutTransposedV KVLayout = 3
+	// KVLayoutPagedKV is vLLM's paged cache with K and V of a block side
+	// by side in one pool per layer (FlashInfer's NHD kv_cache):
+	//
+	//	[blocks][2][block_size][kv_heads][head_dim]    K at [b][0], V at [b][1]
+	//
+	// It is KVLayoutPagedNHD with a block stride of two blocks, V one
+	// block after K. The GPU kernels do not write it.
+	KVLayoutPagedKV KVLayout = 4
+	// KVLayoutPagedPacked is vLLM's packed paged cache: heads before
+	// slots within a block, and a slot's K and V rows side by side:
+	//
+	//	[blocks][kv_heads][block_size][2*head_dim]    K at [b][h][s][:hd], V at [b][h][s][hd:]
+	//
+	// The GPU kernels do not write it.
+	KVLayoutPagedPacked KVLayout = 5
 )
 
 func (l KVLayout) String() string {
@@ -37,6 +52,10 @@ func (l KVLayout) String() string {
 		return "paged-nhd"
 	case KVLayoutTransposedV:
 		return "transposed-v"
+	case KVLayoutPagedKV:
+		return "paged-kv"
+	case KVLayoutPagedPacked:
+		return "paged-packed"
 	}
 	return fmt.Sprintf("layout(%d)", uint8(l))
 }

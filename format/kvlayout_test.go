@@ -10,7 +10,8 @@ func TestKVLayoutValues(t *testing.T) {
 		l    KVLayout
 		n    uint8
 		name string
-	}{{0, 0, "layout(0)"}, {KVLayoutHND, 1, "hnd"}, {KVLayoutPagedNHD, 2, "paged-nhd"}, {KVLayoutTransposedV, 3, "transposed-v"}} {
+	}{{0, 0, "layout(0)"}, {KVLayoutHND, 1, "hnd"}, {KVLayoutPagedNHD, 2, "paged-nhd"}, {KVLayoutTransposedV, 3, "transposed-v"},
+		{KVLayoutPagedKV, 4, "paged-kv"}, {KVLayoutPagedPacked, 5, "paged-packed"}} {
 		if uint8(tc.l) != tc.n || tc.l.String() != tc.name {
 			t.Errorf("layout %d = %d %q, want %d %q", tc.l, uint8(tc.l), tc.l, tc.n, tc.name)
 		}

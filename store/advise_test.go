@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/view"
 )
 
 // TestViewAdvisesOnFirstVerify checks that a mapped view asks for its
@@ -35,13 +36,13 @@ func TestViewAdvisesOnFirstVerify(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer v.Release()
-				if v.advised.Load() {
+				if view.Advised(v) {
 					t.Fatal("advised before any chunk was read")
 				}
 				if _, _, err := v.Layer(0); err != nil {
 					t.Fatal(err)
 				}
-				if got, want := v.advised.Load(), k.mapped && !noCRC; got != want {
+				if got, want := view.Advised(v), k.mapped && !noCRC; got != want {
 					t.Fatalf("advised = %v after the first read, want %v", got, want)
 				}
 			})

@@ -132,23 +132,24 @@ func pagedBenchDest(spec *format.ModelSpec, tokens, bs int) *Dest {
 // views' mappings to where Assemble puts it, without the shift, layers
 // split over workers goroutines.
 func copyAssembly(b *testing.B, a *Assembly, dst *Dest, workers int) {
-	layers, heads := len(dst.K), a.spec.KVHeads
-	rb := a.spec.HeadDim * a.spec.DType.Size()
+	spec, packets, tokens := a.Spec(), a.Packets(), a.Tokens()
+	layers, heads := len(dst.K), spec.KVHeads
+	rb := spec.HeadDim * spec.DType.Size()
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for l := w; l < layers; l += workers {
-				for _, p := range a.packets {
-					k, v, err := p.v.Layer(l)
+				for i, p := range packets {
+					k, v, err := a.views[i].Layer(l)
 					if err != nil {
 						b.Error(err)
 						return
 					}
 					n := p.Tokens
 					for h := range heads {
-						off := (h*a.tokens + p.Row) * rb
+						off := (h*tokens + p.Row) * rb
 						copy(dst.K[l][off:off+n*rb], k[h*n*rb:(h+1)*n*rb])
 						copy(dst.V[l][off:off+n*rb], v[h*n*rb:(h+1)*n*rb])
 					}

@@ -1,12 +1,8 @@
 package store
 
 import (
-	"fmt"
-	"math"
-	"slices"
-	"unsafe"
-
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/assemble"
 )
 
 // Layout says how a Dest arranges the rows of one layer's K (or V) buffer:
@@ -29,6 +25,14 @@ const (
 	// (h, t, d) at (h*head_dim+d)*tokens + t. Each buffer is exactly
 	// kv_heads*tokens*head_dim elements.
 	LayoutTransposedV = format.KVLayoutTransposedV
+	// LayoutPagedKV is vLLM's paged cache with a block's K and V side by
+	// side in one pool per layer, [blocks][2][block_size][kv_heads][head_dim]
+	// (NewPooledDest builds its Dest over a server's pools).
+	LayoutPagedKV = format.KVLayoutPagedKV
+	// LayoutPagedPacked is vLLM's packed paged cache,
+	// [blocks][kv_heads][block_size][2*head_dim]: a slot's K row, then its
+	// V row, head-major within a block (NewPooledDest).
+	LayoutPagedPacked = format.KVLayoutPagedPacked
 )
 
 // Dest is caller-owned memory that Assemble fills: K[l] and V[l] are layer
@@ -39,16 +43,16 @@ const (
 // BlockSize*kv_heads*head_dim elements (the pool of one layer), BlockTable
 // has at least ceil(tokens/BlockSize) entries, and those entries are
 // distinct blocks present in every buffer. Slots of a block past the last
-// token, and blocks the table does not name, are not written.
+// token, and blocks the table does not name, are not written. Transposed V:
+// each buffer is exactly kv_heads*tokens*head_dim elements. Pooled
+// (LayoutPagedKV, LayoutPagedPacked): K[l] and V[l] are views of layer l's
+// one pool of whole blocks, as NewPooledDest makes them, and BlockTable is
+// as for Paged.
 //
-// No two buffers may overlap. Assemble checks all of this up front and
-// writes nothing when a check fails (ErrInvalidArgument).
-type Dest struct {
-	Layout     Layout
-	K, V       [][]byte
-	BlockSize  int     // paged only
-	BlockTable []int32 // paged only
-}
+// No two buffers may overlap, but a pooled layer's K and V. Assemble checks all of this up front and
+// writes nothing when a check fails (ErrInvalidArgument). It is
+// store/internal/assemble's Dest, whose package comment draws each layout.
+type Dest = assemble.Dest
 
 // NewContiguousDest allocates a contiguous Dest for tokens rows of model m.
 func NewContiguousDest(m *format.ModelSpec, tokens int) *Dest {
@@ -60,136 +64,23 @@ func NewContiguousDest(m *format.ModelSpec, tokens int) *Dest {
 	return d
 }
 
-// destGeom is a checked Dest's geometry: where each row goes.
-type destGeom struct {
-	layout   Layout
-	heads    int
-	tokens   int
-	rowBytes int
-	esize    int // bytes of one element
-	bs       int
-	table    []int32
+// DestShape is a destination's Layout and, for the paged layouts
+// (LayoutPaged, LayoutPagedKV, LayoutPagedPacked), the tokens per block;
+// BlockSize is 0 for the others.
+type DestShape = assemble.Shape
+
+// NewDest allocates a Dest of shape s for tokens rows of model m, in any
+// layout: the unpaged ones exactly sized, the paged ones with
+// ceil(tokens/BlockSize) blocks per layer and the block table 0, 1, ....
+// A shape that does not fit is ErrInvalidArgument.
+func NewDest(m *format.ModelSpec, tokens int, s DestShape) (*Dest, error) {
+	return assemble.New(m, tokens, s)
 }
 
-// offset is the byte offset of (head h, token t) in a layer buffer (a K
-// buffer for LayoutTransposedV).
-func (g *destGeom) offset(h, t int) int {
-	if g.layout == LayoutContiguous {
-		return (h*g.tokens + t) * g.rowBytes
-	}
-	return ((int(g.table[t/g.bs])*g.bs+t%g.bs)*g.heads + h) * g.rowBytes
-}
-
-// check validates d for tokens rows of model m and returns its geometry.
-func (d *Dest) check(m *format.ModelSpec, tokens int) (*destGeom, error) {
-	bad := func(f string, args ...any) error {
-		return fmt.Errorf("%w: assemble: %v destination: %s", ErrInvalidArgument, d.Layout, fmt.Sprintf(f, args...))
-	}
-	if len(d.K) != m.Layers || len(d.V) != m.Layers {
-		return nil, bad("%d K and %d V buffers for %d layers", len(d.K), len(d.V), m.Layers)
-	}
-	g := &destGeom{layout: d.Layout, heads: m.KVHeads, tokens: tokens, rowBytes: m.HeadDim * m.DType.Size(), esize: m.DType.Size()}
-	var err error
-	switch d.Layout {
-	case LayoutContiguous:
-		err = d.checkContiguous(g, bad)
-	case LayoutPaged:
-		err = d.checkPaged(g, bad)
-	case LayoutTransposedV:
-		// K is one block of tokens slots; V is placed by fillTransposed.
-		if err = d.checkContiguous(g, bad); err == nil {
-			g.bs, g.table = max(tokens, 1), []int32{0}
-		}
-	default:
-		err = bad("unknown layout")
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := d.checkDisjoint(); err != nil {
-		return nil, bad("%v", err)
-	}
-	return g, nil
-}
-
-type badFunc func(f string, args ...any) error
-
-func (d *Dest) checkContiguous(g *destGeom, bad badFunc) error {
-	head := g.heads * g.rowBytes // bytes of one token across heads
-	if g.tokens > math.MaxInt/head {
-		return bad("%d tokens of %d bytes overflow", g.tokens, head)
-	}
-	n := g.tokens * head
-	for l := range d.K {
-		if len(d.K[l]) != n || len(d.V[l]) != n {
-			return bad("layer %d: K %d bytes, V %d bytes, want %d (%d kv heads x %d tokens x %d-byte rows)",
-				l, len(d.K[l]), len(d.V[l]), n, g.heads, g.tokens, g.rowBytes)
-		}
-	}
-	return nil
-}
-
-func (d *Dest) checkPaged(g *destGeom, bad badFunc) error {
-	if d.BlockSize <= 0 || d.BlockSize > math.MaxInt/(g.heads*g.rowBytes) {
-		return bad("block size %d", d.BlockSize)
-	}
-	g.bs = d.BlockSize
-	block := d.BlockSize * g.heads * g.rowBytes
-	blocks := math.MaxInt
-	for l := range d.K {
-		for _, b := range [][]byte{d.K[l], d.V[l]} {
-			if len(b)%block != 0 {
-				return bad("layer %d: buffer of %d bytes is not a whole number of %d-byte blocks", l, len(b), block)
-			}
-			blocks = min(blocks, len(b)/block)
-		}
-	}
-	need := (g.tokens + d.BlockSize - 1) / d.BlockSize
-	if len(d.BlockTable) < need {
-		return bad("block table of %d entries, %d tokens need %d", len(d.BlockTable), g.tokens, need)
-	}
-	used := slices.Clone(d.BlockTable[:need])
-	for i, b := range used {
-		if b < 0 || int(b) >= blocks {
-			return bad("block table entry %d is block %d, buffers hold %d blocks", i, b, blocks)
-		}
-	}
-	slices.Sort(used)
-	for i := 1; i < len(used); i++ {
-		if used[i] == used[i-1] {
-			return bad("block %d appears twice in the block table", used[i])
-		}
-	}
-	g.table = d.BlockTable
-	return nil
-}
-
-// checkDisjoint refuses buffers that share memory: workers write them
-// concurrently.
-func (d *Dest) checkDisjoint() error {
-	type span struct{ lo, hi uintptr }
-	var spans []span
-	for _, bufs := range [][][]byte{d.K, d.V} {
-		for _, b := range bufs {
-			if len(b) > 0 {
-				lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-				spans = append(spans, span{lo, lo + uintptr(len(b))})
-			}
-		}
-	}
-	slices.SortFunc(spans, func(a, b span) int {
-		switch {
-		case a.lo < b.lo:
-			return -1
-		case a.lo > b.lo:
-			return 1
-		}
-		return 0
-	})
-	for i := 1; i < len(spans); i++ {
-		if spans[i].lo < spans[i-1].hi {
-			return fmt.Errorf("two K/V buffers overlap")
-		}
-	}
-	return nil
+// NewPooledDest is a Dest over a server's own pools, one per layer, in
+// LayoutPagedKV or LayoutPagedPacked: K[l] and V[l] become pools[l]'s K
+// and V views; table maps the assembly's token t to block
+// table[t/blockSize]. Assemble checks the pools' size and the table.
+func NewPooledDest(m *format.ModelSpec, layout Layout, pools [][]byte, blockSize int, table []int32) (*Dest, error) {
+	return assemble.NewPooled(m, layout, pools, blockSize, table)
 }

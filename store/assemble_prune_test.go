@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
@@ -124,6 +125,79 @@ func TestAssemblePrunedErrors(t *testing.T) {
 			}
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
+	}
+	if s := db.Stats(); s.OpenViews != 0 {
+		t.Fatalf("%d views left open", s.OpenViews)
+	}
+}
+
+// TestAssembleNegativeOffset moves a pruned packet earlier: its kept
+// positions all >= 6, placed at Offset -6 (given a keep-set, and stored
+// pruned), so its first kept row lands at position 0. The keys must be the
+// stored ones rotated by -6 (reconstruct.Shift, bit for bit), in both
+// layouts, and one position further (-7) is refused.
+func TestAssembleNegativeOffset(t *testing.T) {
+	db, _, _ := openKind(t, false, false)
+	defer db.Close()
+	spec := testSpec(format.DTypeBF16, 2, 3, 8)
+	keep := &prune.Set{Layers: 2, KVHeads: 3, Tokens: 20, Keep: make([][]int32, 6)}
+	for g := range keep.Keep {
+		keep.Keep[g] = []int32{int32(6 + g%3), 9, int32(12 + g%2), 15, 19}
+	}
+	whole, other := smoothPacket(spec, "ns", 20, 0, 0, 1, format.CodecRaw), smoothPacket(spec, "ns", 6, 0, 0, 2, format.CodecRaw)
+	stored := prunedOf(smoothPacket(spec, "pruned", 20, 0, 0, 1, format.CodecRaw), keep)
+	ids := putAll(t, db, []*Packet{whole, other})
+	sid := putAll(t, db, []*Packet{stored})[0]
+	otherPruned := *other
+	otherPruned.Namespace = "pruned"
+	oid := putAll(t, db, []*Packet{&otherPruned})[0]
+	offsets := []int64{-6, 10}
+	total := 5 + 6
+	for name, prep := range map[string]func() (*Assembly, error){
+		"keep-set": func() (*Assembly, error) {
+			return db.PrepareAssemblePruned("ns", spec.Fingerprint(),
+				[]AssembleItem{{ids[0], offsets[0]}, {ids[1], offsets[1]}}, []*prune.Set{keep, nil})
+		},
+		"stored-pruned": func() (*Assembly, error) {
+			return db.PrepareAssemble("pruned", spec.Fingerprint(), []AssembleItem{{sid, offsets[0]}, {oid, offsets[1]}})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, err := prep()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Release()
+			if a.Tokens() != total {
+				t.Fatalf("tokens %d, want %d", a.Tokens(), total)
+			}
+			for _, d := range []*Dest{NewContiguousDest(spec, total), pagedDest(spec, total, 4, 3)} {
+				want := cloneDest(d)
+				prunedReference(t, spec, []*Packet{whole, other}, []*prune.Set{keep, nil}, offsets, total, want)
+				if err := a.Run(d, &AssembleOptions{Workers: 2}); err != nil {
+					t.Fatal(err)
+				}
+				diffDest(t, d, want)
+			}
+			for g := range keep.Keep {
+				pos, err := a.Positions(g/3, g%3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if pos[0] != int64(keep.Keep[g][0])-6 || slices.Min(pos) < 0 {
+					t.Fatalf("layer %d head %d positions %v", g/3, g%3, pos)
+				}
+			}
+		})
+	}
+	if _, err := db.PrepareAssemblePruned("ns", spec.Fingerprint(), []AssembleItem{{ids[0], -7}}, []*prune.Set{keep}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("keep-set at offset -7 (a row at -1): %v, want ErrInvalidArgument", err)
+	}
+	if _, err := db.PrepareAssemble("pruned", spec.Fingerprint(), []AssembleItem{{sid, -7}}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("stored pruned at offset -7 (a row at -1): %v, want ErrInvalidArgument", err)
+	}
+	if _, err := db.PrepareAssemble("ns", spec.Fingerprint(), []AssembleItem{{ids[1], -1}}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("whole packet at offset -1: %v, want ErrInvalidArgument", err)
 	}
 	if s := db.Stats(); s.OpenViews != 0 {
 		t.Fatalf("%d views left open", s.OpenViews)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/reconstruct"
+	"github.com/kvstore/kvstore/store/internal/view"
 )
 
 // floatPacket returns a packet of spec with finite random elements in
@@ -372,7 +373,7 @@ func TestAssembleCorruptChunk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, path := v.Header(), v.file.Path()
+			h, path := v.Header(), view.File(v).Path()
 			v.Release()
 			db.Close()
 			bad := h.Chunks[2] // layer 1 K
@@ -430,7 +431,7 @@ func TestAssembleCorruptEveryPlacement(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h, path := v.Header(), v.file.Path()
+				h, path := v.Header(), view.File(v).Path()
 				v.Release()
 				db.Close()
 				bad := h.Chunks[ci]

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/view"
 )
 
 // Benchmarks on the reference shape of DESIGN.md: a 1,000-token
@@ -229,7 +230,7 @@ func readViews(b *testing.B, db *DB, fp format.Fingerprint, id format.PacketID, 
 	}
 	defer v.Release()
 	if forget {
-		v.file.ForgetVerified()
+		view.File(v).ForgetVerified()
 	}
 	off := 0
 	for i := range v.Header().Chunks {
@@ -288,7 +289,7 @@ func copyViews(b *testing.B, db *DB, fp format.Fingerprint, id format.PacketID, 
 		b.Fatal(err)
 	}
 	defer v.Release()
-	v.file.ForgetVerified()
+	view.File(v).ForgetVerified()
 	off := 0
 	for i := range v.Header().Chunks {
 		n, err := v.CopyChunk(dst[off:], i)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/view"
 )
 
 // smoothPacket is floatPacket with KV-like elements (normal, sd 1) that
@@ -220,7 +221,7 @@ func TestCodecCorruptChunk(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				bad, path := v.Header().Chunks[2], v.file.Path()
+				bad, path := v.Header().Chunks[2], view.File(v).Path()
 				v.Release()
 				db.Close()
 				if bad.Codec != c {

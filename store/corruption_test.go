@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/view"
 )
 
 // flipByte flips one bit of the byte at off in a blob file of a closed store.
@@ -54,7 +55,7 @@ func TestCorruptChunkDetected(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := v.Header()
-			path := v.file.Path()
+			path := view.File(v).Path()
 			v.Release()
 			db.Close()
 

@@ -35,10 +35,20 @@
 //	                         reads through maint.Store (catalog, FS, dir, Files registry interface)
 //	store/internal/access    access statistics (sharded Table, Flush, Load), eviction order
 //	                         (Candidates, LRU/LFU) and the room plan (Plan)
+//	store/internal/assemble  Assemble as data: Prepare (headers against the spec, keep-sets, positions)
+//	                         over opened chunk sources (Source: the root's views), Run (workers, layer
+//	                         reports), the fills (contiguous, paged, transposed V, decoded, pruned) with
+//	                         CRC32C while placing, Dest and its geometry checks and constructors
+//	store/internal/view      View: a packet's chunks, mapped or copied, verified on first read, decoded
+//	                         (Decode), a pruned packet's keep-set (Keep, DecodePositions), CopyChunk;
+//	                         Source lends a view to assemble
+//	store/internal/events    the packet event stream: Hub (Subscribe, Publish without blocking, drops
+//	                         counted), Event and Kind
 //	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
 //	                         resident rows) from artifacts given as inputs, Check, the extent
 //	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
-//	                         verified block reads (Blocks), ContextID
+//	                         verified block reads (Blocks), the reader (Reader: head records on first
+//	                         use through Records, factors, resident rows, Routing), ContextID
 //	store/internal/catalog   the Pebble catalog (open, get, scan, synced commit, fatal-error guard),
 //	                         every catalog key, the blob file record (BlobFile), the FORMAT file
 //	store/internal/bloblog   blob files and extents: append (Writer, WriteExtent, pwritev, writeback),
@@ -47,9 +57,12 @@
 //	format                   every record's bytes: KVPH, KVMS, KVBF, KVSQ, KVAC, KVAR, KVSP, KVSF,
 //	                         KVKS, the positions bitmap, FORMAT, blob header, trailer
 //
-// Floors, top to bottom: store; maint and access; spanmem; catalog;
-// bloblog; format. No package imports one above it: format knows nothing
-// of the store, and the internal packages know nothing of DB.
+// Floors, top to bottom: gpusource, promstore and admin (adapters over the
+// store); store; maint, access, assemble, view and events; spanmem;
+// catalog; bloblog; format and the module's other packages. A package
+// imports only floors below its own (TestFloors checks it with go list):
+// format knows nothing of the store, and the internal packages know
+// nothing of DB.
 //
 // # Catalog keys
 //

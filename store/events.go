@@ -1,63 +1,30 @@
 package store
 
 import (
-	"sync"
-	"sync/atomic"
-
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/events"
 )
 
 // EventKind says what happened to a packet.
-type EventKind int
+type EventKind = events.Kind
 
 const (
 	// EventPacketStored: a Put committed a new packet.
-	EventPacketStored EventKind = iota + 1
+	EventPacketStored = events.PacketStored
 	// EventPacketRemoved: a Delete removed a packet.
-	EventPacketRemoved
+	EventPacketRemoved = events.PacketRemoved
 	// EventEvicted: capacity eviction (Options.MaxBytes) removed a packet.
-	EventEvicted
+	EventEvicted = events.Evicted
 	// EventCompacted: compaction moved a packet's bytes (it is unchanged).
-	EventCompacted
+	EventCompacted = events.Compacted
 )
 
-func (k EventKind) String() string {
-	switch k {
-	case EventPacketStored:
-		return "stored"
-	case EventPacketRemoved:
-		return "removed"
-	case EventEvicted:
-		return "evicted"
-	case EventCompacted:
-		return "compacted"
-	}
-	return "unknown"
-}
-
 // Event is one change of the store's packets, as a router subscribed with
-// Subscribe sees it, after the change is durable.
-type Event struct {
-	Kind      EventKind
-	Namespace string
-	Model     format.Fingerprint
-	ID        format.PacketID
-	// Dropped is how many events this subscriber has missed so far, its
-	// channel being full: a router that sees it grow should resynchronise
-	// (List) rather than trust its incremental view.
-	Dropped uint64
-}
-
-// events is the DB's set of subscribers.
-type events struct {
-	mu   sync.RWMutex
-	subs map[*subscriber]struct{}
-}
-
-type subscriber struct {
-	ch      chan Event
-	dropped atomic.Uint64
-}
+// Subscribe sees it, after the change is durable. Dropped is how many
+// events this subscriber has missed so far, its channel being full: a
+// router that sees it grow should resynchronise (List) rather than trust
+// its incremental view.
+type Event = events.Event
 
 // Subscribe returns a channel of the store's events, buffered to hold buf
 // (at least 1), and a function that ends the subscription and closes the
@@ -66,41 +33,10 @@ type subscriber struct {
 // subscriber and counted in the Dropped field of the next event it gets.
 // Events are published after the change commits, in commit order per
 // writer; Close does not close subscriptions.
-func (db *DB) Subscribe(buf int) (<-chan Event, func()) {
-	s := &subscriber{ch: make(chan Event, max(buf, 1))}
-	e := &db.ops.events
-	e.mu.Lock()
-	if e.subs == nil {
-		e.subs = map[*subscriber]struct{}{}
-	}
-	e.subs[s] = struct{}{}
-	e.mu.Unlock()
-	var once sync.Once
-	return s.ch, func() {
-		once.Do(func() {
-			e.mu.Lock()
-			delete(e.subs, s)
-			e.mu.Unlock()
-			close(s.ch)
-		})
-	}
-}
+func (db *DB) Subscribe(buf int) (<-chan Event, func()) { return db.ops.events.Subscribe(buf) }
 
 // publish sends ev to every subscriber without blocking.
-func (db *DB) publish(ev Event) {
-	e := &db.ops.events
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	for s := range e.subs {
-		ev.Dropped = s.dropped.Load()
-		select {
-		case s.ch <- ev:
-		default:
-			s.dropped.Add(1)
-			db.st.eventsDropped.Add(1)
-		}
-	}
-}
+func (db *DB) publish(ev Event) { db.ops.events.Publish(ev, &db.st.eventsDropped) }
 
 // afterPut runs once a Put's batch committed: access statistics and the
 // event.

@@ -54,7 +54,7 @@ func (db *DB) get(ns string, model format.Fingerprint, id format.PacketID) (*Vie
 		if f == nil {
 			continue
 		}
-		v, err := newView(h, f, !db.opts.DisableChecksums, &db.st)
+		v, err := db.newView(h, f)
 		if err != nil {
 			f.Release()
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/events"
 )
 
 // opsState is the DB's state for the operations side: blob files retired
@@ -15,7 +16,7 @@ type opsState struct {
 	// views: GC must not take them for orphans.
 	retiring map[uint32]*bloblog.File
 
-	events events
+	events events.Hub
 	access accessTable
 }
 

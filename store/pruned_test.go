@@ -14,6 +14,7 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/prune"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/view"
 )
 
 // prunedOf returns a copy of p that Put stores pruned to keep.
@@ -416,7 +417,7 @@ func TestDecodePositionsRejects(t *testing.T) {
 		"no tokens in header": {hdr(1, 1, 0, 1), nil, nil},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s, err := decodePositions(tc.h, tc.b)
+			s, err := view.DecodePositions(tc.h, tc.b)
 			if tc.want == nil {
 				if !errors.Is(err, ErrCorruption) {
 					t.Fatalf("decodePositions = %+v, %v; want ErrCorruption", s, err)
@@ -455,7 +456,7 @@ func TestPositionsBitmapRoundTrip(t *testing.T) {
 				t.Fatalf("n=%d k=%d: %d bytes, want %d", n, k, len(b), 3*2*((n+7)/8))
 			}
 			h := &format.PacketHeader{Layers: 3, KVHeads: 2, Tokens: uint32(n), KeptTokens: uint32(k)}
-			got, err := decodePositions(h, b)
+			got, err := view.DecodePositions(h, b)
 			if err != nil || !reflect.DeepEqual(got, keep) {
 				t.Fatalf("n=%d k=%d: decoded %+v, %v; want %+v", n, k, got, err, keep)
 			}

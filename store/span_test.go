@@ -506,7 +506,7 @@ func TestSpanMemoryCorruptBlock(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := r.file.Path()
+			path := spanmem.ReaderFile(r).Path()
 			at := r.Meta().ExtentOffset + h.K[s].Offset + 20
 			r.Release()
 			if err := db.Close(); err != nil {

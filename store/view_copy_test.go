@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/view"
 )
 
 // TestCopyChunk copies every chunk through CopyChunk on every read path
@@ -22,7 +23,7 @@ func TestCopyChunk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, path := v.Header(), v.file.Path()
+			h, path := v.Header(), view.File(v).Path()
 			want := make([][]byte, len(h.Chunks))
 			for i := range h.Chunks {
 				dst := make([]byte, h.Chunks[i].Length+5)

@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/view"
 )
 
 // storeKinds are the read paths: copies on MemFS, mmap on disk, copies on
@@ -50,7 +51,7 @@ func TestViewSurvivesDeleteAndClose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if mapped := v.extent != nil; mapped != k.mapped {
+			if mapped := view.Mapped(v); mapped != k.mapped {
 				t.Fatalf("view mapped=%v, want %v", mapped, k.mapped)
 			}
 			k0, _, err := v.Layer(0) // read before Delete, checked after
@@ -85,12 +86,12 @@ func TestViewSurvivesDeleteAndClose(t *testing.T) {
 			if !bytes.Equal(k0, p.Layers[0].K) {
 				t.Fatal("bytes returned before Delete changed")
 			}
-			if n := v.file.Refs(); n != 1 {
+			if n := view.File(v).Refs(); n != 1 {
 				t.Fatalf("blob file refs %d with one view left after Close, want 1", n)
 			}
 			v.Release()
 			v.Release() // idempotent
-			if n := v.file.Refs(); n != 0 {
+			if n := view.File(v).Refs(); n != 0 {
 				t.Fatalf("blob file refs %d after the last release", n)
 			}
 			if _, _, err := v.Layer(0); !errors.Is(err, ErrClosed) {
@@ -189,7 +190,7 @@ func TestObsoleteFileRemovedAfterLastView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := v.file
+	f := view.File(v)
 	// What compaction will do once it has repointed every header.
 	f.MarkObsolete()
 	db.dropFile(f.Num())

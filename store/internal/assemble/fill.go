@@ -1,4 +1,4 @@
-package store
+package assemble
 
 import (
 	"fmt"
@@ -7,23 +7,23 @@ import (
 	"github.com/kvstore/kvstore/reconstruct"
 )
 
-// assembleScratch bounds each worker's scratch buffer (well inside L2),
-// the bytes a run of rows is read into when the blob file is not mapped,
-// and the runs a chunk is checksummed and placed in, so that a run's
-// second read (by the rotation or the row copies) comes from cache.
-const assembleScratch = 256 << 10
+// scratch bounds each worker's scratch buffer (well inside L2), the bytes
+// a run of rows is read into when the blob file is not mapped, and the
+// runs a chunk is checksummed and placed in, so that a run's second read
+// (by the rotation or the row copies) comes from cache.
+const scratch = 256 << 10
 
-// assembleWorker is one worker's scratch, allocated on first need.
-type assembleWorker struct {
+// worker is one worker's scratch, allocated on first need.
+type worker struct {
 	rd   []byte
 	crcs []uint32 // per head, for chunks read in token runs
 	src  [][]byte // per head, a run's rows
-	dec  []byte   // one decoded compressed chunk (assemble_codec.go)
+	dec  []byte   // one decoded compressed chunk (decoded.go)
 }
 
-func (w *assembleWorker) buf(p *[]byte, n int) []byte {
+func (w *worker) buf(p *[]byte, n int) []byte {
 	if cap(*p) < n {
-		*p = make([]byte, max(n, assembleScratch))
+		*p = make([]byte, max(n, scratch))
 	}
 	return (*p)[:n]
 }
@@ -32,7 +32,7 @@ func (w *assembleWorker) buf(p *[]byte, n int) []byte {
 // of geometry g; keys are rotated by the packet's offset on the way. A
 // chunk not yet verified has its CRC checked when its last row has passed,
 // so a bad chunk fails its layer before the layer is reported.
-func (a *Assembly) fill(w *assembleWorker, g *destGeom, dst []byte, p *assemblePacket, l int, key bool) error {
+func (a *Assembly) fill(w *worker, g *geom, dst []byte, p *packet, l int, key bool) error {
 	i := 2 * l
 	if !key {
 		i++
@@ -40,20 +40,20 @@ func (a *Assembly) fill(w *assembleWorker, g *destGeom, dst []byte, p *assembleP
 	var sh *reconstruct.Shifter // nil: values, and keys that stay put
 	if key {
 		sh = p.shift
-	} else if g.layout == LayoutTransposedV {
+	} else if g.layout == format.KVLayoutTransposedV {
 		return a.fillTransposed(w, g, dst, p, i)
 	}
-	if p.src != nil {
+	if p.sel != nil {
 		return a.fillPruned(w, g, dst, p, i, sh)
 	}
-	if p.v.h.Chunks[i].Codec != format.CodecRaw {
+	if p.h.Chunks[i].Codec != format.CodecRaw {
 		return a.fillDecoded(w, g, dst, p, i, sh)
 	}
 	s, err := a.source(w, p, i, g.rowBytes)
 	if err != nil {
 		return err
 	}
-	if g.layout == LayoutContiguous {
+	if g.layout == format.KVLayoutHND {
 		err = a.fillContiguous(g, dst, &s, p.Row, sh)
 	} else {
 		err = a.fillPaged(w, g, dst, &s, p.Row, sh)
@@ -64,11 +64,11 @@ func (a *Assembly) fill(w *assembleWorker, g *destGeom, dst []byte, p *assembleP
 	return s.done()
 }
 
-// fillContiguous places each head's rows in runs of at most
-// assembleScratch bytes, each straight into its place in the destination
+// fillContiguous places each head's rows in runs of at most scratch
+// bytes, each straight into its place in the destination
 // (chunkSource.place).
-func (a *Assembly) fillContiguous(g *destGeom, dst []byte, s *chunkSource, row int, sh *reconstruct.Shifter) error {
-	run := max(1, assembleScratch/s.rb)
+func (a *Assembly) fillContiguous(g *geom, dst []byte, s *chunkSource, row int, sh *reconstruct.Shifter) error {
+	run := max(1, scratch/s.rb)
 	for h := range g.heads {
 		for t0 := 0; t0 < s.n; t0 += run {
 			k := min(run, s.n-t0)
@@ -82,13 +82,15 @@ func (a *Assembly) fillContiguous(g *destGeom, dst []byte, s *chunkSource, row i
 }
 
 // fillPaged walks the chunk in runs of tokens, all heads at once (at most
-// assembleScratch bytes), so that destination writes stay within a few
-// blocks: each head's run is checksummed, then its rows go straight to
-// their slots token by token, values copied and keys rotated from the
-// heads' stride in the source (reconstruct.Shifter.ShiftRows).
-func (a *Assembly) fillPaged(w *assembleWorker, g *destGeom, dst []byte, s *chunkSource, row int, sh *reconstruct.Shifter) error {
-	H, rb := g.heads, g.rowBytes
-	run := max(1, min(s.n, assembleScratch/(H*rb)))
+// scratch bytes), so that destination writes stay within a few blocks:
+// each head's run is checksummed, then its rows go straight to their slots
+// token by token, values copied and keys rotated from the heads' stride in
+// the source (reconstruct.Shifter.ShiftRows) to the heads' stride in the
+// slot.
+func (a *Assembly) fillPaged(w *worker, g *geom, dst []byte, s *chunkSource, row int, sh *reconstruct.Shifter) error {
+	H, rb, hd := g.heads, g.rowBytes, g.head
+	slot := (H-1)*hd + rb // bytes from a slot's first row to the end of its last
+	run := max(1, min(s.n, scratch/(H*rb)))
 	if cap(w.src) < H {
 		w.src = make([][]byte, H)
 	}
@@ -107,22 +109,22 @@ func (a *Assembly) fillPaged(w *assembleWorker, g *destGeom, dst []byte, s *chun
 		}
 		if sh == nil {
 			for t := range k {
-				d := dst[g.offset(0, row+t0+t):][:H*rb] // the token's slot
+				d := dst[g.offset(0, row+t0+t):][:slot] // the token's slot
 				for h := range H {
-					copy(d[h*rb:(h+1)*rb], src[h][t*rb:(t+1)*rb])
+					copy(d[h*hd:h*hd+rb], src[h][t*rb:(t+1)*rb])
 				}
 			}
 			continue
 		}
 		// Head h's rows of the run lie at h*hs in the chunk (mapped) or in
-		// rd; a token's rows across heads are one row apart in its slot.
+		// rd; a token's rows across heads are hd apart in its slot.
 		base, hs := rd, k*rb
 		if s.mapped != nil {
 			base, hs = s.mapped[t0*rb:], s.n*rb
 		}
 		for t := range k {
 			off := g.offset(0, row+t0+t)
-			if err := sh.ShiftRows(dst[off:off+H*rb], base[t*rb:], a.spec.DType, H, rb, hs); err != nil {
+			if err := sh.ShiftRows(dst[off:off+slot], base[t*rb:], a.spec.DType, H, hd, hs); err != nil {
 				return fmt.Errorf("assemble: %w", err) // shapes were checked: a bug
 			}
 		}

@@ -1,4 +1,4 @@
-package store
+package assemble
 
 import (
 	"fmt"
@@ -8,21 +8,21 @@ import (
 )
 
 // fillTransposed places the values of chunk i of packet p into a
-// LayoutTransposedV V buffer, [kv_heads*head_dim][tokens]: each head's rows
-// in runs of tokens, every run scattered one dimension at a time so that
-// the writes within a destination row are sequential. A raw chunk streams
-// as fillPaged's do (verified whole when mapped, CRC'd on the way when
-// not); a compressed or pruned one is verified whole, decoded into scratch
-// and its selected rows scattered.
-func (a *Assembly) fillTransposed(w *assembleWorker, g *destGeom, dst []byte, p *assemblePacket, i int) error {
-	if p.src != nil || p.v.h.Chunks[i].Codec != format.CodecRaw {
+// format.KVLayoutTransposedV V buffer, [kv_heads*head_dim][tokens]: each
+// head's rows in runs of tokens, every run scattered one dimension at a
+// time so that the writes within a destination row are sequential. A raw
+// chunk streams as fillPaged's do (verified whole when mapped, CRC'd on
+// the way when not); a compressed or pruned one is verified whole, decoded
+// into scratch and its selected rows scattered.
+func (a *Assembly) fillTransposed(w *worker, g *geom, dst []byte, p *packet, i int) error {
+	if p.sel != nil || p.h.Chunks[i].Codec != format.CodecRaw {
 		return a.fillTransposedWhole(w, g, dst, p, i)
 	}
 	s, err := a.source(w, p, i, g.rowBytes)
 	if err != nil {
 		return err
 	}
-	run := max(1, min(s.n, assembleScratch/g.rowBytes))
+	run := max(1, min(s.n, scratch/g.rowBytes))
 	for h := range g.heads {
 		for t0 := 0; t0 < s.n; t0 += run {
 			k := min(run, s.n-t0)
@@ -41,19 +41,19 @@ func (a *Assembly) fillTransposed(w *assembleWorker, g *destGeom, dst []byte, p 
 }
 
 // fillTransposedWhole is fillTransposed for a chunk that must be read
-// whole: compressed, or placed through a keep-set (p.src).
-func (a *Assembly) fillTransposedWhole(w *assembleWorker, g *destGeom, dst []byte, p *assemblePacket, i int) error {
+// whole: compressed, or placed through a keep-set (p.sel).
+func (a *Assembly) fillTransposedWhole(w *worker, g *geom, dst []byte, p *packet, i int) error {
 	b, err := w.wholeChunk(p, i)
 	if err != nil {
 		return err
 	}
-	n, rb := int(p.v.h.Rows()), g.rowBytes
+	n, rb := int(p.h.Rows()), g.rowBytes
 	for h := range g.heads {
-		if p.src == nil {
+		if p.sel == nil {
 			scatterTransposed(g, dst, b[h*n*rb:(h+1)*n*rb], h, p.Row, n)
 			continue
 		}
-		for j, t := range p.src[i/2*g.heads+h] {
+		for j, t := range p.sel[i/2*g.heads+h] {
 			scatterTransposed(g, dst, b[(h*n+int(t))*rb:(h*n+int(t)+1)*rb], h, p.Row+j, 1)
 		}
 	}
@@ -61,11 +61,11 @@ func (a *Assembly) fillTransposedWhole(w *assembleWorker, g *destGeom, dst []byt
 }
 
 // rowDim is the elements of one row (head_dim).
-func (g *destGeom) rowDim() int { return g.rowBytes / g.esize }
+func (g *geom) rowDim() int { return g.rowBytes / g.esize }
 
 // scatterTransposed writes k rows of head h (token-major, head_dim
 // elements each) as tokens [t0, t0+k) of the transposed buffer dst.
-func scatterTransposed(g *destGeom, dst, src []byte, h, t0, k int) {
+func scatterTransposed(g *geom, dst, src []byte, h, t0, k int) {
 	es := g.esize
 	hd, T := g.rowDim(), g.tokens
 	switch es {
@@ -78,7 +78,7 @@ func scatterTransposed(g *destGeom, dst, src []byte, h, t0, k int) {
 		s := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(src))), k*hd)
 		scatterLoop(d, s, h, t0, k, hd, T)
 	default:
-		panic(fmt.Sprintf("store: transposed layout of %d-byte elements", es)) // Validate allows f32, f16, bf16 only
+		panic(fmt.Sprintf("assemble: transposed layout of %d-byte elements", es)) // Validate allows f32, f16, bf16 only
 	}
 }
 

@@ -1,4 +1,4 @@
-package store
+package view
 
 import (
 	"errors"
@@ -20,7 +20,7 @@ func (v *View) CopyChunk(dst []byte, i int) (int, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if v.released {
-		return 0, fmt.Errorf("%w: view of packet %s was released", ErrClosed, v.h.ID.Short())
+		return 0, fmt.Errorf("%w: view of packet %s was released", v.closed, v.h.ID.Short())
 	}
 	if i < 0 || i >= len(v.h.Chunks) {
 		return 0, fmt.Errorf("%w: chunk %d of a %d-chunk packet", ErrInvalidArgument, i, len(v.h.Chunks))
@@ -62,12 +62,12 @@ func (v *View) copyUnmapped(dst []byte, i int) (int, error) {
 	b, err := v.file.Chunk(v.h, i, dst, v.verify)
 	if err != nil {
 		if errors.Is(err, ErrCorruption) {
-			v.st.corruptions.Add(1)
+			v.st.Corruptions.Add(1)
 		}
 		return 0, err
 	}
 	if v.verify {
-		v.st.verifiedBytes.Add(uint64(len(b)))
+		v.st.VerifiedBytes.Add(uint64(len(b)))
 	}
 	v.first(i, uint64(len(b)))
 	return len(b), nil

@@ -1,4 +1,4 @@
-package store
+package assemble
 
 import (
 	"fmt"
@@ -15,11 +15,12 @@ import (
 // before by this view or on this mapping, or checksums are off), it is
 // checked against its CRC32C as its rows pass: each head's CRC is taken in
 // the same pass that places its rows (crc32c.Copy for copied rows), or from
-// a run of at most assembleScratch bytes just before the run is rotated or
-// placed from cache, and done combines the heads' CRCs and compares them
-// with the header's before the layer counts as complete.
+// a run of at most scratch bytes just before the run is rotated or placed
+// from cache, and done combines the heads' CRCs and compares them with the
+// header's before the layer counts as complete.
 type chunkSource struct {
-	v      *View
+	src    Source
+	h      *format.PacketHeader
 	i      int
 	c      *format.ChunkDesc
 	mapped []byte
@@ -27,12 +28,12 @@ type chunkSource struct {
 	crcs   []uint32 // per head; nil when the chunk needs no check
 }
 
-func (a *Assembly) source(w *assembleWorker, p *assemblePacket, i, rb int) (chunkSource, error) {
-	mapped, check, err := p.v.rawChunk(i)
+func (a *Assembly) source(w *worker, p *packet, i, rb int) (chunkSource, error) {
+	mapped, check, err := p.src.Raw(i)
 	if err != nil {
 		return chunkSource{}, fmt.Errorf("assemble: %w", err)
 	}
-	s := chunkSource{v: p.v, i: i, c: &p.v.h.Chunks[i], mapped: mapped, n: p.Tokens, rb: rb}
+	s := chunkSource{src: p.src, h: p.h, i: i, c: &p.h.Chunks[i], mapped: mapped, n: p.Tokens, rb: rb}
 	if check {
 		if H := a.spec.KVHeads; cap(w.crcs) < H {
 			w.crcs = make([]uint32, H)
@@ -52,8 +53,8 @@ func (s *chunkSource) rows(h, t0, k int, buf []byte) ([]byte, error) {
 		b = s.mapped[lo : lo+k*s.rb]
 	} else {
 		b = buf[:k*s.rb]
-		if err := s.v.file.ReadAt(b, s.c.Offset+uint64(lo)); err != nil {
-			return nil, fmt.Errorf("assemble: packet %s: %w", s.v.h.ID.Short(), err)
+		if err := s.src.ReadAt(b, s.c.Offset+uint64(lo)); err != nil {
+			return nil, fmt.Errorf("assemble: packet %s: %w", s.h.ID.Short(), err)
 		}
 	}
 	s.sum(h, b)
@@ -72,12 +73,12 @@ func (s *chunkSource) sum(h int, b []byte) {
 // from the mapping with their CRC in the same pass (crc32c.Copy), or read
 // from the file into d, or rotated by sh into d, their CRC taken first
 // from the run, which the rotation then reads from cache. Runs of at most
-// assembleScratch bytes keep that second read in cache.
+// scratch bytes keep that second read in cache.
 func (s *chunkSource) place(a *Assembly, d []byte, h, t0, k int, sh *reconstruct.Shifter) error {
 	lo := (h*s.n + t0) * s.rb
 	if s.mapped == nil {
-		if err := s.v.file.ReadAt(d, s.c.Offset+uint64(lo)); err != nil {
-			return fmt.Errorf("assemble: packet %s: %w", s.v.h.ID.Short(), err)
+		if err := s.src.ReadAt(d, s.c.Offset+uint64(lo)); err != nil {
+			return fmt.Errorf("assemble: packet %s: %w", s.h.ID.Short(), err)
 		}
 		s.sum(h, d)
 		return a.shift(d, d, k, sh)
@@ -94,54 +95,15 @@ func (s *chunkSource) place(a *Assembly, d []byte, h, t0, k int, sh *reconstruct
 // done checks the chunk's CRC32C when it was computed, and counts the read.
 func (s *chunkSource) done() error {
 	if s.crcs == nil {
-		s.v.first(s.i, s.c.Length)
+		s.src.Counted(s.i)
 		return nil
 	}
 	crc := s.crcs[0]
 	for _, c := range s.crcs[1:] {
 		crc = bloblog.CRCCombine(crc, c, uint64(s.n*s.rb))
 	}
-	if err := s.v.checked(s.i, crc, s.mapped != nil); err != nil {
+	if err := s.src.Checked(s.i, crc, s.mapped != nil); err != nil {
 		return fmt.Errorf("assemble: %w", err)
 	}
-	return nil
-}
-
-// rawChunk returns chunk i's bytes when the view is mapped (nil when they
-// must be copied), unverified, and whether the caller must check them:
-// unlike Chunk it does not verify first, so that Assemble can compute the
-// CRC in the same pass that places the bytes.
-func (v *View) rawChunk(i int) (mapped []byte, check bool, err error) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	if v.released {
-		return nil, false, fmt.Errorf("%w: view of packet %s was released", ErrClosed, v.h.ID.Short())
-	}
-	c := &v.h.Chunks[i]
-	if v.extent == nil {
-		return nil, v.verify, nil
-	}
-	rel := c.Offset - v.h.ExtentOffset
-	mapped = v.extent[rel : rel+c.Length : rel+c.Length]
-	return mapped, v.verify && !v.seen[i].Load() && !v.file.IsVerified(c.Offset, c.CRC32C), nil
-}
-
-// checked finishes a chunk whose CRC32C the caller computed: it compares
-// crc with the header's, remembers a mapped chunk as verified, and counts
-// the read, as Chunk does for the chunks it verifies.
-func (v *View) checked(i int, crc uint32, mapped bool) error {
-	c := &v.h.Chunks[i]
-	if crc != c.CRC32C {
-		v.st.corruptions.Add(1)
-		return &ChunkError{
-			File: v.file.Path(), Offset: c.Offset, Length: c.Length, Packet: v.h.ID,
-			Layer: c.Layer, Kind: c.Kind, Want: c.CRC32C, Computed: crc,
-		}
-	}
-	if mapped {
-		v.file.MarkVerified(c.Offset, c.CRC32C)
-	}
-	v.st.verifiedBytes.Add(c.Length)
-	v.first(i, c.Length)
 	return nil
 }

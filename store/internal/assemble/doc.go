@@ -1,0 +1,52 @@
+// Package assemble is KV Packet's recompute-free read as data: given the
+// stored packets of an assembly as already opened chunk sources (Source:
+// the store's views, each verifying its chunks against their CRC32C), it
+// places their rows, in item order, into a caller's destination (Dest),
+// re-rotating each packet's keys by its item's Offset (reconstruct.Shifter)
+// and copying its values unchanged. Prepare checks the packets against the
+// model spec and decides which rows each places (a keep-set, or the rows a
+// pruned packet stored); Assembly.Run fills a destination on a pool of
+// workers and reports each layer as soon as it is complete.
+//
+// It knows nothing of the store: the store looks the packets up, holds
+// their views and releases them, and keeps the public names (store.Dest is
+// this package's Dest).
+//
+// # Destination layouts
+//
+// Dest is memory, not bytes on disk; each layer's K (and V) buffer is one
+// of format.KVLayout's arrangements of rows (a row: one token's head_dim
+// elements of one KV head, in the model's dtype):
+//
+//	HND (contiguous)   [kv_heads][tokens][head_dim]
+//	                   row (h, t) at (h*tokens + t) * row_bytes
+//	PagedNHD           [blocks][block_size][kv_heads][head_dim]
+//	                   row (h, t) at ((table[t/bs]*bs + t%bs)*kv_heads + h) * row_bytes
+//	TransposedV        K as one block of tokens slots: [tokens][kv_heads][head_dim];
+//	                   V [kv_heads*head_dim][tokens]: element (h, t, d) at
+//	                   (h*head_dim + d)*tokens + t
+//
+// vLLM's two paged caches are PagedNHD with strides (NewVLLM, NewVLLMPacked):
+// a layer's K and V are views into one [blocks][2][block_size][kv_heads][head_dim]
+// pool, or into one [blocks][kv_heads][block_size][2*head_dim] pool; see
+// dest_vllm.go.
+//
+// # Sources
+//
+// A stored chunk is [kv_heads][rows][head_dim]: chunk 2l is layer l's keys,
+// 2l+1 its values, as format.PacketHeader describes. A raw chunk is read in
+// place when its blob file is mapped (Source.Raw) and checked against its
+// CRC32C in the same pass that places its rows; otherwise it streams
+// through a bounded scratch (Source.ReadAt), its CRC computed on the way. A
+// compressed chunk, or one placed through a keep-set, is verified and
+// decoded whole (Source.Decode, Source.Chunk).
+package assemble
+
+import "github.com/kvstore/kvstore/format"
+
+// The errors are format's, so that errors.Is works with the store's names
+// for them too.
+var (
+	ErrInvalidArgument = format.ErrInvalidArgument
+	ErrCorruption      = format.ErrCorruption
+)

@@ -1,0 +1,73 @@
+package view
+
+import (
+	"fmt"
+
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+
+	"github.com/kvstore/kvstore/prune"
+)
+
+// Source is a View as an assemble.Source (store/internal/assemble): its
+// chunks read in place (mapped) or from the file, verified by the view or
+// by the assembly as it places them. Its methods are not the View's, so
+// that they stay off the store's public View.
+type Source struct{ *View }
+
+// SourceOf is v as an assemble.Source.
+func SourceOf(v *View) Source { return Source{v} }
+
+// Raw returns chunk i's bytes when the view is mapped (nil when they must
+// be copied), unverified, and whether the caller must check them: unlike
+// Chunk it does not verify first, so that Assemble can compute the CRC in
+// the same pass that places the bytes.
+func (s Source) Raw(i int) (mapped []byte, check bool, err error) {
+	v := s.View
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.released {
+		return nil, false, fmt.Errorf("%w: view of packet %s was released", v.closed, v.h.ID.Short())
+	}
+	c := &v.h.Chunks[i]
+	if v.extent == nil {
+		return nil, v.verify, nil
+	}
+	rel := c.Offset - v.h.ExtentOffset
+	mapped = v.extent[rel : rel+c.Length : rel+c.Length]
+	return mapped, v.verify && !v.seen[i].Load() && !v.file.IsVerified(c.Offset, c.CRC32C), nil
+}
+
+// ReadAt reads the view's blob file.
+func (s Source) ReadAt(b []byte, off uint64) error { return s.file.ReadAt(b, off) }
+
+// Checked is View.checked.
+func (s Source) Checked(i int, crc uint32, mapped bool) error { return s.checked(i, crc, mapped) }
+
+// checked finishes a chunk whose CRC32C the caller computed: it compares
+// crc with the header's, remembers a mapped chunk as verified, and counts
+// the read, as Chunk does for the chunks it verifies.
+func (v *View) checked(i int, crc uint32, mapped bool) error {
+	c := &v.h.Chunks[i]
+	if crc != c.CRC32C {
+		v.st.Corruptions.Add(1)
+		return &bloblog.ChunkError{
+			File: v.file.Path(), Offset: c.Offset, Length: c.Length, Packet: v.h.ID,
+			Layer: c.Layer, Kind: c.Kind, Want: c.CRC32C, Computed: crc,
+		}
+	}
+	if mapped {
+		v.file.MarkVerified(c.Offset, c.CRC32C)
+	}
+	v.st.VerifiedBytes.Add(c.Length)
+	v.first(i, c.Length)
+	return nil
+}
+
+// Counted counts chunk i's read when it needed no check.
+func (s Source) Counted(i int) { s.first(i, s.h.Chunks[i].Length) }
+
+// Decode decodes chunk i's stored bytes b into dst (Decode).
+func (s Source) Decode(i int, b, dst []byte) error { return Decode(s.h, i, b, dst) }
+
+// Keep is the view's stored keep-set (View.Keep).
+func (s Source) Keep() (*prune.Set, error) { return s.View.Keep() }
