@@ -89,6 +89,8 @@ func (db *DB) open() error {
 		if err := db.writeFormat(); err != nil {
 			return err
 		}
+	} else if err := db.reconcile(); err != nil {
+		return err
 	}
 	return db.load()
 }
