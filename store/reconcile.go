@@ -73,13 +73,14 @@ type reconciler struct {
 	cat  *catalog.Catalog
 	full bool
 
-	seq     uint64                  // the catalog's next-record sequence
-	next    uint32                  // the catalog's next blob file number
-	recs    map[uint32]BlobFileInfo // as reconciled
-	before  map[uint32]BlobFileInfo // as catalogued
-	records []*tailRecord
-	state   map[string]*entryState
-	rep     ReconcileReport
+	seq      uint64                  // the catalog's next-record sequence
+	next     uint32                  // the catalog's next blob file number
+	lastDisk uint32                  // the highest numbered blob file on disk
+	recs     map[uint32]BlobFileInfo // as reconciled
+	before   map[uint32]BlobFileInfo // as catalogued
+	records  []*tailRecord
+	state    map[string]*entryState
+	rep      ReconcileReport
 }
 
 // plan reads the catalog's records and the blob files' tails and decides.
@@ -91,6 +92,7 @@ func (rc *reconciler) plan() error {
 	if err != nil {
 		return err
 	}
+	rc.lastDisk = diskMax(disk)
 	for _, num := range maint.SortedKeys(disk) {
 		size := disk[num]
 		r, ok := rc.recs[num]
@@ -396,8 +398,8 @@ func (rc *reconciler) batch(b *pebble.Batch) error {
 		}
 		_ = b.Set(catalog.BlobFileKey(num), encodeBlobRecord(&r), nil)
 	}
-	if last >= rc.next {
-		_ = b.Set(catalog.KeyNextBlob, encodeSequence(last+1), nil)
+	if n := rc.nextBlob(); n != rc.next || rc.full {
+		_ = b.Set(catalog.KeyNextBlob, encodeSequence(n), nil)
 	}
 	_ = b.Set(catalog.KeyRecordSeq, format.EncodeRecordSeq(rc.nextSeq()), nil)
 	return nil
@@ -448,7 +450,7 @@ func (rc *reconciler) run(dryRun bool) (*ReconcileReport, error) {
 	if err := rc.plan(); err != nil {
 		return nil, err
 	}
-	if !rc.rep.Changed() {
+	if !rc.rep.Changed() && !rc.full {
 		return &rc.rep, nil
 	}
 	if dryRun {
