@@ -116,11 +116,18 @@ func (db *DB) put(p *Packet, lay *bloblog.Layout, fp format.Fingerprint, id form
 	return nil
 }
 
+// putRecords is false only in tests that write packet extents as format
+// 1.0 did, without a put record.
+var putRecords = true
+
 // reservePutRecord makes room at the start of the extent laid out as lay
 // for the put record (format/put_record.go) that will lead it. The
 // record's length does not depend on the values of the CRCs, offsets and
 // lengths it holds, so a probe header at a stand-in position measures it.
 func reservePutRecord(p *Packet, lay *bloblog.Layout, fp format.Fingerprint, id format.PacketID, seq uint64) error {
+	if !putRecords {
+		return nil
+	}
 	if err := lay.SetPrefix(format.ChunkAlignment); err != nil {
 		return err
 	}
@@ -141,8 +148,12 @@ func (db *DB) append(a *bloblog.Active, lay *bloblog.Layout, p *Packet, fp forma
 		h = newHeader(p, fp, id, a.Num, off, lay, crcs)
 		return format.EncodePutRecord(db.w.Seq, h, p.Model)
 	}
-	if _, err := bloblog.WriteExtent(a.F, db.rawFd(a.F), a.Path, off, lay, p.chunkSource, lead, id); err != nil {
+	crcs, err := bloblog.WriteExtent(a.F, db.rawFd(a.F), a.Path, off, lay, p.chunkSource, lead, id)
+	if err != nil {
 		return err
+	}
+	if h == nil { // no put record (putRecords off)
+		h = newHeader(p, fp, id, a.Num, off, lay, crcs)
 	}
 	db.st.bytesWritten.Add(lay.Length)
 	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData); err != nil {
