@@ -24,6 +24,7 @@ type ReconcileReport struct {
 	Replaced  int // catalogued packets a newer put record replaced
 	Deleted   int // catalogued (or re-inserted) packets a tombstone deleted
 	Stale     int // records older than the catalog's sequence (copies, already applied)
+	Repointed int // catalogued packets whose blob file is gone, repointed to a copy compaction made
 	NoRecord  int // extents without a record (span memories, artifacts, packets of format 1.0): not rebuilt
 	NewFiles  int // blob files the catalog did not list, now catalogued
 	TornBytes uint64
@@ -34,7 +35,7 @@ type ReconcileReport struct {
 
 // Changed reports whether the catalog needed a change.
 func (r *ReconcileReport) Changed() bool {
-	return r.Inserted+r.Replaced+r.Deleted+r.NewFiles > 0
+	return r.Inserted+r.Replaced+r.Deleted+r.Repointed+r.NewFiles > 0
 }
 
 // tailRecord is one put record or tombstone found in a blob file's tail.
@@ -79,6 +80,8 @@ type reconciler struct {
 	recs     map[uint32]BlobFileInfo // as reconciled
 	before   map[uint32]BlobFileInfo // as catalogued
 	records  []*tailRecord
+	stale    []*tailRecord // put records older than seq: copies of catalogued packets
+	disk     map[uint32]uint64
 	state    map[string]*entryState
 	rep      ReconcileReport
 }
@@ -92,7 +95,7 @@ func (rc *reconciler) plan() error {
 	if err != nil {
 		return err
 	}
-	rc.lastDisk = diskMax(disk)
+	rc.lastDisk, rc.disk = diskMax(disk), disk
 	for _, num := range maint.SortedKeys(disk) {
 		size := disk[num]
 		r, ok := rc.recs[num]
@@ -213,6 +216,9 @@ func (rc *reconciler) classify(num uint32, path string, e *bloblog.Scanned) {
 		return
 	}
 	if t.seq < rc.seq {
+		if t.put != nil {
+			rc.stale = append(rc.stale, t)
+		}
 		rc.rep.Stale++
 		return
 	}
@@ -245,10 +251,36 @@ func (rc *reconciler) problem(f string, args ...any) {
 	rc.rep.Problems = append(rc.rep.Problems, fmt.Sprintf(f, args...))
 }
 
+// repoint points a catalogued packet whose blob file is gone from disk at
+// a copy of its extent found in a file the catalog does not list: what a
+// compaction whose batch was lost (with a damaged WAL) leaves, after it
+// removed the files it had copied from.
+func (rc *reconciler) repoint() {
+	for _, t := range rc.stale {
+		cur, err := rc.current(t.key())
+		if err != nil || cur.h == nil || cur.rec != nil || cur.h.ID != t.put.ID {
+			continue
+		}
+		if _, ok := rc.disk[cur.h.BlobFile]; ok {
+			continue
+		}
+		rc.kill(cur)
+		rc.state[t.key()] = &entryState{h: t.put, rec: t}
+		t.applied = true
+		rc.records = append(rc.records, t)
+		rc.rep.Repointed++
+		rc.rep.Stale--
+	}
+}
+
 // apply plays the records in sequence order over the catalog's packets.
 func (rc *reconciler) apply() {
+	rc.repoint()
 	slices.SortStableFunc(rc.records, func(a, b *tailRecord) int { return cmp.Compare(a.seq, b.seq) })
 	for _, t := range rc.records {
+		if t.applied {
+			continue // repointed
+		}
 		cur, err := rc.current(t.key())
 		if err != nil {
 			rc.problem("packet of the record at %06d:%d: %v", t.num, t.off, err)
@@ -473,7 +505,7 @@ func (rc *reconciler) run(dryRun bool) (*ReconcileReport, error) {
 func (db *DB) logReconcile(r *ReconcileReport) {
 	if r.Changed() || r.NoRecord > 0 {
 		db.log.Warn("store: recovery: the catalog lacked records the blob log holds",
-			"dir", db.dir, "inserted", r.Inserted, "replaced", r.Replaced, "deleted", r.Deleted,
+			"dir", db.dir, "inserted", r.Inserted, "replaced", r.Replaced, "deleted", r.Deleted, "repointed", r.Repointed,
 			"new_files", r.NewFiles, "stale", r.Stale, "without_record", r.NoRecord, "torn_bytes", r.TornBytes)
 	}
 	for _, p := range r.Problems {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -205,4 +206,54 @@ func TestRecoverNoStore(t *testing.T) {
 	if _, err := Recover(t.TempDir(), nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Recover of an empty directory: %v, want ErrNotFound", err)
 	}
+}
+
+// TestReconcileLostCompaction loses the batch of a compaction that went on
+// to remove the files it copied from: the catalog then names files that
+// are gone, and Open repoints those packets to the copies, found by their
+// put records in the compaction's output files.
+func TestReconcileLostCompaction(t *testing.T) {
+	spec := reconcileSpec()
+	dir := t.TempDir()
+	o := &Options{BlobFileSize: 4 * format.Alignment}
+	db := openDisk(t, dir, o)
+	kept := map[format.PacketID]*Packet{}
+	var ids []format.PacketID
+	for i := range 8 {
+		p := floatPacket(spec, "ns", 8+i, 0, 0, uint64(i))
+		id, err := db.Put(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept[id] = p
+		ids = append(ids, id)
+	}
+	var gone []format.PacketID
+	for _, i := range []int{0, 3} {
+		if err := db.Delete("ns", spec.Fingerprint(), ids[i]); err != nil {
+			t.Fatal(err)
+		}
+		delete(kept, ids[i])
+		gone = append(gone, ids[i])
+	}
+	db.Close()
+	restore := snapshotCatalog(t, dir)
+	db = openDisk(t, dir, o)
+	rep, err := db.Compact(context.Background(), CompactOptions{LiveRatio: 1})
+	if err != nil || len(rep.Rewritten) == 0 {
+		t.Fatalf("compact: %v %+v", err, rep)
+	}
+	db.Close()
+	for _, num := range rep.Rewritten {
+		if _, err := os.Stat(filepath.Join(dir, blobsDirName, fmt.Sprintf("%06d.blob", num))); !os.IsNotExist(err) {
+			t.Fatalf("compacted file %06d still on disk (%v): the fixture needs it gone", num, err)
+		}
+	}
+	restore()
+	db = openDisk(t, dir, o)
+	defer db.Close()
+	if r := db.Stats().Reconciled; r.Repointed == 0 || len(r.Problems) != 0 {
+		t.Errorf("reconciled %+v", r)
+	}
+	wantPackets(t, db, spec, kept, gone)
 }
