@@ -22,10 +22,14 @@ func AlignUp(n, a uint64) (uint64, bool) {
 
 // FormatMajor is the on-disk format this code writes. A store whose FORMAT
 // file names a newer major version is refused; minor versions only add
-// things older readers may ignore.
+// things older readers may ignore. Minor 1 added the put record leading
+// each packet extent, tombstone extents and the catalog's next-record
+// sequence (put_record.go, tombstone.go): a 1.0 reader serves such a store
+// (it reads chunks where the header says, and ignores the rest), a 1.1
+// reader serves a 1.0 store but cannot rebuild its catalog from it.
 const (
 	FormatMajor uint16 = 1
-	FormatMinor uint16 = 0
+	FormatMinor uint16 = 1
 )
 
 // FORMAT file, 20 bytes:

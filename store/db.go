@@ -38,6 +38,8 @@ type DB struct {
 	models sync.Map // format.Fingerprint -> *format.ModelSpec known to be catalogued
 	st     counters
 	ops    opsState // compaction, GC, capacity, access statistics, events (ops.go)
+
+	reconciled ReconcileReport // what Open found in the blob log (reconcile.go)
 }
 
 // enter starts a call: ErrClosed after Close. Every successful enter is

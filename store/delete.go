@@ -4,11 +4,15 @@ import (
 	"fmt"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
-// Delete removes packet id of namespace ns, stored for model, from the
-// catalog in one synced batch: afterwards Get and List no longer find it.
+// Delete removes packet id of namespace ns, stored for model: it appends a
+// tombstone extent to the blob log and fdatasyncs it (so that a catalog
+// rebuilt from the blob log keeps the packet deleted), then removes the
+// packet from the catalog in one synced batch: afterwards Get and List no
+// longer find it.
 // Its extent's bytes become dead (see Stats and BlobFiles); Views already
 // taken keep reading them until released, and space is reclaimed by
 // compaction. It is ErrNotFound if absent, ErrModelMismatch if stored for
@@ -32,20 +36,102 @@ func (db *DB) deleteLocked(ns string, model format.Fingerprint, id format.Packet
 		return fmt.Errorf("%w: delete packet %s: blob file %06d's record does not account for its extent",
 			ErrCorruption, id.Short(), h.BlobFile)
 	}
-	r.LiveBytes -= h.ExtentLength
-	r.DeadBytes += h.ExtentLength
-	r.LiveExtents--
-	b := db.cat.DB.NewBatch()
-	defer b.Close()
-	_ = b.Delete(catalog.HeaderKey(ns, id), nil)
-	_ = b.Delete(catalog.IndexKey(ns, h.Model, id), nil)
-	_ = b.Set(catalog.BlobFileKey(r.Num), encodeBlobRecord(&r), nil)
-	deleteOpsKeys(b, ns, id)
-	if err := db.commit(b); err != nil {
+	t := &format.Tombstone{Seq: db.w.Seq, Namespace: ns, ID: id, Model: h.Model}
+	a, n, err := db.appendTombstone(t)
+	if err != nil {
 		return fmt.Errorf("delete packet %s: %w", id.Short(), err)
 	}
-	db.setRecords(r)
+	if err := db.commitDelete(h, a, n); err != nil {
+		if a.Fresh {
+			db.dropFile(a.Num)
+		}
+		db.w.Abandon()
+		return fmt.Errorf("delete packet %s: %w", id.Short(), err)
+	}
 	db.st.deletes.Add(1)
 	db.afterDelete(h, EventPacketRemoved)
+	return nil
+}
+
+// appendTombstone writes t's extent at the end of the active file and
+// fdatasyncs it; it returns the file and the extent's length. On error the
+// writer has abandoned the file (the next extent overwrites the bytes).
+func (db *DB) appendTombstone(t *format.Tombstone) (*bloblog.Active, uint64, error) {
+	rec, err := format.EncodeTombstone(t)
+	if err != nil {
+		return nil, 0, err
+	}
+	a, err := db.w.Prepare(format.Alignment)
+	if err != nil {
+		return nil, 0, err
+	}
+	if a.Fresh {
+		db.addFile(BlobFileInfo{Num: a.Num, Size: a.End})
+	}
+	n, err := bloblog.WriteRecordExtent(a.F, a.Path, a.End, rec, t.ID)
+	if err == nil {
+		db.st.bytesWritten.Add(n)
+		err = timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData)
+		if err != nil {
+			err = fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
+		}
+	}
+	if err != nil {
+		if a.Fresh {
+			db.dropFile(a.Num)
+		}
+		db.w.Abandon()
+		return nil, 0, err
+	}
+	return a, n, nil
+}
+
+// commitDelete commits, in one synced batch, the removal of h's header,
+// index entry and access records, its extent's file record (the extent
+// now dead), the active file's record with the tombstone's n dead bytes,
+// records of files sealed since the last batch, the next record sequence
+// and, for a new file, the next file number.
+func (db *DB) commitDelete(h *format.PacketHeader, a *bloblog.Active, n uint64) error {
+	recs := map[uint32]BlobFileInfo{}
+	for _, num := range db.w.Sealed {
+		if s, ok := db.record(num); ok {
+			s.Sealed = true
+			recs[num] = s
+		}
+	}
+	r, _ := db.record(h.BlobFile)
+	if s, ok := recs[r.Num]; ok {
+		r = s
+	}
+	r.KillExtent(h.ExtentLength)
+	recs[r.Num] = r
+	t, ok := recs[a.Num]
+	if !ok {
+		t, _ = db.record(a.Num)
+	}
+	t.Size = a.End + n
+	t.DeadBytes += n
+	t.Extents++
+	recs[a.Num] = t
+	b := db.cat.DB.NewBatch()
+	defer b.Close()
+	_ = b.Delete(catalog.HeaderKey(h.Namespace, h.ID), nil)
+	_ = b.Delete(catalog.IndexKey(h.Namespace, h.Model, h.ID), nil)
+	deleteOpsKeys(b, h.Namespace, h.ID)
+	out := make([]BlobFileInfo, 0, len(recs))
+	for _, rec := range recs {
+		_ = b.Set(catalog.BlobFileKey(rec.Num), encodeBlobRecord(&rec), nil)
+		out = append(out, rec)
+	}
+	if a.Fresh {
+		_ = b.Set(catalog.KeyNextBlob, encodeSequence(a.Num+1), nil)
+	}
+	_ = b.Set(catalog.KeyRecordSeq, format.EncodeRecordSeq(db.w.Seq+1), nil)
+	if err := db.commit(b); err != nil {
+		return err
+	}
+	db.w.Committed(n)
+	db.w.Seq++
+	db.setRecords(out...)
 	return nil
 }

@@ -29,7 +29,9 @@
 // over format, which owns every on-disk byte:
 //
 //	store                    DB, Options, errors, Put/Get/View, Assemble, artifacts, span memory calls,
-//	                         maintenance calls; write.go: the one writer preamble (db.write, db.exclusive)
+//	                         maintenance calls; write.go: the one writer preamble (db.write, db.exclusive);
+//	                         reconcile.go and recover.go: the catalog brought up to date with, or
+//	                         rebuilt from, the blob log's put records and tombstones
 //	store/internal/maint     Verify, Check, Compaction (pick, copy, batch), PlanGC; the walk over every
 //	                         catalogued extent (WalkRefs), extent regions and trailers, DiskFiles;
 //	                         reads through maint.Store (catalog, FS, dir, Files registry interface)
@@ -51,11 +53,12 @@
 //	                         use through Records, factors, resident rows, Routing), ContextID
 //	store/internal/catalog   the Pebble catalog (open, get, scan, synced commit, fatal-error guard),
 //	                         every catalog key, the blob file record (BlobFile), the FORMAT file
-//	store/internal/bloblog   blob files and extents: append (Writer, WriteExtent, pwritev, writeback),
+//	store/internal/bloblog   blob files and extents: append (Writer, WriteExtent, pwritev, writeback,
+//	                         WriteRecordExtent), Scan (whole extents found without the catalog),
 //	                         read (File: refs, mmap, copies, verified-chunk cache, Chunk, ChunkError),
 //	                         CRC32C combine and streaming, read-ahead advice
 //	format                   every record's bytes: KVPH, KVMS, KVBF, KVSQ, KVAC, KVAR, KVSP, KVSF,
-//	                         KVKS, the positions bitmap, FORMAT, blob header, trailer
+//	                         KVKS, KVPR, KVTS, KVRS, the positions bitmap, FORMAT, blob header, trailer
 //
 // Floors, top to bottom: gpusource, promstore and admin (adapters over the
 // store); store; maint, access, assemble, view and events; spanmem;

@@ -25,7 +25,13 @@ const (
 // is, at its first read, a blob file whose intact header claims one. A
 // directory with blob files or catalog records but no FORMAT file is
 // refused with ErrCorruption: it is a store that lost its FORMAT file, and
-// a new one is never started over it. A nil opts means the defaults.
+// a new one is never started over it. Before serving, Open reconciles the
+// catalog with the blob log: put records and tombstones synced past the
+// catalogued ends of the blob files (a batch a crash or a damaged WAL lost)
+// are applied, and reported in Stats().Reconciled; a read-only open that
+// finds any is refused with ErrCorruption (reconcile.go). A missing or
+// unreadable catalog is refused; Recover rebuilds it from the blob files.
+// A nil opts means the defaults.
 func Open(dir string, opts *Options) (*DB, error) {
 	var o Options
 	if opts != nil {
@@ -89,6 +95,8 @@ func (db *DB) open() error {
 		if err := db.writeFormat(); err != nil {
 			return err
 		}
+	} else if err := db.reconcile(); err != nil {
+		return err
 	}
 	return db.load()
 }

@@ -79,6 +79,9 @@ func (db *DB) putLocked(p *Packet, chunkLen uint64, fp format.Fingerprint, id fo
 	if err != nil {
 		return err
 	}
+	if err := reservePutRecord(q, &lay, fp, id, db.w.Seq); err != nil {
+		return fmt.Errorf("put packet %s: %w", id.Short(), err)
+	}
 	if err := db.makeRoom(lay.Length); err != nil {
 		return fmt.Errorf("put packet %s: %w", id.Short(), err)
 	}
@@ -114,23 +117,55 @@ func (db *DB) put(p *Packet, lay *bloblog.Layout, fp format.Fingerprint, id form
 	return nil
 }
 
-// append writes the extent at the end of a, syncs it and commits the batch.
-func (db *DB) append(a *bloblog.Active, lay *bloblog.Layout, p *Packet, fp format.Fingerprint, id format.PacketID) error {
-	off := a.End
-	crcs, err := bloblog.WriteExtent(a.F, db.rawFd(a.F), a.Path, off, lay, p.chunkSource, id)
+// putRecords is false only in tests that write packet extents as format
+// 1.0 did, without a put record.
+var putRecords = true
+
+// reservePutRecord makes room at the start of the extent laid out as lay
+// for the put record (format/put_record.go) that will lead it. The
+// record's length does not depend on the values of the CRCs, offsets and
+// lengths it holds, so a probe header at a stand-in position measures it.
+func reservePutRecord(p *Packet, lay *bloblog.Layout, fp format.Fingerprint, id format.PacketID, seq uint64) error {
+	if !putRecords {
+		return nil
+	}
+	if err := lay.SetPrefix(format.ChunkAlignment); err != nil {
+		return err
+	}
+	probe := newHeader(p, fp, id, 1, format.BlobHeaderSize, lay, make([]uint32, lay.Chunks))
+	rec, err := format.EncodePutRecord(seq, probe, p.Model)
 	if err != nil {
 		return err
+	}
+	return lay.SetPrefix(uint64(len(rec)))
+}
+
+// append writes the extent at the end of a, led by its put record, syncs
+// it and commits the batch.
+func (db *DB) append(a *bloblog.Active, lay *bloblog.Layout, p *Packet, fp format.Fingerprint, id format.PacketID) error {
+	off := a.End
+	var h *format.PacketHeader
+	lead := func(crcs []uint32) ([]byte, error) {
+		h = newHeader(p, fp, id, a.Num, off, lay, crcs)
+		return format.EncodePutRecord(db.w.Seq, h, p.Model)
+	}
+	crcs, err := bloblog.WriteExtent(a.F, db.rawFd(a.F), a.Path, off, lay, p.chunkSource, lead, id)
+	if err != nil {
+		return err
+	}
+	if h == nil { // no put record (putRecords off)
+		h = newHeader(p, fp, id, a.Num, off, lay, crcs)
 	}
 	db.st.bytesWritten.Add(lay.Length)
 	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData); err != nil {
 		return fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
 	}
-	h := newHeader(p, fp, id, a.Num, off, lay, crcs)
 	recs, err := db.commitPut(h, p.Model, a, lay.Length)
 	if err != nil {
 		return err
 	}
 	db.w.Committed(lay.Length)
+	db.w.Seq++
 	db.setRecords(recs...)
 	spec := *p.Model
 	db.models.LoadOrStore(fp, &spec)
@@ -177,7 +212,8 @@ func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32
 
 // commitPut commits, in one synced batch, the header, its index entry, the
 // model spec if it is new, the blob file's record, records of files sealed
-// since the last batch and, for a new file, the next file number. It
+// since the last batch, the next record sequence and, for a new file, the
+// next file number. It
 // returns the records it wrote.
 func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *bloblog.Active, n uint64) ([]BlobFileInfo, error) {
 	hv, err := format.EncodeHeader(h)
@@ -210,6 +246,7 @@ func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *bloblog.
 	if a.Fresh {
 		_ = b.Set(catalog.KeyNextBlob, encodeSequence(a.Num+1), nil)
 	}
+	_ = b.Set(catalog.KeyRecordSeq, format.EncodeRecordSeq(db.w.Seq+1), nil)
 	if err := db.commit(b); err != nil {
 		return nil, err
 	}

@@ -2,11 +2,13 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -28,41 +30,19 @@ func wrapsSentinel(err error) bool {
 }
 
 // TestCatalogFileFlips flips bits in every kind of catalog file of a closed
-// on-disk store (the SST, the WAL, MANIFEST, OPTIONS, markers) and
-// truncates each, then opens the store and reads every packet back. Each
-// case must either read every packet exactly or fail with an error
-// wrapping a store sentinel: never a panic, never a wrong tensor, never an
-// error without a sentinel. Cases where the store opens and an acknowledged
-// packet is gone (ErrNotFound: WAL damage ends Pebble's log early) are
-// counted and logged, not failed: preventing them needs the catalog to be
-// rebuilt from the blob log, which is an open finding (RELIABILITY.md).
+// on-disk store (the SST, the WAL, MANIFEST, OPTIONS, markers), truncates
+// each at several lengths (the WAL at more), removes each and removes the
+// whole catalog directory, then opens the store, reads every packet back
+// and runs Check. The store holds acknowledged packets and deleted ones,
+// some deleted in the SST, some only in the WAL. Each case must either give
+// exactly the acknowledged set (every packet exact, every deleted packet
+// ErrNotFound, Check clean) or fail with an error wrapping a store
+// sentinel: never a panic, a wrong tensor, an error without a sentinel, a
+// lost acknowledged packet or a deleted one back. Every refused case is
+// then rebuilt with Recover and must give exactly the acknowledged set.
 func TestCatalogFileFlips(t *testing.T) {
-	spec := &format.ModelSpec{Architecture: "llama", Layers: 2, KVHeads: 1, HeadDim: 8, DType: format.DTypeF32,
-		RoPE: format.RoPE{Style: format.RoPEInterleaved, Theta: 10000}, WeightsID: "catalog-flips"}
-	golden := t.TempDir()
-	db, err := Open(golden, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []format.PacketID
-	var packets []*Packet
-	for i := range 6 {
-		p := floatPacket(spec, "ns", 8+i, 0, 0, uint64(i))
-		id, err := db.Put(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, packets = append(ids, id), append(packets, p)
-		if i == 3 { // packets 0-3 in an SST, 4-5 in the WAL only
-			if err := db.cat.DB.Flush(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	catDir := filepath.Join(golden, catalogDirName)
+	fx := newFlipsFixture(t)
+	catDir := filepath.Join(fx.dir, catalogDirName)
 	entries, err := os.ReadDir(catDir)
 	if err != nil {
 		t.Fatal(err)
@@ -74,67 +54,147 @@ func TestCatalogFileFlips(t *testing.T) {
 	sort.Strings(files)
 	kinds := map[string]int{}
 	rng := rand.New(rand.NewPCG(15, 15))
-	var cases, exact, refused, lost int
+	var cases, exact, refused, recovered int
+	run := func(kind, what string, mutate func(dir string)) {
+		kinds[kind]++
+		cases++
+		dir := t.TempDir()
+		copyStore(t, fx.dir, dir)
+		mutate(dir)
+		switch out := fx.openAndRead(dir); out {
+		case "exact":
+			exact++
+			return
+		case "refused":
+			refused++
+		default:
+			t.Errorf("%s %s: %s", kind, what, out)
+			return
+		}
+		if _, err := Recover(dir, nil); err != nil {
+			t.Errorf("%s %s: refused, then Recover: %v", kind, what, err)
+			return
+		}
+		if out := fx.openAndRead(dir); out != "exact" {
+			t.Errorf("%s %s: refused, then after Recover: %s", kind, what, out)
+			return
+		}
+		recovered++
+	}
 	for _, name := range files {
 		orig, err := os.ReadFile(filepath.Join(catDir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		kind := catalogFileKind(name)
-		type mutation struct {
-			what string
-			data []byte
+		write := func(b []byte) func(string) {
+			return func(dir string) {
+				if err := os.WriteFile(filepath.Join(dir, catalogDirName, name), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
-		var muts []mutation
 		if len(orig) > 0 {
 			for _, off := range sampleOffsets(rng, len(orig), 48) {
 				b := bytes.Clone(orig)
 				b[off] ^= 1 << (off % 8)
-				muts = append(muts, mutation{fmt.Sprintf("bit %d of byte %d", off%8, off), b})
+				run(kind, fmt.Sprintf("%s: bit %d of byte %d", name, off%8, off), write(b))
 			}
 		}
-		for _, n := range []int{0, len(orig) / 2, len(orig) - 1} {
+		lengths := []int{0, len(orig) / 2, len(orig) - 1}
+		if kind == "wal" {
+			for i := 1; i < 16; i++ {
+				lengths = append(lengths, len(orig)*i/16)
+			}
+		}
+		for _, n := range lengths {
 			if n >= 0 && n < len(orig) {
-				muts = append(muts, mutation{fmt.Sprintf("truncated to %d", n), orig[:n]})
+				run(kind, fmt.Sprintf("%s: truncated to %d", name, n), write(orig[:n]))
 			}
 		}
-		muts = append(muts, mutation{"removed", nil})
-		for _, m := range muts {
-			kinds[kind]++
-			cases++
-			dir := t.TempDir()
-			copyStore(t, golden, dir)
-			path := filepath.Join(dir, catalogDirName, name)
-			if m.data == nil {
-				if err := os.Remove(path); err != nil {
-					t.Fatal(err)
-				}
-			} else if err := os.WriteFile(path, m.data, 0o644); err != nil {
+		run(kind, name+": removed", func(dir string) {
+			if err := os.Remove(filepath.Join(dir, catalogDirName, name)); err != nil {
 				t.Fatal(err)
 			}
-			switch out := openAndRead(dir, spec, ids, packets); {
-			case out == "exact":
-				exact++
-			case out == "refused":
-				refused++
-			case out == "lost":
-				lost++
-			default:
-				t.Errorf("%s (%s) %s: %s", name, kind, m.what, out)
-			}
-		}
+		})
 	}
-	t.Logf("%d cases over %v: %d read every packet exactly, %d refused with a sentinel, %d opened and lost acknowledged packets (ErrNotFound)",
-		cases, kinds, exact, refused, lost)
-	if exact == 0 || exact+refused+lost != cases {
-		t.Fatalf("campaign did not run as planned: %d exact of %d", exact, cases)
+	run("dir", "catalog directory removed", func(dir string) {
+		if err := os.RemoveAll(filepath.Join(dir, catalogDirName)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("%d cases over %v: %d gave exactly the acknowledged set, %d refused with a sentinel (%d of them then rebuilt exactly by Recover), %d failed",
+		cases, kinds, exact, refused, recovered, cases-exact-refused)
+	if exact == 0 || exact+refused != cases || recovered != refused {
+		t.Fatalf("campaign did not run as planned: %d exact, %d refused, %d recovered of %d", exact, refused, recovered, cases)
 	}
 }
 
-// openAndRead opens the store in dir read-write, reads every packet and
-// says how it went: "exact", "refused" (an error wrapping a sentinel), or
-// what went wrong.
-func openAndRead(dir string, spec *format.ModelSpec, ids []format.PacketID, packets []*Packet) (out string) {
+// flipsFixture is a closed on-disk store: acknowledged packets (kept) and
+// packets put then deleted (gone), the catalog's SST holding the first
+// puts and a delete, its WAL the rest.
+type flipsFixture struct {
+	dir     string
+	spec    *format.ModelSpec
+	kept    []format.PacketID
+	packets []*Packet
+	gone    []format.PacketID
+}
+
+func newFlipsFixture(t *testing.T) *flipsFixture {
+	t.Helper()
+	fx := &flipsFixture{dir: t.TempDir(), spec: &format.ModelSpec{Architecture: "llama", Layers: 2, KVHeads: 1, HeadDim: 8, DType: format.DTypeF32,
+		RoPE: format.RoPE{Style: format.RoPEInterleaved, Theta: 10000}, WeightsID: "catalog-flips"}}
+	db, err := Open(fx.dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byIdx := map[int]format.PacketID{}
+	put := func(i int) {
+		p := floatPacket(fx.spec, "ns", 8+i, 0, 0, uint64(i))
+		id, err := db.Put(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byIdx[i] = id
+		fx.packets = append(fx.packets, p)
+	}
+	del := func(i int) {
+		if err := db.Delete("ns", fx.spec.Fingerprint(), byIdx[i]); err != nil {
+			t.Fatal(err)
+		}
+		fx.gone = append(fx.gone, byIdx[i])
+	}
+	// Puts 0-3 and the delete of 0 flushed into an SST; puts 4-5 and the
+	// deletes of 1 (in the SST) and 4 (in the WAL) in the WAL only.
+	for i := range 4 {
+		put(i)
+	}
+	del(0)
+	if err := db.cat.DB.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	put(4)
+	put(5)
+	del(1)
+	del(4)
+	for i, p := range fx.packets {
+		if !slices.Contains(fx.gone, byIdx[i]) {
+			fx.kept = append(fx.kept, byIdx[i])
+			fx.packets[len(fx.kept)-1] = p
+		}
+	}
+	fx.packets = fx.packets[:len(fx.kept)]
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return fx
+}
+
+// openAndRead opens the store in dir read-write, reads every acknowledged
+// packet, asks for every deleted one and runs Check, and says how it went:
+// "exact", "refused" (an error wrapping a sentinel), or what went wrong.
+func (fx *flipsFixture) openAndRead(dir string) (out string) {
 	defer func() {
 		if r := recover(); r != nil {
 			out = fmt.Sprintf("panic: %v", r)
@@ -148,43 +208,72 @@ func openAndRead(dir string, spec *format.ModelSpec, ids []format.PacketID, pack
 		return fmt.Sprintf("Open error without a sentinel: %v", err)
 	}
 	defer db.Close()
-	refused, lost := false, false
-	for i, id := range ids {
-		v, err := db.Get("ns", spec.Fingerprint(), id)
-		if errors.Is(err, ErrNotFound) {
-			lost = true // an acknowledged packet the catalog no longer knows
-			continue
-		}
-		if err != nil {
-			if !wrapsSentinel(err) {
-				return fmt.Sprintf("Get %d error without a sentinel: %v", i, err)
-			}
+	refused := false
+	for i, id := range fx.kept {
+		switch res := readPacket(db, fx.spec, id, fx.packets[i]); res {
+		case "exact":
+		case "refused":
 			refused = true
-			continue
+		case "absent":
+			return fmt.Sprintf("acknowledged packet %d lost (ErrNotFound)", i)
+		default:
+			return fmt.Sprintf("packet %d: %s", i, res)
 		}
-		for l := range spec.Layers {
-			for kv, want := range [][]byte{packets[i].Layers[l].K, packets[i].Layers[l].V} {
-				got, err := v.Chunk(2*l + kv)
-				if err != nil {
-					v.Release()
-					if !wrapsSentinel(err) {
-						return fmt.Sprintf("Chunk error without a sentinel: %v", err)
-					}
-					return "refused"
+	}
+	for i, id := range fx.gone {
+		v, err := db.Get("ns", fx.spec.Fingerprint(), id)
+		switch {
+		case err == nil:
+			v.Release()
+			return fmt.Sprintf("deleted packet %d is back", i)
+		case errors.Is(err, ErrNotFound):
+		case wrapsSentinel(err):
+			refused = true
+		default:
+			return fmt.Sprintf("Get of deleted packet %d: error without a sentinel: %v", i, err)
+		}
+	}
+	if refused {
+		return "refused"
+	}
+	rep, err := db.Check(context.Background(), nil)
+	switch {
+	case err != nil && wrapsSentinel(err):
+		return "refused"
+	case err != nil:
+		return fmt.Sprintf("Check error without a sentinel: %v", err)
+	case !rep.OK():
+		return fmt.Sprintf("Check findings: %v", rep.Findings)
+	}
+	return "exact"
+}
+
+// readPacket reads packet id and compares it with p: "exact", "absent"
+// (ErrNotFound), "refused" (another sentinel) or what went wrong.
+func readPacket(db *DB, spec *format.ModelSpec, id format.PacketID, p *Packet) string {
+	v, err := db.Get("ns", spec.Fingerprint(), id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return "absent"
+	case err != nil && wrapsSentinel(err):
+		return "refused"
+	case err != nil:
+		return fmt.Sprintf("Get error without a sentinel: %v", err)
+	}
+	defer v.Release()
+	for l := range spec.Layers {
+		for kv, want := range [][]byte{p.Layers[l].K, p.Layers[l].V} {
+			got, err := v.Chunk(2*l + kv)
+			if err != nil {
+				if !wrapsSentinel(err) {
+					return fmt.Sprintf("Chunk error without a sentinel: %v", err)
 				}
-				if !bytes.Equal(got, want) {
-					v.Release()
-					return fmt.Sprintf("packet %d layer %d: wrong tensor", i, l)
-				}
+				return "refused"
+			}
+			if !bytes.Equal(got, want) {
+				return fmt.Sprintf("layer %d: wrong tensor", l)
 			}
 		}
-		v.Release()
-	}
-	switch {
-	case lost:
-		return "lost"
-	case refused:
-		return "refused"
 	}
 	return "exact"
 }

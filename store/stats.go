@@ -31,6 +31,10 @@ type Stats struct {
 	CatalogSyncTime time.Duration
 
 	OpsStats // compaction, GC, eviction, events, sync latency (stats_ops.go)
+
+	// Reconciled is what Open found in the blob log that the catalog did
+	// not hold, and did about it (reconcile.go).
+	Reconciled ReconcileReport
 }
 
 // counters are the DB's activity counters, updated without locks.
@@ -72,6 +76,7 @@ func (db *DB) Stats() Stats {
 		CatalogSyncs: c.catalogSyncs.Load(), CatalogSyncTime: time.Duration(c.catalogSyncNanos.Load()),
 	}
 	db.opsStats(&s)
+	s.Reconciled = db.reconciled
 	s.BlobFiles, s.SpanMemories = db.blobFiles()
 	var extents uint64
 	for _, f := range s.BlobFiles {

@@ -9,6 +9,10 @@
 //     another goroutine while the writes proceed, combines them into the
 //     trailer's payload CRC (crc.go) and starts writeback every few MiB
 //     (extent.go).
+//   - Scan walks a file's whole extents forward from a known boundary by
+//     their trailers, payload CRC checked, without the catalog (scan.go):
+//     Open's reconciliation and Recover use it. WriteRecordExtent writes a
+//     record (a tombstone) as the whole payload of its own extent.
 //   - File is the read side of one blob file (file.go): a reference count,
 //     its handle, its read-only mappings (mmap on an OS file system, copies
 //     otherwise) and the cache of chunks already verified; Chunk hands out

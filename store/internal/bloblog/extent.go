@@ -28,6 +28,10 @@ type Layout struct {
 	Lens   []uint64       // stored bytes of chunk i; nil when all are ChunkLen
 	Rels   []uint64       // offset of chunk i; nil when i*Stride
 	Codecs []format.Codec // nil when all raw
+
+	// Prefix is the number of bytes before chunk 0, where the put record
+	// goes (SetPrefix); 0 for an extent without one.
+	Prefix uint64
 }
 
 func NewLayout(chunks int, chunkLen uint64) (Layout, error) {
@@ -69,9 +73,9 @@ func NewEncodedLayout(lens []uint64, raw uint64, codecs []format.Codec) (Layout,
 
 func (l *Layout) Rel(i int) uint64 {
 	if l.Rels != nil {
-		return l.Rels[i]
+		return l.Prefix + l.Rels[i]
 	}
-	return uint64(i) * l.Stride
+	return l.Prefix + uint64(i)*l.Stride
 }
 
 // size is chunk i's stored length.
@@ -80,6 +84,24 @@ func (l *Layout) Size(i int) uint64 {
 		return l.Lens[i]
 	}
 	return l.ChunkLen
+}
+
+// SetPrefix reserves the first n bytes of the extent (rounded up to
+// format.ChunkAlignment) for a record that leads it, the put record
+// (format/put_record.go): every chunk moves up by that much, and the
+// payload the trailer's CRC covers starts at the extent's first byte, the
+// record included.
+func (l *Layout) SetPrefix(n uint64) error {
+	p, ok := format.AlignUp(n, format.ChunkAlignment)
+	if !ok || l.Payload+p < l.Payload {
+		return fmt.Errorf("%w: extent prefix of %d bytes overflows", ErrInvalidArgument, n)
+	}
+	l.Payload += p - l.Prefix
+	l.Prefix = p
+	if l.Length, ok = format.ExtentLength(l.Payload); !ok {
+		return fmt.Errorf("%w: extent of %d bytes overflows", ErrInvalidArgument, l.Payload)
+	}
+	return nil
 }
 
 // codec is chunk i's codec.
@@ -112,13 +134,16 @@ const (
 
 // WriteExtent writes the extent of packet (or context) id at off in f:
 // every chunk i straight from the caller's buffer chunk(i) (gathered into vectored writes when fd is f's OS
-// descriptor, see writeChunks), zero padding, and the trailer.
+// descriptor, see writeChunks), zero padding, and the trailer. With a
+// prefix (l.Prefix > 0) lead is called once the chunks' CRCs are known and
+// returns the record that leads the extent, at most l.Prefix bytes (the
+// rest of the prefix is zeroed); the payload CRC covers it.
 // Every byte of the extent is written, so stale bytes of an earlier,
 // uncommitted attempt never survive in it. It returns the chunks' CRC32Cs,
 // computed from the same buffers (concurrently with the writes for large
 // extents) and combined into the trailer's payload CRC without another pass.
 // It does not return before it has stopped reading the buffers.
-func WriteExtent(f vfs.File, fd uintptr, name string, off uint64, l *Layout, chunk func(i int) []byte, id format.PacketID) ([]uint32, error) {
+func WriteExtent(f vfs.File, fd uintptr, name string, off uint64, l *Layout, chunk func(i int) []byte, lead func(crcs []uint32) ([]byte, error), id format.PacketID) ([]uint32, error) {
 	crcs := make([]uint32, l.Chunks)
 	crcDone := computeCRCs(crcs, chunk, l.Payload >= parallelCRCMin)
 	err := writeChunks(f, fd, name, off, l, chunk)
@@ -126,8 +151,25 @@ func WriteExtent(f vfs.File, fd uintptr, name string, off uint64, l *Layout, chu
 	if err != nil {
 		return nil, err
 	}
+	var crc uint32
+	if l.Prefix > 0 {
+		rec, err := lead(crcs)
+		if err != nil {
+			return nil, err
+		}
+		if uint64(len(rec)) > l.Prefix {
+			return nil, fmt.Errorf("%w: extent's leading record of %d bytes exceeds its %d-byte prefix", ErrInvalidArgument, len(rec), l.Prefix)
+		}
+		p := make([]byte, l.Prefix)
+		copy(p, rec)
+		if err := WriteAt(f, name, p, off); err != nil {
+			return nil, err
+		}
+		crc = CRC(p)
+	}
+	crc = CRCCombine(crc, PayloadCRC(l, crcs), l.Payload-l.Prefix)
 	tail := make([]byte, l.Length-l.Payload)
-	t := format.Trailer{Packet: id, Offset: off, PayloadLen: l.Payload, PayloadCRC: PayloadCRC(l, crcs)}
+	t := format.Trailer{Packet: id, Offset: off, PayloadLen: l.Payload, PayloadCRC: crc}
 	copy(tail[len(tail)-format.TrailerSize:], t.Encode())
 	if err := WriteAt(f, name, tail, off+l.Payload); err != nil {
 		return nil, err
@@ -161,7 +203,7 @@ func computeCRCs(crcs []uint32, chunk func(i int) []byte, async bool) <-chan str
 // one WriteAt per buffer through f.
 func writeChunks(f vfs.File, fd uintptr, name string, off uint64, l *Layout, chunk func(i int) []byte) error {
 	var zeros [format.ChunkAlignment]byte
-	w := gatherWriter{f: f, fd: fd, name: name, at: off}
+	w := gatherWriter{f: f, fd: fd, name: name, at: off + l.Prefix}
 	writeback, pending := true, uint64(0)
 	for i := range l.Chunks {
 		at := off + l.Rel(i)
@@ -233,8 +275,9 @@ func (w *gatherWriter) flush() error {
 	return nil
 }
 
-// PayloadCRC is the CRC32C of the payload: the chunks and the zero padding
-// between them, derived from the chunks' CRCs.
+// PayloadCRC is the CRC32C of the chunks and the zero padding between
+// them, derived from the chunks' CRCs: the payload's CRC when the extent
+// has no prefix.
 func PayloadCRC(l *Layout, crcs []uint32) uint32 {
 	var zeros [format.ChunkAlignment]byte
 	var crc uint32

@@ -24,6 +24,10 @@ type Writer struct {
 	// sealed lists files sealed in memory whose records still say unsealed;
 	// the next batch writes them.
 	Sealed []uint32
+	// Seq is the sequence number the next put record or tombstone gets
+	// (format/put_record.go): the catalog's next-record value, advanced by
+	// the store once a batch holding it commits.
+	Seq uint64
 }
 
 // Active is the file extents are appended to.

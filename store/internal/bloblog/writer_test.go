@@ -67,7 +67,7 @@ func appendExtent(w *Writer, e *testExtent) (*Active, uint64, []uint32, error) {
 		return nil, 0, nil, err
 	}
 	off := a.End
-	crcs, err := WriteExtent(a.F, vfs.InvalidFd, a.Path, off, &e.lay, e.chunk, e.id)
+	crcs, err := WriteExtent(a.F, vfs.InvalidFd, a.Path, off, &e.lay, e.chunk, nil, e.id)
 	if err == nil {
 		err = a.F.SyncData()
 	}
@@ -109,7 +109,7 @@ func TestWriterCrash(t *testing.T) {
 	if _, err := w.Prepare(e2.lay.Length); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := WriteExtent(a.F, vfs.InvalidFd, a.Path, a.End, &e2.lay, e2.chunk, e2.id); err != nil {
+	if _, err := WriteExtent(a.F, vfs.InvalidFd, a.Path, a.End, &e2.lay, e2.chunk, nil, e2.id); err != nil {
 		t.Fatal(err)
 	}
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{})

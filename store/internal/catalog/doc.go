@@ -15,6 +15,7 @@
 //	'm' | model fp (32)                                         -> framed model spec ("KVMS")
 //	'b' | blob file number u32 BE                               -> framed blob file record ("KVBF")
 //	's' | "next-blob"                                           -> framed sequence ("KVSQ"): next file number
+//	's' | "next-record"                                         -> framed record sequence ("KVRS"): next put record / tombstone seq
 //	'a' | name len u16 BE | name | model fp (32)                -> framed artifact ("KVAR")
 //	'A' | model fp (32) | name                                  -> empty (ListArtifacts index)
 //	'c' | ns len u16 BE | ns | name len u16 BE | name           -> framed span memory root ("KVSP")

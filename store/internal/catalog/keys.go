@@ -27,6 +27,10 @@ const (
 // KeyNextBlob holds the number of the next blob file to create.
 var KeyNextBlob = []byte{TagSequence, 'n', 'e', 'x', 't', '-', 'b', 'l', 'o', 'b'}
 
+// KeyRecordSeq holds the sequence number the next put record or tombstone
+// written to the blob log gets (format.EncodeRecordSeq).
+var KeyRecordSeq = []byte{TagSequence, 'n', 'e', 'x', 't', '-', 'r', 'e', 'c', 'o', 'r', 'd'}
+
 // NSPrefix is tag | ns len u16 BE | ns, with room for extra more bytes.
 func NSPrefix(tag byte, ns string, extra int) []byte {
 	k := make([]byte, 0, 3+len(ns)+extra)

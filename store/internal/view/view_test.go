@@ -61,7 +61,7 @@ func store(t *testing.T, disk bool) *stored {
 	}
 	off := a.End
 	id := format.PacketID{9}
-	crcs, err := bloblog.WriteExtent(a.F, vfs.InvalidFd, a.Path, off, &lay, func(i int) []byte { return s.chunks[i] }, id)
+	crcs, err := bloblog.WriteExtent(a.F, vfs.InvalidFd, a.Path, off, &lay, func(i int) []byte { return s.chunks[i] }, nil, id)
 	if err == nil {
 		err = a.F.SyncData()
 	}

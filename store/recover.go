@@ -1,0 +1,112 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"time"
+
+	"github.com/kvstore/kvstore/store/internal/bloblog"
+	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/maint"
+)
+
+// RecoverReport is what Recover did.
+type RecoverReport struct {
+	ReconcileReport
+	// MovedAside is where the old catalog directory now is ("" when there
+	// was none); Recover never deletes it.
+	MovedAside string
+	NextBlob   uint32 // the rebuilt catalog's next blob file number
+}
+
+// Recover rebuilds the catalog of the closed store in dir from its blob
+// files: the old catalog directory is renamed DIR/catalog.lost-<UTC time>
+// (never deleted), a new one is created, and every whole extent of every
+// blob file is read: put records (packets written by format 1.1 or later)
+// are re-inserted and tombstones applied, latest sequence first. What it
+// cannot rebuild is counted in the report (NoRecord): span memories,
+// artifacts and packets written before format 1.1, as well as pins and
+// access statistics. A packet deleted before a compaction or GC removed
+// the file holding its tombstone, while an older file still holds its
+// extent, comes back (docs/format.md, "Rebuilding the catalog").
+//
+// It takes DIR/LOCK (ErrLocked while the store is open); a directory
+// without a FORMAT file is ErrNotFound. Open the store afterwards as
+// usual; run Check to see the rebuilt accounting.
+func Recover(dir string, opts *Options) (*RecoverReport, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.ReadOnly, o.MustExist = false, true
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o.EnsureDefaults()
+	fs := o.FS
+	found, err := catalog.ReadFormat(fs, dir)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: no store at %s (no FORMAT file)", ErrNotFound, dir)
+	}
+	lock, err := fs.Lock(fs.PathJoin(dir, lockFileName))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
+	}
+	defer lock.Close()
+	rep := &RecoverReport{}
+	catDir := fs.PathJoin(dir, catalogDirName)
+	if _, err := fs.Stat(catDir); err == nil {
+		rep.MovedAside = fs.PathJoin(dir, catalogDirName+".lost-"+time.Now().UTC().Format("20060102T150405.000000000"))
+		if err := fs.Rename(catDir, rep.MovedAside); err != nil {
+			return nil, fmt.Errorf("store: recover: move %s aside: %w", catDir, err)
+		}
+		if err := bloblog.SyncDir(fs, dir); err != nil {
+			return nil, err
+		}
+	} else if !errors.Is(err, iofs.ErrNotExist) {
+		return nil, fmt.Errorf("store: recover: stat %s: %w", catDir, err)
+	}
+	cat, err := openCatalog(catDir, &o)
+	if err != nil {
+		return nil, err
+	}
+	rc := &reconciler{fs: fs, dir: fs.PathJoin(dir, blobsDirName), cat: cat, full: true}
+	r, err := rc.run(false)
+	if err == nil {
+		rep.ReconcileReport, rep.NextBlob = *r, rc.nextBlob()
+	}
+	if cerr := cat.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("store: recover: close the new catalog: %w", cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// nextBlob is the next blob file number the reconciled catalog holds:
+// past every file on disk after a full rebuild, so that no file is
+// created over one it left uncatalogued.
+func (rc *reconciler) nextBlob() uint32 {
+	n := rc.next
+	for num := range rc.recs {
+		n = max(n, num+1)
+	}
+	if rc.full {
+		n = max(n, rc.lastDisk+1)
+	}
+	return n
+}
+
+// diskMax is the highest blob file number in disk.
+func diskMax(disk map[uint32]uint64) uint32 {
+	keys := maint.SortedKeys(disk)
+	if len(keys) == 0 {
+		return 0
+	}
+	return keys[len(keys)-1]
+}
