@@ -32,7 +32,9 @@ type SkippedFile = maint.SkippedFile
 // new place in the same batch, and SpanReaders opened before keep reading.
 // A file with a chunk, block or trailer that fails verification, or a span
 // memory head record that is missing or bad, is skipped and reported,
-// never copied. Compact is crash-safe at every step and idempotent.
+// never copied. Compact is crash-safe at every step and idempotent. While
+// the store holds new data for lack of disk space (space.go) it fails with
+// ErrNoSpace: delete and GC first.
 func (db *DB) Compact(ctx context.Context, o CompactOptions) (*CompactReport, error) {
 	var rep *CompactReport
 	err := db.write("compact", func() error {
@@ -44,6 +46,9 @@ func (db *DB) Compact(ctx context.Context, o CompactOptions) (*CompactReport, er
 		}
 		return nil
 	}, func() (err error) {
+		if db.w.Hold != nil {
+			return fmt.Errorf("compact: %w", db.w.Hold)
+		}
 		rep, err = db.compactLocked(ctx, &o)
 		return err
 	})

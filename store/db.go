@@ -37,7 +37,8 @@ type DB struct {
 
 	models sync.Map // format.Fingerprint -> *format.ModelSpec known to be catalogued
 	st     counters
-	ops    opsState // compaction, GC, capacity, access statistics, events (ops.go)
+	ops    opsState   // compaction, GC, capacity, access statistics, events (ops.go)
+	space  spaceState // the disk space reserve (space.go)
 }
 
 // enter starts a call: ErrClosed after Close. Every successful enter is

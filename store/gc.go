@@ -26,7 +26,10 @@ type GCReport = maint.GCReport
 //   - files other than the active one with bytes past their catalogued
 //     size (a crashed append): rewritten by a compaction of those files.
 //
-// The active file's tail is left: the next write overwrites it. GC holds
+// The active file's tail is left: the next write overwrites it. While the
+// store holds new data for lack of disk space (space.go), tails are not
+// rewritten (a rewrite needs room), and GC ends by re-creating the space
+// reserve once the room it freed allows. GC holds
 // the writer lock; readers keep working. It is crash-safe (records go
 // before files) and idempotent.
 func (db *DB) GC(ctx context.Context) (*GCReport, error) {
@@ -56,12 +59,13 @@ func (db *DB) gcLocked(ctx context.Context) (*GCReport, error) {
 	if err := db.dropDeadRecords(rep, plan.Dead, active, disk); err != nil {
 		return nil, err
 	}
-	if tails := plan.Tails; len(tails) > 0 {
+	if tails := plan.Tails; len(tails) > 0 && db.w.Hold == nil {
 		if rep.Compaction, err = db.compactLocked(ctx, &CompactOptions{Files: tails}); err != nil {
 			return rep, err
 		}
 		rep.BytesReclaimed += rep.Compaction.BytesReclaimed
 	}
+	db.restoreReserve()
 	db.st.gcRuns.Add(1)
 	db.st.reclaimedBytes.Add(rep.BytesReclaimed - compactReclaimed(rep.Compaction))
 	if len(rep.FilesRemoved)+len(rep.RecordsRemoved) > 0 || rep.Compaction != nil {

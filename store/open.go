@@ -39,6 +39,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		files: make(map[uint32]*bloblog.File), recs: make(map[uint32]BlobFileInfo)}
 	db.w = bloblog.Writer{FS: o.FS, Dir: o.FS.PathJoin(dir, blobsDirName), Limit: uint64(o.BlobFileSize), Next: 1}
 	if err := db.open(); err != nil {
+		err = noSpace(err)
 		db.closeFiles()
 		if db.cat != nil {
 			_ = db.cat.Close()
@@ -47,6 +48,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 			_ = db.lock.Close()
 		}
 		return nil, err
+	}
+	if !o.ReadOnly {
+		db.restoreReserve()
 	}
 	db.logOpen()
 	return db, nil
@@ -68,6 +72,11 @@ func (db *DB) open() error {
 	create, err := db.checkFormat()
 	if err != nil {
 		return err
+	}
+	if !db.opts.ReadOnly {
+		if err := db.releaseReserve(); err != nil {
+			return err
+		}
 	}
 	if create {
 		if err := db.fs.MkdirAll(db.w.Dir, 0o755); err != nil {

@@ -24,6 +24,9 @@ type Writer struct {
 	// sealed lists files sealed in memory whose records still say unsealed;
 	// the next batch writes them.
 	Sealed []uint32
+	// Hold, when set, is returned by Prepare: the store refuses new
+	// extents (its disk is nearly full).
+	Hold error
 }
 
 // Active is the file extents are appended to.
@@ -55,8 +58,12 @@ func (w *Writer) seal() {
 }
 
 // prepare returns the file an extent of n bytes goes to, at its end:
-// the active file, reopened after Open if need be, or a new one.
+// the active file, reopened after Open if need be, or a new one; Hold
+// when it is set.
 func (w *Writer) Prepare(n uint64) (*Active, error) {
+	if w.Hold != nil {
+		return nil, w.Hold
+	}
 	if w.needsSeal(n) {
 		w.seal()
 	}
