@@ -21,6 +21,14 @@ import (
 // packet is deleted or the DB closed, until Release. Slices returned by
 // Layer and Chunk must not be written to and must not be used after
 // Release. A View is safe for concurrent use.
+//
+// If the blob file is truncated under the mapping, or the disk fails to
+// read a mapped page, the store's own reads of the view (verification,
+// CopyChunk, Assemble) return an error wrapping ErrCorruption or
+// syscall.EIO instead of letting SIGBUS end the process
+// (store/internal/bloblog/fault.go). Slices Chunk and Layer return alias
+// the mapping: the caller's own reads of them are not guarded, so a caller
+// that must survive such a file uses CopyChunk or Options.DisableMmap.
 type View struct {
 	h      *format.PacketHeader
 	file   *bloblog.File
@@ -107,7 +115,7 @@ func (v *View) Chunk(i int) ([]byte, error) {
 	}
 	if v.verify && !v.file.IsVerified(c.Offset, c.CRC32C) {
 		v.advise()
-		if err := v.file.CheckChunk(v.h, c, b); err != nil {
+		if err := v.file.Guard(func() error { return v.file.CheckChunk(v.h, c, b) }); err != nil {
 			v.st.corruptions.Add(1)
 			return nil, err
 		}

@@ -364,7 +364,15 @@ func (c *Compaction) copyExtent(f *bloblog.File, r *ExtentRef) (movedExtent, str
 	if err != nil {
 		return movedExtent{}, "", err
 	}
-	if bad := CheckRegions(b, r, rs); bad != "" {
+	var bad string
+	err = f.Guard(func() error { bad = CheckRegions(b, r, rs); return nil })
+	if errors.Is(err, format.ErrCorruption) {
+		return movedExtent{}, err.Error(), nil
+	}
+	if err != nil {
+		return movedExtent{}, "", err
+	}
+	if bad != "" {
 		return movedExtent{}, bad, nil
 	}
 	out, err := c.output(r.Length)
