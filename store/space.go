@@ -166,14 +166,18 @@ func (db *DB) hold(on bool) {
 }
 
 // noSpace wraps in ErrNoSpace an error a full disk caused: one wrapping
-// ENOSPC, or a catalog failure (Pebble reports a failed WAL write as a
-// fatal message, not a wrapped error) whose text names it.
+// ENOSPC, or one whose text names it. Pebble flattens some errors into
+// text (a failed WAL write reaches us as a fatal message, a failed
+// MANIFEST write at open as a formatted error), so for those the text is
+// the only trace; they get syscall.ENOSPC wrapped back in.
 func noSpace(err error) error {
-	if err == nil || errors.Is(err, ErrNoSpace) {
+	switch {
+	case err == nil || errors.Is(err, ErrNoSpace):
 		return err
-	}
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, ErrFailed) && strings.Contains(err.Error(), syscall.ENOSPC.Error()) {
+	case errors.Is(err, syscall.ENOSPC):
 		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	case strings.Contains(err.Error(), syscall.ENOSPC.Error()):
+		return fmt.Errorf("%w: %w (%w)", ErrNoSpace, err, syscall.ENOSPC)
 	}
 	return err
 }
