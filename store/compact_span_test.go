@@ -234,7 +234,7 @@ func TestCompactSpanCrashAtEverySync(t *testing.T) {
 			}
 		}
 		check("clone " + c.name)
-		if _, err := db.GC(context.Background()); err != nil {
+		if _, err := db.GC(context.Background(), GCOptions{}); err != nil {
 			t.Fatalf("clone %s: GC: %v", c.name, err)
 		}
 		for _, g := range wantClean(t, db, c.name+" after GC").Garbage {

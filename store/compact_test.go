@@ -219,7 +219,7 @@ func TestCompactCrashAtEverySync(t *testing.T) {
 		}
 		garbage += len(wantClean(t, db, c.name).Garbage)
 		x.checkAll(t, db)
-		if _, err := db.GC(context.Background()); err != nil {
+		if _, err := db.GC(context.Background(), GCOptions{}); err != nil {
 			t.Fatalf("clone %s: GC: %v", c.name, err)
 		}
 		rep := wantClean(t, db, c.name+" after GC")

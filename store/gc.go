@@ -31,18 +31,28 @@ type GCReport = maint.GCReport
 // rewritten (a rewrite needs room), and GC ends by re-creating the space
 // reserve once the room it freed allows. GC holds
 // the writer lock; readers keep working. It is crash-safe (records go
-// before files) and idempotent.
-func (db *DB) GC(ctx context.Context) (*GCReport, error) {
+// before files) and idempotent. o.DryRun reports what GC would remove and
+// rewrite (the tails' compaction as a dry run) and changes nothing.
+func (db *DB) GC(ctx context.Context, o GCOptions) (*GCReport, error) {
 	var rep *GCReport
 	err := db.write("gc", nil, func() (err error) {
-		rep, err = db.gcLocked(ctx)
+		rep, err = db.gcLocked(ctx, &o)
 		return err
 	})
 	return rep, err
 }
 
+// GCOptions tune GC. The zero value reclaims everything GC can.
+type GCOptions struct {
+	// DryRun reports what would be reclaimed and writes nothing.
+	DryRun bool
+	// Progress, if not nil, is passed to the compaction of tails (see
+	// CompactOptions.Progress).
+	Progress func(done, total int64)
+}
+
 // gcLocked is GC; the writer lock is held.
-func (db *DB) gcLocked(ctx context.Context) (*GCReport, error) {
+func (db *DB) gcLocked(ctx context.Context, o *GCOptions) (*GCReport, error) {
 	rep := &GCReport{}
 	disk, err := db.blobFilesOnDisk()
 	if err != nil {
@@ -53,6 +63,9 @@ func (db *DB) gcLocked(ctx context.Context) (*GCReport, error) {
 		active = db.w.Cur.Num
 	}
 	plan := maint.PlanGC(db.BlobFiles(), disk, active, db.isRetiring)
+	if o.DryRun {
+		return db.gcDryRun(ctx, plan, disk)
+	}
 	if err := db.removeUnreferenced(rep, plan.Orphans, disk); err != nil {
 		return nil, err
 	}
@@ -60,7 +73,7 @@ func (db *DB) gcLocked(ctx context.Context) (*GCReport, error) {
 		return nil, err
 	}
 	if tails := plan.Tails; len(tails) > 0 && db.w.Hold == nil {
-		if rep.Compaction, err = db.compactLocked(ctx, &CompactOptions{Files: tails}); err != nil {
+		if rep.Compaction, err = db.compactLocked(ctx, &CompactOptions{Files: tails, Progress: o.Progress}); err != nil {
 			return rep, err
 		}
 		rep.BytesReclaimed += rep.Compaction.BytesReclaimed
@@ -71,6 +84,31 @@ func (db *DB) gcLocked(ctx context.Context) (*GCReport, error) {
 	if len(rep.FilesRemoved)+len(rep.RecordsRemoved) > 0 || rep.Compaction != nil {
 		db.log.Info("store: gc", "dir", db.dir, "files_removed", rep.FilesRemoved, "records_removed", rep.RecordsRemoved,
 			"reclaimed_bytes", rep.BytesReclaimed)
+	}
+	return rep, nil
+}
+
+// gcDryRun is the report plan would give, nothing changed.
+func (db *DB) gcDryRun(ctx context.Context, plan *maint.GCPlan, disk map[uint32]uint64) (*GCReport, error) {
+	rep := &GCReport{}
+	for _, num := range plan.Orphans {
+		rep.FilesRemoved = append(rep.FilesRemoved, num)
+		rep.BytesReclaimed += disk[num]
+	}
+	for _, r := range plan.Dead {
+		rep.RecordsRemoved = append(rep.RecordsRemoved, r.Num)
+		if size, onDisk := disk[r.Num]; onDisk {
+			rep.FilesRemoved = append(rep.FilesRemoved, r.Num)
+			rep.BytesReclaimed += size
+		}
+	}
+	if len(plan.Tails) > 0 && db.w.Hold == nil {
+		c, err := db.compactLocked(ctx, &CompactOptions{Files: plan.Tails, DryRun: true})
+		if err != nil {
+			return nil, err
+		}
+		rep.Compaction = c
+		rep.BytesReclaimed += c.BytesReclaimed
 	}
 	return rep, nil
 }

@@ -79,7 +79,7 @@ func TestReliabilityConcurrentCompaction(t *testing.T) {
 				if _, err := db.Compact(context.Background(), CompactOptions{LiveRatio: 1}); err != nil {
 					return fmt.Errorf("compact: %w", err)
 				}
-				_, err := db.GC(context.Background())
+				_, err := db.GC(context.Background(), GCOptions{})
 				compactions.Add(1)
 				return err
 			})

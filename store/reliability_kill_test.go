@@ -108,7 +108,7 @@ func killChild(dir string, seed uint64) error {
 			if _, err := db.Compact(context.Background(), CompactOptions{LiveRatio: 0.8}); err != nil {
 				return err
 			}
-			if _, err := db.GC(context.Background()); err != nil {
+			if _, err := db.GC(context.Background(), GCOptions{}); err != nil {
 				return err
 			}
 			if err := say("c"); err != nil {

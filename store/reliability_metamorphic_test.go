@@ -169,7 +169,7 @@ func (r *metaRun) step(i int, rng *rand.Rand) {
 		if _, err := r.db.Compact(context.Background(), CompactOptions{LiveRatio: rng.Float64()}); err != nil {
 			r.fatalf(i, "compact: %v", err)
 		}
-		if _, err := r.db.GC(context.Background()); err != nil {
+		if _, err := r.db.GC(context.Background(), GCOptions{}); err != nil {
 			r.fatalf(i, "gc: %v", err)
 		}
 	case x < 96:

@@ -78,7 +78,7 @@ func mixedWorkload(t *testing.T, fs vfs.FS, l *ledger, seed uint64, strict bool)
 			put(l.packets[id])
 		}
 	}
-	_, err = db.GC(context.Background())
+	_, err = db.GC(context.Background(), GCOptions{})
 	fail(err)
 	put(randPacket(spec, "ns", 100, seed*100+99))
 }

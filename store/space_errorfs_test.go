@@ -69,7 +69,7 @@ func spaceWorkload(fs vfs.FS) []error {
 	if len(ids) > 0 {
 		note(db.Delete("ns", spec.Fingerprint(), ids[0]))
 	}
-	_, err = db.GC(context.Background())
+	_, err = db.GC(context.Background(), GCOptions{})
 	note(err)
 	_, err = db.Compact(context.Background(), CompactOptions{LiveRatio: 1})
 	note(err)

@@ -105,7 +105,7 @@ func TestFullDiskReserve(t *testing.T) {
 			t.Fatalf("Delete on a full store: %v", err)
 		}
 	}
-	rep, err := db.GC(t.Context())
+	rep, err := db.GC(t.Context(), GCOptions{})
 	if err != nil {
 		t.Fatalf("GC on a full store: %v", err)
 	}
