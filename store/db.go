@@ -23,7 +23,9 @@ type DB struct {
 	fs   vfs.FS
 	log  *slog.Logger
 	lock io.Closer
-	cat  *catalog.Catalog
+	// sharedLock: lock is a shared flock (a read-only open, lock.go)
+	sharedLock bool
+	cat        *catalog.Catalog
 
 	gate *gate // every call passes it; Close closes it
 
