@@ -22,12 +22,13 @@ func TestTruncatedUnderView(t *testing.T) {
 	}
 	spec := testSpec(format.DTypeBF16, 2, 4, 64)
 	dir := t.TempDir()
-	db, err := Open(dir, &Options{Logger: quiet})
+	db, err := Open(dir, &Options{Logger: quiet, BlobFileSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	ids := putAll(t, db, []*Packet{floatPacket(spec, "ns", 256, 0, 0, 1)})
+	// Two 512 KiB packets: the second seals file 1, so that Compact takes it.
+	ids := putAll(t, db, []*Packet{floatPacket(spec, "ns", 256, 0, 0, 1), floatPacket(spec, "ns", 256, 0, 0, 2)})
 	fp := spec.Fingerprint()
 	views := make([]*View, 2)
 	for i := range views {
@@ -35,8 +36,8 @@ func TestTruncatedUnderView(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer views[i].Release()
-		if views[i].extent == nil {
-			t.Fatal("view is not mapped: the test would not fault")
+		if views[i].extent == nil || views[i].Header().BlobFile != 1 {
+			t.Fatalf("view of blob file %d, mapped %v: want file 1, mapped", views[i].Header().BlobFile, views[i].extent != nil)
 		}
 	}
 	a, err := db.PrepareAssemble("ns", fp, []AssembleItem{{ids[0], 0}})
