@@ -176,6 +176,8 @@ func noSpace(err error) error {
 		return err
 	case errors.Is(err, syscall.ENOSPC):
 		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	case isDiskFull(err):
+		return fmt.Errorf("%w: %w (%w)", ErrNoSpace, err, syscall.ENOSPC)
 	case strings.Contains(err.Error(), syscall.ENOSPC.Error()):
 		return fmt.Errorf("%w: %w (%w)", ErrNoSpace, err, syscall.ENOSPC)
 	}
