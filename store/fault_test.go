@@ -57,7 +57,7 @@ func TestTruncatedUnderView(t *testing.T) {
 			t.Logf("%s: %v", what, err)
 		}
 	}
-	rep, err := db.Verify(t.Context(), nil, nil)
+	rep, err := db.Verify(t.Context(), VerifyOptions{})
 	if err != nil {
 		t.Fatalf("Verify: %v", err)
 	}

@@ -196,7 +196,7 @@ func TestReliabilityProcessKill(t *testing.T) {
 		for id, st := range o.l.snapshot() {
 			checkState(t, db, o.l.packets[id], id, st, where)
 		}
-		rep, err := db.Check(context.Background(), nil)
+		rep, err := db.Check(context.Background(), CheckOptions{})
 		if err != nil || !rep.OK() {
 			t.Fatalf("%s: Check = %v, findings %v", where, err, rep.Findings)
 		}

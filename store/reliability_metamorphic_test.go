@@ -308,7 +308,7 @@ func (r *metaRun) checkModel(i int) {
 			r.fatalf(i, "packet %d: %v (%v), model says %v", k, out, err, want)
 		}
 	}
-	rep, err := r.db.Check(context.Background(), nil)
+	rep, err := r.db.Check(context.Background(), CheckOptions{})
 	if err != nil || !rep.OK() {
 		r.fatalf(i, "Check = %v, findings %v", err, rep.Findings)
 	}

@@ -97,7 +97,7 @@ func checkRecovered(t *testing.T, fs vfs.FS, l *ledger, states map[format.Packet
 	for id, st := range states {
 		checkState(t, db, l.packets[id], id, st, where)
 	}
-	rep, err := db.Check(context.Background(), nil)
+	rep, err := db.Check(context.Background(), CheckOptions{})
 	if err != nil || !rep.OK() {
 		t.Fatalf("%s: Check = %v, findings %v", where, err, rep.Findings)
 	}

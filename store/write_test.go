@@ -74,7 +74,7 @@ func TestWriteRefusals(t *testing.T) {
 			t.Errorf("failed %s: %v, want the remembered failure", name, err)
 		}
 	}
-	if _, err := db.Check(context.Background(), nil); err != nil {
+	if _, err := db.Check(context.Background(), CheckOptions{}); err != nil {
 		t.Errorf("Check on a failed store: %v, want it to run", err)
 	}
 }

@@ -16,6 +16,9 @@ type VerifyOptions struct {
 	// MaxFindings stops the walk once so many findings are reported
 	// (0: no limit). The report says Truncated then.
 	MaxFindings int
+	// Progress, if not nil, is called after each extent with the bytes
+	// read so far and the catalogued live bytes at the start.
+	Progress func(done, total int64)
 }
 
 // VerifyReport is what Verify read and found.
