@@ -9,7 +9,7 @@
 #   versitygw  the S3 server of the tier tests, v1.8.0  scripts/install-versitygw.sh
 #
 # and sets KVSTORE_REQUIRE so that a test that needs one of these, the
-# models in ../shared/testdata, g++ or an S3 server, fails instead of skipping.
+# models in ../shared/testdata, g++, an S3 server or a tmpfs mount (root), fails instead of skipping.
 #
 # Usage: scripts/test.sh [go test flags and packages]   (default: -race ./...)
 set -euo pipefail
@@ -28,7 +28,7 @@ step "versitygw"
 KVSTORE_S3_BIN=$(bash scripts/install-versitygw.sh)
 export KVSTORE_S3_BIN
 
-export KVSTORE_REQUIRE=${KVSTORE_REQUIRE-model,gxx,go,libllama,s3}
+export KVSTORE_REQUIRE=${KVSTORE_REQUIRE-model,gxx,go,libllama,s3,mount}
 step "go test (KVSTORE_REQUIRE=$KVSTORE_REQUIRE)"
 if [ $# -eq 0 ]; then
 	set -- -race ./...

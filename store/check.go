@@ -37,15 +37,22 @@ type CheckReport = maint.CheckReport
 // references (Garbage) is listed apart from findings.
 //
 // Check holds the writer lock while it runs, so writers (Put, Delete,
-// Compact, GC) wait; readers do not. progress, if not nil, is called with
-// the extents checked and the catalogued live extents. The error is only
-// for I/O failures, ErrClosed and ctx's error.
-func (db *DB) Check(ctx context.Context, progress func(done, total int64)) (*CheckReport, error) {
+// Compact, GC) wait; readers do not. o.Progress, if not nil, is called
+// with the extents checked and the catalogued live extents. The error is
+// only for I/O failures, ErrClosed and ctx's error.
+func (db *DB) Check(ctx context.Context, o CheckOptions) (*CheckReport, error) {
 	var rep *CheckReport
 	err := db.exclusive(func() error {
 		var err error
-		rep, err = maint.Check(ctx, db.maintStore(true), progress)
+		rep, err = maint.Check(ctx, db.maintStore(true), o.Progress)
 		return err
 	})
 	return rep, err
+}
+
+// CheckOptions tune Check. The zero value means the defaults.
+type CheckOptions struct {
+	// Progress, if not nil, is called with the extents checked and the
+	// catalogued live extents.
+	Progress func(done, total int64)
 }

@@ -17,7 +17,7 @@ import (
 
 func mustCheck(t *testing.T, db *DB, where string) *CheckReport {
 	t.Helper()
-	rep, err := db.Check(context.Background(), nil)
+	rep, err := db.Check(context.Background(), CheckOptions{})
 	if err != nil {
 		t.Fatalf("%s: Check: %v", where, err)
 	}

@@ -29,7 +29,7 @@ func (db *DB) Close() error {
 	if lerr := db.lock.Close(); err == nil && lerr != nil {
 		err = fmt.Errorf("store: release %s/LOCK: %w", db.dir, lerr)
 	}
-	return err
+	return noSpace(err)
 }
 
 // closeFiles drops the registry's references on every blob file.

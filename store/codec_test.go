@@ -262,11 +262,11 @@ func TestCodecVerifyAndCheck(t *testing.T) {
 	for i, c := range storeCodecs {
 		putAll(t, db, []*Packet{smoothPacket(spec, "ns", 33+i, 1, 0, uint64(i), c)})
 	}
-	v, err := db.Verify(context.Background(), nil, nil)
+	v, err := db.Verify(context.Background(), VerifyOptions{})
 	if err != nil || !v.OK() || v.Extents != 4 || v.Chunks != 4*6 {
 		t.Fatalf("verify: %v, %+v", err, v)
 	}
-	ch, err := db.Check(context.Background(), nil)
+	ch, err := db.Check(context.Background(), CheckOptions{})
 	if err != nil || !ch.OK() || ch.Packets != 4 {
 		t.Fatalf("check: %v, %+v", err, ch)
 	}

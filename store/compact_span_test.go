@@ -202,7 +202,7 @@ func TestCompactSpanCrashAtEverySync(t *testing.T) {
 			files = append(files, f.Num)
 		}
 		rep, err := db.Compact(context.Background(), CompactOptions{Files: files})
-		if err != nil || len(rep.Skipped) != 0 {
+		if err != nil || !onlyActiveSkipped(db, rep) {
 			t.Fatalf("compact: %+v, %v", rep, err)
 		}
 		if err := db.Close(); err != nil {
@@ -234,7 +234,7 @@ func TestCompactSpanCrashAtEverySync(t *testing.T) {
 			}
 		}
 		check("clone " + c.name)
-		if _, err := db.GC(context.Background()); err != nil {
+		if _, err := db.GC(context.Background(), GCOptions{}); err != nil {
 			t.Fatalf("clone %s: GC: %v", c.name, err)
 		}
 		for _, g := range wantClean(t, db, c.name+" after GC").Garbage {

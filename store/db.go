@@ -23,7 +23,9 @@ type DB struct {
 	fs   vfs.FS
 	log  *slog.Logger
 	lock io.Closer
-	cat  *catalog.Catalog
+	// sharedLock: lock is a shared flock (a read-only open, lock.go)
+	sharedLock bool
+	cat        *catalog.Catalog
 
 	gate *gate // every call passes it; Close closes it
 
@@ -37,7 +39,8 @@ type DB struct {
 
 	models sync.Map // format.Fingerprint -> *format.ModelSpec known to be catalogued
 	st     counters
-	ops    opsState // compaction, GC, capacity, access statistics, events (ops.go)
+	ops    opsState   // compaction, GC, capacity, access statistics, events (ops.go)
+	space  spaceState // the disk space reserve (space.go)
 
 	reconciled ReconcileReport // what Open found in the blob log (reconcile.go)
 }

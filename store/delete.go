@@ -61,7 +61,9 @@ func (db *DB) appendTombstone(t *format.Tombstone) (*bloblog.Active, uint64, err
 	if err != nil {
 		return nil, 0, err
 	}
-	a, err := db.w.Prepare(format.Alignment)
+	// A tombstone frees room: it is written even while a full disk holds
+	// new data back (space.go), or a full store could not be emptied.
+	a, err := db.w.PrepareDespiteHold(format.Alignment)
 	if err != nil {
 		return nil, 0, err
 	}

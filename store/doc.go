@@ -7,7 +7,11 @@
 //	  FORMAT              magic + format major version (format.EncodeFormatFile);
 //	                      written last when a store is created; newer majors are refused
 //	                      (store/internal/catalog reads and writes it)
-//	  LOCK                exclusive lock (vfs.FS.Lock), held while the store is open
+//	  LOCK                held while the store is open: flock, exclusive for read-write
+//	                      and shared for read-only opens on the OS's file system,
+//	                      else vfs.FS.Lock (lock.go)
+//	  RESERVE             2 x CatalogMemTableSize preallocated bytes (no content), released
+//	                      by an Open on a full disk so that Delete and GC can run (space.go)
 //	  catalog/            Pebble v2: every small thing, keys below
 //	  blobs/NNNNNN.blob   append-only payload files, sealed at Options.BlobFileSize
 //

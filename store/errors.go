@@ -36,10 +36,14 @@ var (
 	// recover from without reopening (Pebble treats WAL errors as fatal).
 	// Reads may continue; writes return it until the DB is reopened.
 	ErrFailed = catalog.ErrFailed
-	// ErrNoSpace: a Put would take the store past Options.MaxBytes and
-	// evicting every unpinned packet (other than the one being put) could
-	// not make room. Nothing was written or evicted.
-	ErrNoSpace = errors.New("kvstore/store: no space within MaxBytes")
+	// ErrNoSpace: no room. Either the disk is full: every error a full
+	// disk caused wraps it (and still syscall.ENOSPC), and Open or a write
+	// on a nearly full disk returns it when the store's space reserve is
+	// released (space.go says what is held and how to free room). Or a Put
+	// would take the store past Options.MaxBytes and evicting every
+	// unpinned packet (other than the one being put) could not make room;
+	// nothing was then written or evicted.
+	ErrNoSpace = errors.New("kvstore/store: no space")
 )
 
 // ChunkError reports a chunk whose stored bytes do not match the CRC32C in

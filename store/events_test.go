@@ -93,7 +93,7 @@ func TestStatsOps(t *testing.T) {
 		hist != s.BlobSyncs || s.BlobSyncs != s.Puts+s.Deletes /* one per extent, tombstones included */ || s.BlobSyncMax == 0 || s.BlobSyncMax > s.BlobSyncTime || s.CatalogSyncMax == 0 {
 		t.Fatalf("stats: %+v", s)
 	}
-	if _, err := db.GC(context.Background()); err != nil {
+	if _, err := db.GC(context.Background(), GCOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if db.Stats().GCRuns != 1 {

@@ -18,7 +18,7 @@ func (db *DB) checkFormat() (create bool, err error) {
 	if db.opts.ReadOnly || db.opts.MustExist {
 		return false, fmt.Errorf("%w: no store at %s (no FORMAT file)", ErrNotFound, db.dir)
 	}
-	if err := catalog.CheckLeftovers(db.fs, db.dir, lockFileName, catalogDirName, blobsDirName, formatTmpName); err != nil {
+	if err := catalog.CheckLeftovers(db.fs, db.dir, lockFileName, catalogDirName, blobsDirName, formatTmpName, reserveFileName); err != nil {
 		return false, err
 	}
 	// A store is created FORMAT last, after its first blob file could hold

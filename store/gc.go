@@ -26,20 +26,33 @@ type GCReport = maint.GCReport
 //   - files other than the active one with bytes past their catalogued
 //     size (a crashed append): rewritten by a compaction of those files.
 //
-// The active file's tail is left: the next write overwrites it. GC holds
+// The active file's tail is left: the next write overwrites it. While the
+// store holds new data for lack of disk space (space.go), tails are not
+// rewritten (a rewrite needs room), and GC ends by re-creating the space
+// reserve once the room it freed allows. GC holds
 // the writer lock; readers keep working. It is crash-safe (records go
-// before files) and idempotent.
-func (db *DB) GC(ctx context.Context) (*GCReport, error) {
+// before files) and idempotent. o.DryRun reports what GC would remove and
+// rewrite (the tails' compaction as a dry run) and changes nothing.
+func (db *DB) GC(ctx context.Context, o GCOptions) (*GCReport, error) {
 	var rep *GCReport
 	err := db.write("gc", nil, func() (err error) {
-		rep, err = db.gcLocked(ctx)
+		rep, err = db.gcLocked(ctx, &o)
 		return err
 	})
 	return rep, err
 }
 
+// GCOptions tune GC. The zero value reclaims everything GC can.
+type GCOptions struct {
+	// DryRun reports what would be reclaimed and writes nothing.
+	DryRun bool
+	// Progress, if not nil, is passed to the compaction of tails (see
+	// CompactOptions.Progress).
+	Progress func(done, total int64)
+}
+
 // gcLocked is GC; the writer lock is held.
-func (db *DB) gcLocked(ctx context.Context) (*GCReport, error) {
+func (db *DB) gcLocked(ctx context.Context, o *GCOptions) (*GCReport, error) {
 	rep := &GCReport{}
 	disk, err := db.blobFilesOnDisk()
 	if err != nil {
@@ -50,23 +63,52 @@ func (db *DB) gcLocked(ctx context.Context) (*GCReport, error) {
 		active = db.w.Cur.Num
 	}
 	plan := maint.PlanGC(db.BlobFiles(), disk, active, db.isRetiring)
+	if o.DryRun {
+		return db.gcDryRun(ctx, plan, disk)
+	}
 	if err := db.removeUnreferenced(rep, plan.Orphans, disk); err != nil {
 		return nil, err
 	}
 	if err := db.dropDeadRecords(rep, plan.Dead, active, disk); err != nil {
 		return nil, err
 	}
-	if tails := plan.Tails; len(tails) > 0 {
-		if rep.Compaction, err = db.compactLocked(ctx, &CompactOptions{Files: tails}); err != nil {
+	if tails := plan.Tails; len(tails) > 0 && db.w.Hold == nil {
+		if rep.Compaction, err = db.compactLocked(ctx, &CompactOptions{Files: tails, Progress: o.Progress}); err != nil {
 			return rep, err
 		}
 		rep.BytesReclaimed += rep.Compaction.BytesReclaimed
 	}
+	db.restoreReserve()
 	db.st.gcRuns.Add(1)
 	db.st.reclaimedBytes.Add(rep.BytesReclaimed - compactReclaimed(rep.Compaction))
 	if len(rep.FilesRemoved)+len(rep.RecordsRemoved) > 0 || rep.Compaction != nil {
 		db.log.Info("store: gc", "dir", db.dir, "files_removed", rep.FilesRemoved, "records_removed", rep.RecordsRemoved,
 			"reclaimed_bytes", rep.BytesReclaimed)
+	}
+	return rep, nil
+}
+
+// gcDryRun is the report plan would give, nothing changed.
+func (db *DB) gcDryRun(ctx context.Context, plan *maint.GCPlan, disk map[uint32]uint64) (*GCReport, error) {
+	rep := &GCReport{}
+	for _, num := range plan.Orphans {
+		rep.FilesRemoved = append(rep.FilesRemoved, num)
+		rep.BytesReclaimed += disk[num]
+	}
+	for _, r := range plan.Dead {
+		rep.RecordsRemoved = append(rep.RecordsRemoved, r.Num)
+		if size, onDisk := disk[r.Num]; onDisk {
+			rep.FilesRemoved = append(rep.FilesRemoved, r.Num)
+			rep.BytesReclaimed += size
+		}
+	}
+	if len(plan.Tails) > 0 && db.w.Hold == nil {
+		c, err := db.compactLocked(ctx, &CompactOptions{Files: plan.Tails, DryRun: true})
+		if err != nil {
+			return nil, err
+		}
+		rep.Compaction = c
+		rep.BytesReclaimed += c.BytesReclaimed
 	}
 	return rep, nil
 }

@@ -13,7 +13,7 @@ import (
 
 func mustGC(t *testing.T, db *DB) *GCReport {
 	t.Helper()
-	rep, err := db.GC(context.Background())
+	rep, err := db.GC(context.Background(), GCOptions{})
 	if err != nil {
 		t.Fatalf("GC: %v", err)
 	}
@@ -55,7 +55,18 @@ func TestGCReclaimsGarbage(t *testing.T) {
 	if rep := wantClean(t, db, "planted garbage"); len(rep.Garbage) != 3 {
 		t.Fatalf("garbage: %+v", rep.Garbage)
 	}
+	dry, err := db.GC(context.Background(), GCOptions{DryRun: true})
+	if err != nil {
+		t.Fatalf("GC dry run: %v", err)
+	}
+	if r := wantClean(t, db, "after a GC dry run"); len(r.Garbage) != 3 {
+		t.Fatalf("a GC dry run changed the garbage: %+v", r.Garbage)
+	}
 	rep := mustGC(t, db)
+	if !slices.Equal(dry.FilesRemoved, rep.FilesRemoved) || !slices.Equal(dry.RecordsRemoved, rep.RecordsRemoved) ||
+		dry.Compaction == nil || !slices.Equal(dry.Compaction.Rewritten, rep.Compaction.Rewritten) {
+		t.Fatalf("GC dry run %+v, real GC %+v", dry, rep)
+	}
 	if !slices.Contains(rep.FilesRemoved, 500) || !slices.Contains(rep.FilesRemoved, first.Num) ||
 		!slices.Contains(rep.RecordsRemoved, first.Num) || rep.Compaction == nil ||
 		!slices.Contains(rep.Compaction.Rewritten, tailed.Num) || rep.BytesReclaimed == 0 {
@@ -144,7 +155,7 @@ func TestGCCrashAtEverySync(t *testing.T) {
 		for id, p := range x.packets {
 			l.set(id, p, live)
 		}
-		if _, err := db.GC(context.Background()); err != nil {
+		if _, err := db.GC(context.Background(), GCOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := db.Close(); err != nil {

@@ -20,7 +20,8 @@ const (
 
 // Open opens the store in dir, creating it if absent (unless opts.ReadOnly).
 // It holds DIR/LOCK until Close: a second Open of the same store, from this
-// process or another, fails with ErrLocked. A store written by a newer
+// process or another, fails with ErrLocked, except that read-only opens of
+// a store on the OS's file system share it (lock.go). A store written by a newer
 // format major version is refused with an error wrapping ErrVersion, and so
 // is, at its first read, a blob file whose intact header claims one. A
 // directory with blob files or catalog records but no FORMAT file is
@@ -45,6 +46,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		files: make(map[uint32]*bloblog.File), recs: make(map[uint32]BlobFileInfo)}
 	db.w = bloblog.Writer{FS: o.FS, Dir: o.FS.PathJoin(dir, blobsDirName), Limit: uint64(o.BlobFileSize), Next: 1}
 	if err := db.open(); err != nil {
+		err = noSpace(err)
 		db.closeFiles()
 		if db.cat != nil {
 			_ = db.cat.Close()
@@ -53,6 +55,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 			_ = db.lock.Close()
 		}
 		return nil, err
+	}
+	if !o.ReadOnly {
+		db.restoreReserve()
 	}
 	db.logOpen()
 	return db, nil
@@ -66,14 +71,17 @@ func (db *DB) open() error {
 	if err := db.prepareDir(); err != nil {
 		return err
 	}
-	lock, err := db.fs.Lock(db.fs.PathJoin(db.dir, lockFileName))
-	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrLocked, db.dir, err)
+	if err := db.lockStore(); err != nil {
+		return err
 	}
-	db.lock = lock
 	create, err := db.checkFormat()
 	if err != nil {
 		return err
+	}
+	if !db.opts.ReadOnly {
+		if err := db.releaseReserve(); err != nil {
+			return err
+		}
 	}
 	if create {
 		if err := db.fs.MkdirAll(db.w.Dir, 0o755); err != nil {
@@ -85,7 +93,7 @@ func (db *DB) open() error {
 			return err
 		}
 	}
-	if db.cat, err = openCatalog(db.fs.PathJoin(db.dir, catalogDirName), &db.opts); err != nil {
+	if db.cat, err = openCatalog(db.fs.PathJoin(db.dir, catalogDirName), db.catalogOptions()); err != nil {
 		return err
 	}
 	if create {

@@ -304,7 +304,7 @@ func TestPrunedPacketBytes(t *testing.T) {
 			}
 			defer v.Release()
 			checkPrunedView(t, v, whole, keep, format.CodecRaw)
-			rep, err := db.Verify(context.Background(), nil, nil)
+			rep, err := db.Verify(context.Background(), VerifyOptions{})
 			if err != nil || !rep.OK() || rep.Chunks != int64(2*spec.Layers+1+2*spec.Layers) {
 				t.Fatalf("Verify: %+v, %v", rep, err)
 			}
@@ -348,7 +348,7 @@ func TestPrunedPositionsCorrupt(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			rep, err := db.Verify(context.Background(), nil, nil)
+			rep, err := db.Verify(context.Background(), VerifyOptions{})
 			if err != nil || len(rep.Findings) != 1 {
 				t.Fatalf("Verify: %+v, %v", rep, err)
 			}
@@ -625,11 +625,11 @@ func TestPrunedCompactAndCheck(t *testing.T) {
 		t.Fatalf("after compaction: %+v", ha)
 	}
 	diffDest(t, assembled(), before)
-	crep, err := db.Check(context.Background(), nil)
+	crep, err := db.Check(context.Background(), CheckOptions{})
 	if err != nil || !crep.OK() {
 		t.Fatalf("Check: %+v, %v", crep, err)
 	}
-	vrep, err := db.Verify(context.Background(), nil, nil)
+	vrep, err := db.Verify(context.Background(), VerifyOptions{})
 	if err != nil || !vrep.OK() {
 		t.Fatalf("Verify: %+v, %v", vrep, err)
 	}

@@ -50,7 +50,7 @@ func wantPackets(t *testing.T, db *DB, spec *format.ModelSpec, kept map[format.P
 			t.Errorf("deleted packet %s: Get: %v, want ErrNotFound", id.Short(), err)
 		}
 	}
-	rep, err := db.Check(context.Background(), nil)
+	rep, err := db.Check(context.Background(), CheckOptions{})
 	if err != nil || !rep.OK() {
 		t.Errorf("Check: %v %+v", err, rep)
 	}

@@ -236,7 +236,7 @@ func (fx *flipsFixture) openAndRead(dir string) (out string) {
 	if refused {
 		return "refused"
 	}
-	rep, err := db.Check(context.Background(), nil)
+	rep, err := db.Check(context.Background(), CheckOptions{})
 	switch {
 	case err != nil && wrapsSentinel(err):
 		return "refused"

@@ -79,7 +79,7 @@ func TestReliabilityConcurrentCompaction(t *testing.T) {
 				if _, err := db.Compact(context.Background(), CompactOptions{LiveRatio: 1}); err != nil {
 					return fmt.Errorf("compact: %w", err)
 				}
-				_, err := db.GC(context.Background())
+				_, err := db.GC(context.Background(), GCOptions{})
 				compactions.Add(1)
 				return err
 			})
@@ -87,7 +87,7 @@ func TestReliabilityConcurrentCompaction(t *testing.T) {
 			loop(func() error { reads.Add(1); return readAll(db, fp, packets) })
 			loop(func() error { return assembleKept(db, spec, &kept) })
 			loop(func() error {
-				rep, err := db.Verify(context.Background(), nil, nil)
+				rep, err := db.Verify(context.Background(), VerifyOptions{})
 				if err == nil && !rep.OK() {
 					err = fmt.Errorf("verify during compaction: %v", rep.Findings)
 				}
@@ -103,7 +103,7 @@ func TestReliabilityConcurrentCompaction(t *testing.T) {
 			if _, err := db.Compact(context.Background(), CompactOptions{LiveRatio: 1}); err != nil {
 				t.Fatal(err)
 			}
-			rep, err := db.Check(context.Background(), nil)
+			rep, err := db.Check(context.Background(), CheckOptions{})
 			if err != nil || !rep.OK() {
 				t.Fatalf("Check = %v, findings %v", err, rep.Findings)
 			}

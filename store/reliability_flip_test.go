@@ -478,11 +478,11 @@ func TestReliabilityFlipDisk(t *testing.T) {
 // requireFinding runs Check and Verify and requires a finding of kind.
 func requireFinding(t *testing.T, db *DB, kind FindingKind, where string) {
 	t.Helper()
-	cr, err := db.Check(context.Background(), nil)
+	cr, err := db.Check(context.Background(), CheckOptions{})
 	if err != nil {
 		t.Fatalf("%s: Check: %v", where, err)
 	}
-	vr, err := db.Verify(context.Background(), nil, nil)
+	vr, err := db.Verify(context.Background(), VerifyOptions{})
 	if err != nil {
 		t.Fatalf("%s: Verify: %v", where, err)
 	}

@@ -106,7 +106,7 @@ func TestReliabilityHostileHeaders(t *testing.T) {
 			if out == readPanic || out == readWrong || !errors.Is(err, tc.want) {
 				t.Fatalf("read = %v (%v), want %v", out, err, tc.want)
 			}
-			rep, err := db.Check(context.Background(), nil)
+			rep, err := db.Check(context.Background(), CheckOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

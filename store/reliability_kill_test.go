@@ -108,7 +108,7 @@ func killChild(dir string, seed uint64) error {
 			if _, err := db.Compact(context.Background(), CompactOptions{LiveRatio: 0.8}); err != nil {
 				return err
 			}
-			if _, err := db.GC(context.Background()); err != nil {
+			if _, err := db.GC(context.Background(), GCOptions{}); err != nil {
 				return err
 			}
 			if err := say("c"); err != nil {
@@ -196,7 +196,7 @@ func TestReliabilityProcessKill(t *testing.T) {
 		for id, st := range o.l.snapshot() {
 			checkState(t, db, o.l.packets[id], id, st, where)
 		}
-		rep, err := db.Check(context.Background(), nil)
+		rep, err := db.Check(context.Background(), CheckOptions{})
 		if err != nil || !rep.OK() {
 			t.Fatalf("%s: Check = %v, findings %v", where, err, rep.Findings)
 		}

@@ -169,7 +169,7 @@ func (r *metaRun) step(i int, rng *rand.Rand) {
 		if _, err := r.db.Compact(context.Background(), CompactOptions{LiveRatio: rng.Float64()}); err != nil {
 			r.fatalf(i, "compact: %v", err)
 		}
-		if _, err := r.db.GC(context.Background()); err != nil {
+		if _, err := r.db.GC(context.Background(), GCOptions{}); err != nil {
 			r.fatalf(i, "gc: %v", err)
 		}
 	case x < 96:
@@ -308,7 +308,7 @@ func (r *metaRun) checkModel(i int) {
 			r.fatalf(i, "packet %d: %v (%v), model says %v", k, out, err, want)
 		}
 	}
-	rep, err := r.db.Check(context.Background(), nil)
+	rep, err := r.db.Check(context.Background(), CheckOptions{})
 	if err != nil || !rep.OK() {
 		r.fatalf(i, "Check = %v, findings %v", err, rep.Findings)
 	}

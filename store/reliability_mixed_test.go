@@ -78,7 +78,7 @@ func mixedWorkload(t *testing.T, fs vfs.FS, l *ledger, seed uint64, strict bool)
 			put(l.packets[id])
 		}
 	}
-	_, err = db.GC(context.Background())
+	_, err = db.GC(context.Background(), GCOptions{})
 	fail(err)
 	put(randPacket(spec, "ns", 100, seed*100+99))
 }
@@ -97,7 +97,7 @@ func checkRecovered(t *testing.T, fs vfs.FS, l *ledger, states map[format.Packet
 	for id, st := range states {
 		checkState(t, db, l.packets[id], id, st, where)
 	}
-	rep, err := db.Check(context.Background(), nil)
+	rep, err := db.Check(context.Background(), CheckOptions{})
 	if err != nil || !rep.OK() {
 		t.Fatalf("%s: Check = %v, findings %v", where, err, rep.Findings)
 	}

@@ -19,6 +19,8 @@ type Stats struct {
 	Gets         uint64
 	Hits         uint64 // Gets that returned a view
 	Misses       uint64 // Gets of an absent packet (or another model's)
+	ReserveBytes uint64 // bytes DIR/RESERVE holds for a full disk (space.go); 0 when released or untracked
+	SpaceHeld    bool   // the reserve is released: Put, PutSpanMemory and Compact fail with ErrNoSpace
 	BytesWritten uint64 // extent bytes written to blob files
 	BytesRead    uint64 // chunk bytes returned through views (first time per view)
 	BytesChecked uint64 // chunk bytes whose CRC32C was computed on read
@@ -75,6 +77,7 @@ func (db *DB) Stats() Stats {
 		BlobSyncs: c.blobSyncs.Load(), BlobSyncTime: time.Duration(c.blobSyncNanos.Load()),
 		CatalogSyncs: c.catalogSyncs.Load(), CatalogSyncTime: time.Duration(c.catalogSyncNanos.Load()),
 	}
+	s.ReserveBytes, s.SpaceHeld = uint64(db.space.reserve.Load()), db.space.held.Load()
 	db.opsStats(&s)
 	s.Reconciled = db.reconciled
 	s.BlobFiles, s.SpanMemories = db.blobFiles()

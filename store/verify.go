@@ -9,7 +9,7 @@ import (
 	"github.com/kvstore/kvstore/store/internal/maint"
 )
 
-// VerifyOptions tune Verify. A nil *VerifyOptions means the defaults.
+// VerifyOptions tune Verify. The zero value means the defaults.
 type VerifyOptions = maint.VerifyOptions
 
 // VerifyReport is what Verify read and found.
@@ -25,9 +25,9 @@ type VerifyReport = maint.VerifyReport
 //
 // Verify sees the catalog as of its start (a Pebble snapshot) and runs
 // beside readers and writers; it ignores the verification cache, so every
-// byte is read again. progress, if not nil, is called after each extent
+// byte is read again. o.Progress, if not nil, is called after each extent
 // with the bytes read so far and the catalogued live bytes at the start.
-func (db *DB) Verify(ctx context.Context, o *VerifyOptions, progress func(done, total int64)) (*VerifyReport, error) {
+func (db *DB) Verify(ctx context.Context, o VerifyOptions) (*VerifyReport, error) {
 	if err := db.enter(); err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func (db *DB) Verify(ctx context.Context, o *VerifyOptions, progress func(done, 
 	for _, f := range db.BlobFiles() {
 		total += int64(f.LiveBytes)
 	}
-	return maint.Verify(ctx, db.maintStore(false), snap, o, total, progress)
+	return maint.Verify(ctx, db.maintStore(false), snap, &o, total, o.Progress)
 }
 
 // maintStore is what store/internal/maint reads of db. Callers are

@@ -62,7 +62,7 @@ func (x *opsFixture) checkAll(t *testing.T, db *DB) {
 
 func mustVerify(t *testing.T, db *DB) *VerifyReport {
 	t.Helper()
-	rep, err := db.Verify(context.Background(), nil, nil)
+	rep, err := db.Verify(context.Background(), VerifyOptions{})
 	if err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
@@ -75,13 +75,13 @@ func TestVerifyHealthy(t *testing.T) {
 	x := newOpsFixture(t, db, fs, 12)
 	var calls int
 	var last int64
-	rep, err := db.Verify(context.Background(), nil, func(done, total int64) {
+	rep, err := db.Verify(context.Background(), VerifyOptions{Progress: func(done, total int64) {
 		calls++
 		if done < last || done > total {
 			t.Errorf("progress %d of %d after %d", done, total, last)
 		}
 		last = done
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestVerifyFindsEveryBadChunk(t *testing.T) {
 	if rep.Extents != int64(len(hs)) {
 		t.Errorf("read %d extents of %d: the walk stopped", rep.Extents, len(hs))
 	}
-	rep, err := db.Verify(context.Background(), &VerifyOptions{MaxFindings: 1}, nil)
+	rep, err := db.Verify(context.Background(), VerifyOptions{MaxFindings: 1})
 	if err != nil || len(rep.Findings) != 1 || !rep.Truncated {
 		t.Fatalf("MaxFindings 1: %+v, %v", rep, err)
 	}

@@ -17,6 +17,14 @@ import (
 // Layer and Chunk must not be written to and must not be used after
 // Release. A View is safe for concurrent use. It is store/internal/view's
 // View.
+//
+// If the blob file is truncated under the mapping, or the disk fails to
+// read a mapped page, the store's own reads of the view (verification,
+// CopyChunk, Assemble) return an error wrapping ErrCorruption or
+// syscall.EIO instead of letting SIGBUS end the process
+// (store/internal/bloblog/fault.go). Slices Chunk and Layer return alias
+// the mapping: the caller's own reads of them are not guarded, so a caller
+// that must survive such a file uses CopyChunk or Options.DisableMmap.
 type View = view.View
 
 // newView is a view of packet h in blob file f (the caller's reference),

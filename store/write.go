@@ -7,7 +7,8 @@ import "fmt"
 // read-only store (ErrReadOnly naming op), checks its arguments with
 // prepare (nil for none) before it waits for other writers, and runs apply
 // only while it holds the writer lock and the catalog has not failed (the
-// remembered failure is returned otherwise). prepare runs outside the lock
+// remembered failure is returned otherwise). An error a full disk caused
+// wraps ErrNoSpace (space.go). prepare runs outside the lock
 // so that validation and encoding never delay other writers.
 func (db *DB) write(op string, prepare, apply func() error) error {
 	if err := db.enter(); err != nil {
@@ -25,9 +26,9 @@ func (db *DB) write(op string, prepare, apply func() error) error {
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
 	if db.failed != nil {
-		return db.failed
+		return noSpace(db.failed)
 	}
-	return apply()
+	return noSpace(apply())
 }
 
 // exclusive runs fn admitted by the gate and holding the writer lock, so

@@ -22,7 +22,7 @@ func writers(db *DB, p *Packet, id format.PacketID) map[string]func() error {
 		"PutArtifact":        func() error { return db.PutArtifact(fp, "a", []byte{1}, ArtifactMeta{}) },
 		"DeleteArtifact":     func() error { return db.DeleteArtifact(fp, "a") },
 		"Compact":            func() error { _, err := db.Compact(context.Background(), CompactOptions{}); return err },
-		"GC":                 func() error { _, err := db.GC(context.Background()); return err },
+		"GC":                 func() error { _, err := db.GC(context.Background(), GCOptions{}); return err },
 		"DeleteSpanMemory":   func() error { return db.DeleteSpanMemory(p.Namespace, fp, "ctx") },
 		"PutSpanMemory(nil)": func() error { _, err := db.PutSpanMemory(p.Namespace, "ctx", &SpanMemory{}); return err },
 	}
@@ -74,7 +74,7 @@ func TestWriteRefusals(t *testing.T) {
 			t.Errorf("failed %s: %v, want the remembered failure", name, err)
 		}
 	}
-	if _, err := db.Check(context.Background(), nil); err != nil {
+	if _, err := db.Check(context.Background(), CheckOptions{}); err != nil {
 		t.Errorf("Check on a failed store: %v, want it to run", err)
 	}
 }

@@ -23,6 +23,7 @@
 //	gpu       a CUDA device (set by the GPU device check)
 //	long      KVSTORE_LONG=1: measurements that take minutes
 //	seaweed   $KVSTORE_SEAWEED_DIR, SeaweedFS binaries for the long form
+//	mount     root on Linux, to mount a small tmpfs (a real full disk)
 package testenv
 
 import (
@@ -169,7 +170,7 @@ func Env(t testing.TB, c Capability, name string) string {
 	return v
 }
 
-var known = []Capability{Model, Gxx, GoTool, LibLlama, S3, GPU, Long, Seaweed}
+var known = []Capability{Model, Gxx, GoTool, LibLlama, S3, GPU, Long, Seaweed, Mount}
 
 // Known reports whether c is a capability this package knows, so that a
 // typo in KVSTORE_REQUIRE can be caught by a test.

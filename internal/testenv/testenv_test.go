@@ -1,10 +1,12 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -130,5 +132,20 @@ func TestGoToolchain(t *testing.T) {
 	p := GoToolchain(t)
 	if st, err := os.Stat(p); err != nil || st.IsDir() {
 		t.Fatalf("go at %q: %v", p, err)
+	}
+}
+
+// TestSmallFS checks that the tmpfs SmallFS mounts is really full at its
+// size: a write past it fails with ENOSPC.
+func TestSmallFS(t *testing.T) {
+	dir := SmallFS(t, 1<<20)
+	f, err := os.Create(dir + "/fill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, err = f.Write(make([]byte, 2<<20))
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("writing 2 MiB to a 1 MiB tmpfs: err %v, want no space left on device", err)
 	}
 }

@@ -127,7 +127,7 @@ func (h *handler) verify(w http.ResponseWriter, r *http.Request) {
 		}
 		o.MaxFindings = n
 	}
-	rep, err := h.db.Verify(r.Context(), o, nil)
+	rep, err := h.db.Verify(r.Context(), *o)
 	if err != nil {
 		reply(w, nil, err)
 		return
@@ -136,7 +136,7 @@ func (h *handler) verify(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) check(w http.ResponseWriter, r *http.Request) {
-	rep, err := h.db.Check(r.Context(), nil)
+	rep, err := h.db.Check(r.Context(), store.CheckOptions{})
 	if err != nil {
 		reply(w, nil, err)
 		return

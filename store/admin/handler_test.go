@@ -130,7 +130,7 @@ func TestHandlerHonoursRequestContext(t *testing.T) {
 			t.Errorf("%s with a cancelled context: %d %s", path, rec.Code, rec.Body)
 		}
 	}
-	if _, err := db.Verify(context.Background(), nil, nil); errors.Is(err, context.Canceled) {
+	if _, err := db.Verify(context.Background(), store.VerifyOptions{}); errors.Is(err, context.Canceled) {
 		t.Fatal("the store is left cancelled")
 	}
 }

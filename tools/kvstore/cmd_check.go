@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/kvstore/kvstore/store"
 	"github.com/kvstore/kvstore/store/admin"
 	"github.com/spf13/pflag"
 )
@@ -43,7 +44,7 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 		}
 		defer db.Close()
 		p := newProgress(e, "check")
-		rep, err := db.Check(ctx, func(done, total int64) { p.update(done, total, false) })
+		rep, err := db.Check(ctx, store.CheckOptions{Progress: func(done, total int64) { p.update(done, total, false) }})
 		p.done()
 		if err != nil {
 			return err

@@ -109,7 +109,7 @@ func TestExportImportBoundedMemory(t *testing.T) {
 	if alloc > 8<<20 {
 		t.Errorf("import of %d bytes allocated %d bytes", n, alloc)
 	}
-	if rep, err := dst.Verify(context.Background(), nil, nil); err != nil || !rep.OK() {
+	if rep, err := dst.Verify(context.Background(), store.VerifyOptions{}); err != nil || !rep.OK() {
 		t.Fatalf("verify after import: %v %+v", err, rep)
 	}
 }

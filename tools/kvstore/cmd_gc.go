@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/pflag"
+
 	"github.com/kvstore/kvstore/store"
 )
 
 func init() {
-	register(&command{name: "gc", summary: "reclaim orphaned and wholly dead blob space", long: gcSummary, setup: noFlags(runGC)})
+	register(&command{name: "gc", summary: "reclaim orphaned and wholly dead blob space", long: gcSummary, setup: setupGC})
 }
 
 const gcSummary = `Reclaims what check lists as garbage and what is wholly dead
@@ -17,16 +19,24 @@ const gcSummary = `Reclaims what check lists as garbage and what is wholly dead
 compaction) are removed; records of vanished files that held nothing live
 are deleted; sealed files with no live extent are removed; sealed files
 with bytes past their catalogued size are rewritten. The active file's
-tail is left (the next write overwrites it). Crash-safe and idempotent.`
+tail is left (the next write overwrites it). --dry-run says what would be
+reclaimed and writes nothing. Crash-safe and idempotent. On a full disk
+(the store's RESERVE released by Open), rm then gc frees the room.`
 
 type gcOutput struct {
+	DryRun         bool     `json:"dry_run"`
 	FilesRemoved   []uint32 `json:"files_removed"`
 	RecordsRemoved []uint32 `json:"records_removed"`
 	BytesReclaimed uint64   `json:"bytes_reclaimed"`
 	Rewritten      []uint32 `json:"rewritten"` // by the compaction of files with garbage tails
 }
 
-func runGC(ctx context.Context, e *env, args []string) error {
+func setupGC(fs *pflag.FlagSet, e *env) verbFunc {
+	dry := fs.Bool("dry-run", false, "say what would be reclaimed; write nothing")
+	return func(ctx context.Context, e *env, args []string) error { return runGC(ctx, e, args, *dry) }
+}
+
+func runGC(ctx context.Context, e *env, args []string, dry bool) error {
 	if err := noArgs(args); err != nil {
 		return err
 	}
@@ -37,12 +47,14 @@ func runGC(ctx context.Context, e *env, args []string) error {
 	defer db.Close()
 	p := newProgress(e, "gc")
 	p.stage("collecting")
-	rep, err := db.GC(ctx)
+	rep, err := db.GC(ctx, store.GCOptions{DryRun: dry, Progress: func(done, total int64) { p.update(done, total, true) }})
 	p.done()
 	if err != nil {
 		return err
 	}
-	return output(e, gcOf(rep), gcOf(rep).text)
+	out := gcOf(rep)
+	out.DryRun = dry
+	return output(e, out, out.text)
 }
 
 func gcOf(rep *store.GCReport) *gcOutput {
@@ -62,6 +74,9 @@ func nonNil(s []uint32) []uint32 {
 }
 
 func (o *gcOutput) text(w io.Writer) error {
+	if o.DryRun {
+		fmt.Fprint(w, "dry run: would have ")
+	}
 	_, err := fmt.Fprintf(w, "removed %d files and %d records, rewrote %d files, reclaimed %d bytes (%s)\n",
 		len(o.FilesRemoved), len(o.RecordsRemoved), len(o.Rewritten), o.BytesReclaimed, humanBytes(o.BytesReclaimed))
 	return err

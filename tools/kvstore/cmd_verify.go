@@ -52,8 +52,8 @@ func runVerify(ctx context.Context, e *env, args []string, max int) error {
 		}
 		defer db.Close()
 		p := newProgress(e, "verify")
-		rep, err := db.Verify(ctx, &store.VerifyOptions{MaxFindings: max},
-			func(done, total int64) { p.update(done, total, true) })
+		rep, err := db.Verify(ctx, store.VerifyOptions{MaxFindings: max,
+			Progress: func(done, total int64) { p.update(done, total, true) }})
 		p.done()
 		if err != nil {
 			return err

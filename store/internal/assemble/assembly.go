@@ -34,6 +34,10 @@ type Source interface {
 	Decode(i int, b, dst []byte) error
 	// Keep is a pruned packet's stored keep-set, nil for a whole packet.
 	Keep() (*prune.Set, error)
+	// Guard runs f, which reads the source's mapped bytes, turning a fault
+	// on them (a file truncated under its mapping, a failed page read)
+	// into an error instead of SIGBUS (bloblog.File.Guard).
+	Guard(f func() error) error
 }
 
 // Item is one packet of an assembly: its source, the position delta of its

@@ -97,6 +97,7 @@ func (s *memSource) Decode(int, []byte, []byte) error {
 	return errors.New("memSource: raw chunks only")
 }
 func (s *memSource) Keep() (*prune.Set, error) { return s.keep, nil }
+func (s *memSource) Guard(f func() error) error { return f() }
 
 // want is what row (h, local row j) of item it's chunk i becomes: the
 // stored row, keys rotated by the offset with reconstruct.Shift.

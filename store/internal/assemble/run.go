@@ -119,7 +119,8 @@ func (r *run) work() {
 		if key {
 			dst = r.dst.K[l]
 		}
-		if err := r.a.fill(&w, r.g, dst, &r.a.packets[p], l, key); err != nil {
+		pk := &r.a.packets[p]
+		if err := pk.src.Guard(func() error { return r.a.fill(&w, r.g, dst, pk, l, key) }); err != nil {
 			r.fail(err)
 			return
 		}

@@ -62,7 +62,7 @@ func (f *File) Chunk(h *format.PacketHeader, i int, buf []byte, verify bool) ([]
 		return f.copyChunk(h, c, buf, verify)
 	}
 	if verify && !f.IsVerified(c.Offset, c.CRC32C) {
-		if err := f.CheckChunk(h, c, b); err != nil {
+		if err := f.Guard(func() error { return f.CheckChunk(h, c, b) }); err != nil {
 			return nil, err
 		}
 		f.MarkVerified(c.Offset, c.CRC32C)

@@ -18,6 +18,17 @@
 //     otherwise) and the cache of chunks already verified; Chunk hands out
 //     a chunk's verified bytes (chunk.go). AdviseWillNeed asks the kernel to
 //     read a mapped range ahead.
+//   - Guard (fault.go) contains SIGBUS: a mapped page the file no longer
+//     backs (truncated under a live mapping) or that the disk cannot read
+//     faults; Go cannot recover that by default, so every read of mapped
+//     bytes in this package and the store runs under
+//     debug.SetPanicOnFault, and the fault becomes an error wrapping
+//     ErrCorruption (the file is now shorter than the read) or
+//     syscall.EIO. File sizes are cached, so a truncation is first seen
+//     as that fault; the fault refreshes the size, and later spans of the
+//     file are refused by their size check. Not covered: bytes handed to
+//     a caller (View.Chunk, View.Layer) and touched by the caller's own
+//     code.
 //
 // The package knows files, extents and chunks; it knows nothing of the
 // catalog, packets or span memories: the store decides what goes where and

@@ -28,6 +28,9 @@ type Writer struct {
 	// (format/put_record.go): the catalog's next-record value, advanced by
 	// the store once a batch holding it commits.
 	Seq uint64
+	// Hold, when set, is returned by Prepare: the store refuses new
+	// extents (its disk is nearly full).
+	Hold error
 }
 
 // Active is the file extents are appended to.
@@ -59,8 +62,21 @@ func (w *Writer) seal() {
 }
 
 // prepare returns the file an extent of n bytes goes to, at its end:
-// the active file, reopened after Open if need be, or a new one.
+// the active file, reopened after Open if need be, or a new one; Hold
+// when it is set.
 func (w *Writer) Prepare(n uint64) (*Active, error) {
+	if w.Hold != nil {
+		return nil, w.Hold
+	}
+	return w.prepare(n)
+}
+
+// PrepareDespiteHold is Prepare for the small records that free space (a
+// Delete's tombstone): they are written while Hold is set, since the room
+// the store released on a full disk is there for them.
+func (w *Writer) PrepareDespiteHold(n uint64) (*Active, error) { return w.prepare(n) }
+
+func (w *Writer) prepare(n uint64) (*Active, error) {
 	if w.needsSeal(n) {
 		w.seal()
 	}

@@ -53,6 +53,10 @@ type CompactOptions struct {
 	// Progress, if not nil, is called after each extent copied with the
 	// bytes copied and the bytes to copy.
 	Progress func(done, total int64)
+	// DryRun reports what would be done (the files chosen, as Rewritten,
+	// with the bytes their live extents hold as BytesCopied and the rest
+	// as BytesReclaimed, and what would be skipped) and writes nothing.
+	DryRun bool
 }
 
 // CompactReport says what Compact did.
@@ -216,18 +220,31 @@ func (c *Compaction) pick() {
 	}
 	c.sources = map[uint32]catalog.BlobFile{}
 	for _, r := range c.recs {
-		if r.Num == active && active != 0 {
-			continue
-		}
 		used := r.LiveBytes + r.DeadBytes
 		choose := want[r.Num]
+		delete(want, r.Num)
 		if len(c.o.Files) == 0 {
 			choose = r.DeadBytes > 0 && float64(r.LiveBytes) < c.o.LiveRatio*float64(used)
 		}
-		if choose {
+		switch {
+		case choose && r.Num == active && active != 0:
+			c.rep.Skipped = append(c.rep.Skipped, SkippedFile{Num: r.Num, Reason: "the active file (writes append to it): it is compacted once sealed"})
+		case choose:
 			c.sources[r.Num] = r
 		}
 	}
+	for _, n := range SortedKeys(want) {
+		c.rep.Skipped = append(c.rep.Skipped, SkippedFile{Num: n, Reason: "no such blob file in the catalog"})
+	}
+}
+
+// Sources are the files chosen, in file number order.
+func (c *Compaction) Sources() []catalog.BlobFile {
+	rs := make([]catalog.BlobFile, 0, len(c.sources))
+	for _, n := range SortedKeys(c.sources) {
+		rs = append(rs, c.sources[n])
+	}
+	return rs
 }
 
 // gather finds the extents of the sources, and drops sources whose record
@@ -364,7 +381,15 @@ func (c *Compaction) copyExtent(f *bloblog.File, r *ExtentRef) (movedExtent, str
 	if err != nil {
 		return movedExtent{}, "", err
 	}
-	if bad := CheckRegions(b, r, rs); bad != "" {
+	var bad string
+	err = f.Guard(func() error { bad = CheckRegions(b, r, rs); return nil })
+	if errors.Is(err, format.ErrCorruption) {
+		return movedExtent{}, err.Error(), nil
+	}
+	if err != nil {
+		return movedExtent{}, "", err
+	}
+	if bad != "" {
 		return movedExtent{}, bad, nil
 	}
 	out, err := c.output(r.Length)

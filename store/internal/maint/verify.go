@@ -16,6 +16,9 @@ type VerifyOptions struct {
 	// MaxFindings stops the walk once so many findings are reported
 	// (0: no limit). The report says Truncated then.
 	MaxFindings int
+	// Progress, if not nil, is called after each extent with the bytes
+	// read so far and the catalogued live bytes at the start.
+	Progress func(done, total int64)
 }
 
 // VerifyReport is what Verify read and found.
@@ -104,7 +107,20 @@ func (v *verifier) extent(r *ExtentRef) error {
 	if err != nil {
 		return err
 	}
-	got, payloadCRC, payloadEnd := CRCRegions(b, rs)
+	var got []uint32
+	var payloadCRC uint32
+	var payloadEnd uint64
+	err = f.Guard(func() error {
+		got, payloadCRC, payloadEnd = CRCRegions(b, rs)
+		return nil
+	})
+	if errors.Is(err, format.ErrCorruption) {
+		v.add(RefFinding(FindingDangling, r, f.Path(), err.Error()))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
 	bad := false
 	for i := range rs {
 		v.rep.Chunks++
@@ -118,7 +134,11 @@ func (v *verifier) extent(r *ExtentRef) error {
 	if bad {
 		payloadEnd = NoPayloadCheck // the bad chunk is the finding
 	}
-	if msg := TrailerProblem(b, r, payloadCRC, payloadEnd); msg != "" {
+	var msg string
+	if err := f.Guard(func() error { msg = TrailerProblem(b, r, payloadCRC, payloadEnd); return nil }); err != nil {
+		msg = err.Error()
+	}
+	if msg != "" {
 		v.add(RefFinding(FindingTrailer, r, f.Path(), msg))
 	}
 	return nil

@@ -52,13 +52,15 @@ func (b *Blocks) Read(dst []byte, off, n uint64, crc uint32, what func() string)
 	if b.extent != nil {
 		out = b.extent[off : off+n : off+n]
 		if b.verify && !b.file.IsVerified(abs, crc) {
-			if err := b.check(out, abs, crc, what); err != nil {
+			if err := b.file.Guard(func() error { return b.check(out, abs, crc, what) }); err != nil {
 				return nil, err
 			}
 			b.file.MarkVerified(abs, crc)
 		}
 		if dst != nil {
-			out = dst[:copy(dst, out)]
+			if err := b.file.Guard(func() error { out = dst[:copy(dst, out)]; return nil }); err != nil {
+				return nil, fmt.Errorf("span memory %q %s: %w", b.name, what(), err)
+			}
 		}
 	} else {
 		if dst == nil {

@@ -39,12 +39,18 @@ func (v *View) CopyChunk(dst []byte, i int) (int, error) {
 	}
 	b := v.extent[rel : rel+c.Length : rel+c.Length]
 	if v.seen[i].Load() || !v.verify || v.file.IsVerified(c.Offset, c.CRC32C) {
-		n := copy(dst, b)
+		if err := v.file.Guard(func() error { copy(dst, b); return nil }); err != nil {
+			return 0, fmt.Errorf("packet %s chunk %d: %w", v.h.ID.Short(), i, err)
+		}
 		v.first(i, c.Length)
-		return n, nil
+		return len(dst), nil
 	}
 	v.advise()
-	if err := v.checked(i, crc32c.Copy(dst, b, 0), true); err != nil {
+	var crc uint32
+	if err := v.file.Guard(func() error { crc = crc32c.Copy(dst, b, 0); return nil }); err != nil {
+		return 0, fmt.Errorf("packet %s chunk %d: %w", v.h.ID.Short(), i, err)
+	}
+	if err := v.checked(i, crc, true); err != nil {
 		return 0, err
 	}
 	return len(dst), nil

@@ -71,3 +71,6 @@ func (s Source) Decode(i int, b, dst []byte) error { return Decode(s.h, i, b, ds
 
 // Keep is the view's stored keep-set (View.Keep).
 func (s Source) Keep() (*prune.Set, error) { return s.View.Keep() }
+
+// Guard runs f under the view's blob file's fault guard (bloblog.File.Guard).
+func (s Source) Guard(f func() error) error { return s.file.Guard(f) }

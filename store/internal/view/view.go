@@ -125,7 +125,7 @@ func (v *View) Chunk(i int) ([]byte, error) {
 	}
 	if v.verify && !v.file.IsVerified(c.Offset, c.CRC32C) {
 		v.advise()
-		if err := v.file.CheckChunk(v.h, c, b); err != nil {
+		if err := v.file.Guard(func() error { return v.file.CheckChunk(v.h, c, b) }); err != nil {
 			v.st.Corruptions.Add(1)
 			return nil, err
 		}

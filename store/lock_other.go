@@ -1,0 +1,14 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
+
+package store
+
+import (
+	"errors"
+	"io"
+)
+
+const flockSupported = false
+
+func flockFile(path string, shared bool) (io.Closer, error) {
+	return nil, errors.New("flock is not supported on this platform")
+}

@@ -1,0 +1,67 @@
+package store
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestSharedReadOnlyOpens: on the OS's file system two read-only opens of
+// a store nobody writes run side by side and both read; a writer is
+// refused while they hold it, and a reader while a writer does.
+func TestSharedReadOnlyOpens(t *testing.T) {
+	if !flockSupported {
+		t.Skip("no flock here: every open is exclusive")
+	}
+	dir := t.TempDir()
+	db, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := spacePacket(1)
+	id, err := db.Put(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, &Options{Logger: quiet, ReadOnly: true}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("read-only Open while a writer holds the store: %v, want ErrLocked", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	ro := &Options{Logger: quiet, ReadOnly: true}
+	r1, err := Open(dir, ro)
+	if err != nil {
+		t.Fatalf("first read-only Open: %v", err)
+	}
+	defer r1.Close()
+	r2, err := Open(dir, ro)
+	if err != nil {
+		t.Fatalf("second read-only Open beside the first: %v", err)
+	}
+	for i, r := range []*DB{r1, r2} {
+		checkPacket(t, r, p, id)
+		if n := r.Stats().Packets; n != 1 {
+			t.Fatalf("reader %d sees %d packets, want 1", i+1, n)
+		}
+	}
+	if _, err := Open(dir, &Options{Logger: quiet}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("read-write Open while readers hold the store: %v, want ErrLocked", err)
+	}
+	if err := r2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, &Options{Logger: quiet}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("read-write Open while one reader holds the store: %v, want ErrLocked", err)
+	}
+	if err := r1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatalf("read-write Open once the readers closed: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

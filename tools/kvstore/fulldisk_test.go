@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/internal/testenv"
+	"github.com/kvstore/kvstore/store"
+)
+
+// A store that filled its disk (a real 40 MiB tmpfs) is emptied with the
+// CLI: ls opens it at once, rm of every packet and gc free the room, and a
+// Put works again. The dry runs write nothing.
+func TestFullStoreEmptiedWithCLI(t *testing.T) {
+	dir := testenv.SmallFS(t, 40<<20) + "/store"
+	db, err := store.Open(dir, &store.Options{BlobFileSize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []format.PacketID
+	for n := 1; ; n++ {
+		id, err := db.Put(tinyPacket("ns", n, 4096))
+		if errors.Is(err, store.ErrNoSpace) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Put %d: %v", n, err)
+		}
+		ids = append(ids, id)
+		if n > 1000 {
+			t.Fatal("a 40 MiB disk never filled")
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("disk full after %d packets", len(ids))
+
+	start := time.Now()
+	var ls lsOutput
+	if err := json.Unmarshal([]byte(kv(t, "--dir", dir, "--json", "ls").want(t, exitOK).stdout), &ls); err != nil || len(ls.Packets) != len(ids) {
+		t.Fatalf("ls of the full store: %v, %d packets, want %d", err, len(ls.Packets), len(ids))
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("ls of a full store took %v", d)
+	}
+	args := []string{"--dir", dir, "rm"}
+	for _, id := range ids {
+		args = append(args, id.String())
+	}
+	kv(t, args...).want(t, exitOK)
+
+	var dry gcOutput
+	if err := json.Unmarshal([]byte(kv(t, "--dir", dir, "--json", "gc", "--dry-run").want(t, exitOK).stdout), &dry); err != nil || !dry.DryRun {
+		t.Fatalf("gc --dry-run: %v, %+v", err, dry)
+	}
+	var gc gcOutput
+	if err := json.Unmarshal([]byte(kv(t, "--dir", dir, "--json", "gc").want(t, exitOK).stdout), &gc); err != nil || gc.BytesReclaimed == 0 {
+		t.Fatalf("gc: %v, %+v", err, gc)
+	}
+	if dry.BytesReclaimed != gc.BytesReclaimed || len(dry.FilesRemoved) != len(gc.FilesRemoved) {
+		t.Fatalf("gc --dry-run said %+v, gc did %+v", dry, gc)
+	}
+	kv(t, "--dir", dir, "check").want(t, exitOK)
+
+	db, err = store.Open(dir, &store.Options{BlobFileSize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if st := db.Stats(); st.Packets != 0 || st.SpaceHeld {
+		t.Fatalf("after rm and gc: %d packets, space held %v", st.Packets, st.SpaceHeld)
+	}
+	if _, err := db.Put(tinyPacket("ns", 1, 4096)); err != nil {
+		t.Fatalf("Put after the CLI freed the disk: %v", err)
+	}
+}
+
+// compact --dry-run lists what it would rewrite and changes nothing.
+func TestCompactDryRun(t *testing.T) {
+	dir, ids := testStoreWith(t, &store.Options{BlobFileSize: 8192})
+	kv(t, "--dir", dir, "rm", ids[0].String(), ids[1].String()).want(t, exitOK)
+	before := kv(t, "--dir", dir, "--json", "stat").want(t, exitOK).stdout
+	var out compactOutput
+	if err := json.Unmarshal([]byte(kv(t, "--dir", dir, "--json", "compact", "--ratio", "1", "--dry-run").want(t, exitOK).stdout), &out); err != nil ||
+		!out.DryRun || len(out.Rewritten) == 0 {
+		t.Fatalf("compact --dry-run: %v, %+v", err, out)
+	}
+	if after := kv(t, "--dir", dir, "--json", "stat").want(t, exitOK).stdout; after != before {
+		t.Fatalf("compact --dry-run changed the store:\n%s\n%s", before, after)
+	}
+	if r := kv(t, "--dir", dir, "compact", "--ratio", "1", "--dry-run").want(t, exitOK); !strings.Contains(r.stdout, "dry run: would rewrite") {
+		t.Fatalf("text: %q", r.stdout)
+	}
+}
