@@ -24,22 +24,32 @@ import (
 
 // lockStore takes DIR/LOCK for db's open: ErrLocked if it is held.
 func (db *DB) lockStore() error {
-	path := db.fs.PathJoin(db.dir, lockFileName)
-	var (
-		lock io.Closer
-		err  error
-	)
-	if db.opts.FS == vfs.Default && flockSupported {
-		lock, err = flockFile(path, db.opts.ReadOnly)
-		db.sharedLock = err == nil && db.opts.ReadOnly
+	lock, shared, err := lockDir(db.opts.FS, db.fs, db.dir, db.opts.ReadOnly)
+	if err != nil {
+		return err
+	}
+	db.lock, db.sharedLock = lock, shared
+	return nil
+}
+
+// lockDir takes DIR/LOCK of the store in dir, shared when readOnly and
+// the lock is a flock (optsFS, Options.FS as given, is vfs.Default), else
+// exclusive through fs.Lock; ErrLocked if it is held. Every holder of a
+// store (Open, Recover) takes it here, so that they exclude each other
+// with the same kind of lock: flock and fs.Lock's POSIX record locks do
+// not see each other.
+func lockDir(optsFS, fs vfs.FS, dir string, readOnly bool) (lock io.Closer, shared bool, err error) {
+	path := fs.PathJoin(dir, lockFileName)
+	if optsFS == vfs.Default && flockSupported {
+		lock, err = flockFile(path, readOnly)
+		shared = err == nil && readOnly
 	} else {
-		lock, err = db.fs.Lock(path)
+		lock, err = fs.Lock(path)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrLocked, db.dir, err)
+		return nil, false, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
 	}
-	db.lock = lock
-	return nil
+	return lock, shared, nil
 }
 
 // catalogOptions are the options the catalog opens with: db's, with the

@@ -52,9 +52,9 @@ func Recover(dir string, opts *Options) (*RecoverReport, error) {
 	if !found {
 		return nil, fmt.Errorf("%w: no store at %s (no FORMAT file)", ErrNotFound, dir)
 	}
-	lock, err := fs.Lock(fs.PathJoin(dir, lockFileName))
+	lock, _, err := lockDir(o.FS, fs, dir, false)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
+		return nil, err
 	}
 	defer lock.Close()
 	rep := &RecoverReport{}
