@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"context"
 	"errors"
 	"math"
 	"testing"
@@ -118,7 +119,7 @@ func TestStore(t *testing.T) {
 	if p.Tokens() != 7 || p.HeaderTokens != 2 || p.AdapterID != id {
 		t.Fatalf("packet of %d rows, %d header, adapter %q", p.Tokens(), p.HeaderTokens, p.AdapterID)
 	}
-	if _, err := db.Put(p); !errors.Is(err, store.ErrNotFound) {
+	if _, err := db.Put(context.Background(), p); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("put before the adapter: %v", err)
 	}
 	if err := Put(db, spec.Fingerprint(), id, a); err != nil {
@@ -132,7 +133,7 @@ func TestStore(t *testing.T) {
 	if _, err := Get(db, other.Fingerprint(), id); !errors.Is(err, store.ErrModelMismatch) {
 		t.Fatalf("get for another model: %v", err)
 	}
-	pid, err := db.Put(p)
+	pid, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}

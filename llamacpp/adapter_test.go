@@ -3,6 +3,7 @@
 package llamacpp_test
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -93,7 +94,7 @@ func testSaveAdapter(t *testing.T, hide bool) {
 		rows := a.StoredHeaderRows() + len(d) + a.TrailerRows()
 		off += int64(rows)
 
-		v, err := db.Get("ns", spec.Fingerprint(), id)
+		v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

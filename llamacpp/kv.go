@@ -3,6 +3,7 @@
 package llamacpp
 
 import (
+	"context"
 	"fmt"
 	"math"
 
@@ -78,7 +79,7 @@ func save(db *store.DB, ns string, ctx *Context, seq int, rows packetRows) (form
 		}
 		p.Layers[l] = store.Layer{K: k, V: v}
 	}
-	if id, err = db.Put(p); err != nil {
+	if id, err = db.Put(context.Background(), p); err != nil {
 		return id, fmt.Errorf("llamacpp: save: %w", err)
 	}
 	return id, nil
@@ -140,7 +141,7 @@ func load(db *store.DB, ns string, ctx *Context, seq int, items []store.Assemble
 	if err != nil {
 		return nil, err
 	}
-	a, err := db.PrepareAssemble(ns, spec.Fingerprint(), items)
+	a, err := db.PrepareAssemble(context.Background(), ns, spec.Fingerprint(), items)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +178,7 @@ func load(db *store.DB, ns string, ctx *Context, seq int, items []store.Assemble
 		return nil, err
 	}
 	ctx.scratch = buf
-	if err := a.Run(stateDest(buf, lay), o); err != nil {
+	if err := a.Run(context.Background(), stateDest(buf, lay), o); err != nil {
 		return nil, err
 	}
 	if err := ctx.SetState(seq, buf); err != nil {

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -40,13 +41,13 @@ func TestPutRequiresItsAdapter(t *testing.T) {
 		return len(ids)
 	}
 
-	if _, err := db.Put(adapterPacket(spec, "v1")); !errors.Is(err, store.ErrNotFound) {
+	if _, err := db.Put(context.Background(), adapterPacket(spec, "v1")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("no adapter stored: %v, want ErrNotFound", err)
 	}
 	if err := db.PutArtifact(other.Fingerprint(), store.AdapterArtifact("v1"), []byte("x"), store.ArtifactMeta{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Put(adapterPacket(spec, "v1")); !errors.Is(err, store.ErrModelMismatch) {
+	if _, err := db.Put(context.Background(), adapterPacket(spec, "v1")); !errors.Is(err, store.ErrModelMismatch) {
 		t.Fatalf("adapter stored for another model only: %v, want ErrModelMismatch", err)
 	}
 	if n := list(); n != 0 {
@@ -55,18 +56,18 @@ func TestPutRequiresItsAdapter(t *testing.T) {
 	if err := db.PutArtifact(spec.Fingerprint(), store.AdapterArtifact("v1"), []byte("x"), store.ArtifactMeta{}); err != nil {
 		t.Fatal(err)
 	}
-	id, err := db.Put(adapterPacket(spec, "v1"))
+	id, err := db.Put(context.Background(), adapterPacket(spec, "v1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := format.ComputePacketID("ns", spec.Fingerprint(), "v1", []uint32{7, 8, 9}); id != want {
 		t.Fatalf("id %s, want %s", id.Short(), want.Short())
 	}
-	if _, err := db.Put(adapterPacket(spec, "v2")); !errors.Is(err, store.ErrNotFound) {
+	if _, err := db.Put(context.Background(), adapterPacket(spec, "v2")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("another adapter id: %v, want ErrNotFound", err)
 	}
 	// Without an adapter id there is nothing to check.
-	if _, err := db.Put(adapterPacket(spec, "")); err != nil {
+	if _, err := db.Put(context.Background(), adapterPacket(spec, "")); err != nil {
 		t.Fatal(err)
 	}
 	if n := list(); n != 2 {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -27,11 +28,11 @@ func TestViewAdvisesOnFirstVerify(t *testing.T) {
 				}
 				defer db.Close()
 				spec := testSpec(format.DTypeBF16, 3, 2, 8)
-				id, err := db.Put(randPacket(spec, "ns", 9, 4))
+				id, err := db.Put(context.Background(), randPacket(spec, "ns", 9, 4))
 				if err != nil {
 					t.Fatal(err)
 				}
-				v, err := db.Get("ns", spec.Fingerprint(), id)
+				v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id)
 				if err != nil {
 					t.Fatal(err)
 				}

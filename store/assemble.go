@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -52,21 +53,22 @@ import (
 // Assemble is PrepareAssemble, Assembly.Run and Assembly.Release; use them
 // separately to learn the total tokens before allocating dst, or
 // AssembleInto to have the destination allocated.
-func (db *DB) Assemble(ns string, model format.Fingerprint, items []AssembleItem, dst *Dest, o *AssembleOptions) error {
+func (db *DB) Assemble(ctx context.Context, ns string, model format.Fingerprint, items []AssembleItem, dst *Dest, o *AssembleOptions) error {
 	defer db.st.assembleTimer(len(items))()
-	a, err := db.PrepareAssemble(ns, model, items)
+	a, err := db.PrepareAssemble(ctx, ns, model, items)
 	if err != nil {
 		return err
 	}
 	defer a.Release()
-	return a.Run(dst, o)
+	return a.Run(ctx, dst, o)
 }
 
 // AssembleInto is Assemble into a destination it allocates (NewDest) of
 // shape s, sized for the items' rows, and returned; the layout's paged
 // block table is then 0, 1, .... Errors are Assemble's and NewDest's.
-func (db *DB) AssembleInto(ns string, model format.Fingerprint, items []AssembleItem, s DestShape, o *AssembleOptions) (*Dest, error) {
-	a, err := db.PrepareAssemble(ns, model, items)
+func (db *DB) AssembleInto(ctx context.Context, ns string, model format.Fingerprint, items []AssembleItem, s DestShape, o *AssembleOptions) (*Dest, error) {
+	defer db.st.assembleTimer(len(items))()
+	a, err := db.PrepareAssemble(ctx, ns, model, items)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +78,7 @@ func (db *DB) AssembleInto(ns string, model format.Fingerprint, items []Assemble
 	if err != nil {
 		return nil, err
 	}
-	if err := a.Run(dst, o); err != nil {
+	if err := a.Run(ctx, dst, o); err != nil {
 		return nil, err
 	}
 	return dst, nil
@@ -131,13 +133,16 @@ type Assembly struct {
 // except the positions chunk of a packet stored pruned (its index map; a
 // bad one is ErrCorruption): such a packet places its k kept rows per
 // (layer, KV head), see assemble_prune.go.
-func (db *DB) PrepareAssemble(ns string, model format.Fingerprint, items []AssembleItem) (*Assembly, error) {
-	return db.prepareAssemble(ns, model, items, nil)
+func (db *DB) PrepareAssemble(ctx context.Context, ns string, model format.Fingerprint, items []AssembleItem) (*Assembly, error) {
+	return db.prepareAssemble(ctx, ns, model, items, nil)
 }
 
 // prepareAssemble is PrepareAssemble with optional keep-sets, one per item
 // (nil, or a nil entry: the item is not pruned).
-func (db *DB) prepareAssemble(ns string, model format.Fingerprint, items []AssembleItem, keep []*prune.Set) (*Assembly, error) {
+func (db *DB) prepareAssemble(ctx context.Context, ns string, model format.Fingerprint, items []AssembleItem, keep []*prune.Set) (*Assembly, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("assemble: %w", err)
+	}
 	if len(items) == 0 {
 		return nil, fmt.Errorf("%w: assemble: no packets", ErrInvalidArgument)
 	}
@@ -150,7 +155,7 @@ func (db *DB) prepareAssemble(ns string, model format.Fingerprint, items []Assem
 	}()
 	in := make([]assemble.Item, len(items))
 	for i, it := range items {
-		v, err := db.Get(ns, model, it.ID)
+		v, err := db.Get(ctx, ns, model, it.ID)
 		if err != nil {
 			return nil, fmt.Errorf("assemble: item %d (packet %s): %w", i, it.ID.Short(), err)
 		}
@@ -196,11 +201,11 @@ func (a *Assembly) Release() {
 
 // Run fills dst (see Assemble) and returns when every layer is complete
 // and reported, or at the first error.
-func (a *Assembly) Run(dst *Dest, o *AssembleOptions) error {
+func (a *Assembly) Run(ctx context.Context, dst *Dest, o *AssembleOptions) error {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if a.released {
 		return fmt.Errorf("%w: assemble: assembly was released", ErrClosed)
 	}
-	return a.in.Run(dst, o)
+	return a.in.Run(ctx, dst, o)
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"testing"
@@ -39,14 +40,14 @@ func BenchmarkAssemble(b *testing.B) {
 	items := make([]AssembleItem, packets)
 	for i := range items {
 		p.TokenIDs[0] = uint32(i) // the same payload under 10 ids: 10 extents
-		id, err := db.Put(p)
+		id, err := db.Put(context.Background(), p)
 		if err != nil {
 			b.Fatal(err)
 		}
 		items[i] = AssembleItem{ID: id, Offset: int64(i * tokens)}
 	}
 	p = nil
-	a, err := db.PrepareAssemble("bench", spec.Fingerprint(), items)
+	a, err := db.PrepareAssemble(context.Background(), "bench", spec.Fingerprint(), items)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func BenchmarkAssemble(b *testing.B) {
 	n := int64(2 * len(dst.K) * len(dst.K[0]))
 	paged := pagedBenchDest(spec, a.Tokens(), 16)
 	for _, d := range []*Dest{dst, paged} { // warm: pages mapped and faulted, CRCs verified
-		if err := a.Run(d, nil); err != nil {
+		if err := a.Run(context.Background(), d, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -85,7 +86,7 @@ func BenchmarkAssemble(b *testing.B) {
 					run = freshAssembly(b, db, spec, items)
 				}
 				b.StartTimer()
-				if err := run.Run(bc.dst, &AssembleOptions{Workers: bc.workers}); err != nil {
+				if err := run.Run(context.Background(), bc.dst, &AssembleOptions{Workers: bc.workers}); err != nil {
 					b.Fatal(err)
 				}
 				if bc.crc {
@@ -106,7 +107,7 @@ func freshAssembly(b *testing.B, db *DB, spec *format.ModelSpec, items []Assembl
 		f.ForgetVerified()
 	}
 	db.filesMu.RUnlock()
-	a, err := db.PrepareAssemble("bench", spec.Fingerprint(), items)
+	a, err := db.PrepareAssemble(context.Background(), "bench", spec.Fingerprint(), items)
 	if err != nil {
 		b.Fatal(err)
 	}

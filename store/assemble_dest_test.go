@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -54,7 +55,7 @@ func TestAssembleInto(t *testing.T) {
 		{Layout: LayoutContiguous}, {Layout: LayoutTransposedV}, {Layout: LayoutPaged, BlockSize: 4},
 		{Layout: LayoutPagedKV, BlockSize: 3}, {Layout: LayoutPagedPacked, BlockSize: 5},
 	} {
-		d, err := db.AssembleInto("ns", spec.Fingerprint(), items, s, &AssembleOptions{Workers: 2})
+		d, err := db.AssembleInto(context.Background(), "ns", spec.Fingerprint(), items, s, &AssembleOptions{Workers: 2})
 		if err != nil {
 			t.Fatalf("%v: %v", s.Layout, err)
 		}
@@ -74,7 +75,7 @@ func TestAssembleInto(t *testing.T) {
 			}
 		}
 	}
-	if _, err := db.AssembleInto("ns", spec.Fingerprint(), items, DestShape{Layout: LayoutPaged}, nil); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := db.AssembleInto(context.Background(), "ns", spec.Fingerprint(), items, DestShape{Layout: LayoutPaged}, nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("paged without a block size: %v, want ErrInvalidArgument", err)
 	}
 	if s := db.Stats(); s.OpenViews != 0 {
@@ -104,7 +105,7 @@ func TestNewPooledDest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 5}}, d, nil); err != nil {
+		if err := db.Assemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], 5}}, d, nil); err != nil {
 			t.Fatalf("%v: %v", layout, err)
 		}
 		for l := range spec.Layers {

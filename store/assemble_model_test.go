@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -120,12 +121,12 @@ func TestAssembleEqualsPrefillAtDelta(t *testing.T) {
 			}
 			db, _, _ := openKind(t, true, false)
 			defer db.Close()
-			id, err := db.Put(cachePacket(t, spec, doc, at0.Cache))
+			id, err := db.Put(context.Background(), cachePacket(t, spec, doc, at0.Cache))
 			if err != nil {
 				t.Fatal(err)
 			}
 			d := NewContiguousDest(spec, len(doc))
-			if err := db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{id, tc.delta}}, d, nil); err != nil {
+			if err := db.Assemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{id, tc.delta}}, d, nil); err != nil {
 				t.Fatal(err)
 			}
 			got := destCache(t, spec, d, len(doc), tc.delta)

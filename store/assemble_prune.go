@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/kvstore/kvstore/format"
@@ -32,9 +33,9 @@ func (a *Assembly) Positions(layer, head int) ([]int64, error) {
 // stored rows it must then select from. A keep-set that does not fit its
 // packet, keeps different numbers of rows per head, or keeps a row a
 // pruned packet did not store is ErrInvalidArgument.
-func (db *DB) PrepareAssemblePruned(ns string, model format.Fingerprint, items []AssembleItem, keep []*prune.Set) (*Assembly, error) {
+func (db *DB) PrepareAssemblePruned(ctx context.Context, ns string, model format.Fingerprint, items []AssembleItem, keep []*prune.Set) (*Assembly, error) {
 	if len(keep) != len(items) {
 		return nil, fmt.Errorf("%w: assemble: %d keep-sets for %d items", ErrInvalidArgument, len(keep), len(items))
 	}
-	return db.prepareAssemble(ns, model, items, keep)
+	return db.prepareAssemble(ctx, ns, model, items, keep)
 }

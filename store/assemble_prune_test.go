@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -72,7 +73,7 @@ func TestAssemblePruned(t *testing.T) {
 				keep := []*prune.Set{keepSet, nil}
 				offsets := []int64{4, 30}
 				items := []AssembleItem{{ids[0], offsets[0]}, {ids[1], offsets[1]}}
-				a, err := db.PrepareAssemblePruned("ns", spec.Fingerprint(), items, keep)
+				a, err := db.PrepareAssemblePruned(context.Background(), "ns", spec.Fingerprint(), items, keep)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -83,7 +84,7 @@ func TestAssemblePruned(t *testing.T) {
 				for _, d := range []*Dest{NewContiguousDest(spec, 17), pagedDest(spec, 17, 4, 3)} {
 					want := cloneDest(d)
 					prunedReference(t, spec, dec, keep, offsets, 17, want)
-					if err := a.Run(d, &AssembleOptions{Workers: 2}); err != nil {
+					if err := a.Run(context.Background(), d, &AssembleOptions{Workers: 2}); err != nil {
 						t.Fatal(err)
 					}
 					diffDest(t, d, want)
@@ -118,7 +119,7 @@ func TestAssemblePrunedErrors(t *testing.T) {
 		"shape":   {{Layers: 1, KVHeads: 2, Tokens: 6, Keep: [][]int32{{0}, {2}}}},
 		"invalid": {{Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{1, 0}, {2, 3}}}},
 	} {
-		a, err := db.PrepareAssemblePruned("ns", spec.Fingerprint(), items, keep)
+		a, err := db.PrepareAssemblePruned(context.Background(), "ns", spec.Fingerprint(), items, keep)
 		if !errors.Is(err, ErrInvalidArgument) {
 			if a != nil {
 				a.Release()
@@ -155,11 +156,11 @@ func TestAssembleNegativeOffset(t *testing.T) {
 	total := 5 + 6
 	for name, prep := range map[string]func() (*Assembly, error){
 		"keep-set": func() (*Assembly, error) {
-			return db.PrepareAssemblePruned("ns", spec.Fingerprint(),
+			return db.PrepareAssemblePruned(context.Background(), "ns", spec.Fingerprint(),
 				[]AssembleItem{{ids[0], offsets[0]}, {ids[1], offsets[1]}}, []*prune.Set{keep, nil})
 		},
 		"stored-pruned": func() (*Assembly, error) {
-			return db.PrepareAssemble("pruned", spec.Fingerprint(), []AssembleItem{{sid, offsets[0]}, {oid, offsets[1]}})
+			return db.PrepareAssemble(context.Background(), "pruned", spec.Fingerprint(), []AssembleItem{{sid, offsets[0]}, {oid, offsets[1]}})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -174,7 +175,7 @@ func TestAssembleNegativeOffset(t *testing.T) {
 			for _, d := range []*Dest{NewContiguousDest(spec, total), pagedDest(spec, total, 4, 3)} {
 				want := cloneDest(d)
 				prunedReference(t, spec, []*Packet{whole, other}, []*prune.Set{keep, nil}, offsets, total, want)
-				if err := a.Run(d, &AssembleOptions{Workers: 2}); err != nil {
+				if err := a.Run(context.Background(), d, &AssembleOptions{Workers: 2}); err != nil {
 					t.Fatal(err)
 				}
 				diffDest(t, d, want)
@@ -190,13 +191,13 @@ func TestAssembleNegativeOffset(t *testing.T) {
 			}
 		})
 	}
-	if _, err := db.PrepareAssemblePruned("ns", spec.Fingerprint(), []AssembleItem{{ids[0], -7}}, []*prune.Set{keep}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := db.PrepareAssemblePruned(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], -7}}, []*prune.Set{keep}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("keep-set at offset -7 (a row at -1): %v, want ErrInvalidArgument", err)
 	}
-	if _, err := db.PrepareAssemble("pruned", spec.Fingerprint(), []AssembleItem{{sid, -7}}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := db.PrepareAssemble(context.Background(), "pruned", spec.Fingerprint(), []AssembleItem{{sid, -7}}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("stored pruned at offset -7 (a row at -1): %v, want ErrInvalidArgument", err)
 	}
-	if _, err := db.PrepareAssemble("ns", spec.Fingerprint(), []AssembleItem{{ids[1], -1}}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := db.PrepareAssemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[1], -1}}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("whole packet at offset -1: %v, want ErrInvalidArgument", err)
 	}
 	if s := db.Stats(); s.OpenViews != 0 {

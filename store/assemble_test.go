@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -116,7 +117,7 @@ func putAll(t *testing.T, db *DB, ps []*Packet) []format.PacketID {
 	t.Helper()
 	ids := make([]format.PacketID, len(ps))
 	for i, p := range ps {
-		id, err := db.Put(p)
+		id, err := db.Put(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +200,7 @@ func TestAssembleMatchesReference(t *testing.T) {
 							}
 							want := cloneDest(d)
 							referenceAssemble(t, sc.spec, ps, offsets, want)
-							if err := db.Assemble("ns", sc.spec.Fingerprint(), items, d, &AssembleOptions{Workers: workers}); err != nil {
+							if err := db.Assemble(context.Background(), "ns", sc.spec.Fingerprint(), items, d, &AssembleOptions{Workers: workers}); err != nil {
 								t.Fatalf("%s: %v", name, err)
 							}
 							t.Run(name, func(t *testing.T) { diffDest(t, d, want) })
@@ -236,7 +237,7 @@ func TestAssembleLayerCallback(t *testing.T) {
 				return nil
 			}}
 			items := []AssembleItem{{ids[0], 0}, {ids[1], 30}}
-			if err := db.Assemble("ns", spec.Fingerprint(), items, d, o); err != nil {
+			if err := db.Assemble(context.Background(), "ns", spec.Fingerprint(), items, d, o); err != nil {
 				t.Fatal(err)
 			}
 			if fmt.Sprint(order) != "[0 1 2 3 4 5]" {
@@ -253,7 +254,7 @@ func TestAssembleCallbackErrorStops(t *testing.T) {
 	ids := putAll(t, db, []*Packet{floatPacket(spec, "ns", 4, 0, 0, 1)})
 	stop := errors.New("server busy")
 	var calls []int
-	err := db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 0}}, NewContiguousDest(spec, 4),
+	err := db.Assemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], 0}}, NewContiguousDest(spec, 4),
 		&AssembleOptions{OnLayer: func(l int) error {
 			calls = append(calls, l)
 			if l == 2 {
@@ -290,7 +291,7 @@ func TestAssembleLookupErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := db.Assemble(c.ns, fp, c.items, NewContiguousDest(spec, 8), nil)
+			err := db.Assemble(context.Background(), c.ns, fp, c.items, NewContiguousDest(spec, 8), nil)
 			if !errors.Is(err, c.want) {
 				t.Fatalf("Assemble: %v, want %v", err, c.want)
 			}
@@ -306,7 +307,7 @@ func TestAssembleBadDest(t *testing.T) {
 	db := openMem(t, vfs.NewMem(), nil)
 	defer db.Close()
 	ids := putAll(t, db, []*Packet{floatPacket(spec, "ns", 10, 0, 0, 1)})
-	a, err := db.PrepareAssemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 5}})
+	a, err := db.PrepareAssemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], 5}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,17 +342,17 @@ func TestAssembleBadDest(t *testing.T) {
 				}
 				c.edit(d)
 			}
-			if err := a.Run(d, nil); !errors.Is(err, ErrInvalidArgument) {
+			if err := a.Run(context.Background(), d, nil); !errors.Is(err, ErrInvalidArgument) {
 				t.Fatalf("Run: %v, want ErrInvalidArgument", err)
 			}
 		})
 	}
-	if err := a.Run(NewContiguousDest(spec, 10), &AssembleOptions{Workers: -1}); !errors.Is(err, ErrInvalidArgument) {
+	if err := a.Run(context.Background(), NewContiguousDest(spec, 10), &AssembleOptions{Workers: -1}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("negative workers: %v", err)
 	}
 	a.Release()
 	a.Release()
-	if err := a.Run(NewContiguousDest(spec, 10), nil); !errors.Is(err, ErrClosed) {
+	if err := a.Run(context.Background(), NewContiguousDest(spec, 10), nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Run after Release: %v, want ErrClosed", err)
 	}
 	if s := db.Stats(); s.OpenViews != 0 {
@@ -369,7 +370,7 @@ func TestAssembleCorruptChunk(t *testing.T) {
 			spec := testSpec(format.DTypeBF16, 3, 2, 8)
 			p := floatPacket(spec, "ns", 40, 0, 0, 1)
 			ids := putAll(t, db, []*Packet{p})
-			v, err := db.Get("ns", spec.Fingerprint(), ids[0])
+			v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -387,7 +388,7 @@ func TestAssembleCorruptChunk(t *testing.T) {
 				var reported []int
 				o := &AssembleOptions{Workers: 1, OnLayer: func(l int) error { reported = append(reported, l); return nil }}
 				d := NewContiguousDest(spec, 40)
-				err = db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 9}}, d, o)
+				err = db.Assemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], 9}}, d, o)
 				if off {
 					want := NewContiguousDest(spec, 40)
 					referenceAssemble(t, spec, []*Packet{p}, []int64{9}, want)
@@ -427,7 +428,7 @@ func TestAssembleCorruptEveryPlacement(t *testing.T) {
 				db, fs, dir := openKind(t, k.disk, k.noMmap)
 				p := floatPacket(spec, "ns", 40, 0, 0, 1)
 				ids := putAll(t, db, []*Packet{p})
-				v, err := db.Get("ns", spec.Fingerprint(), ids[0])
+				v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0])
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -448,7 +449,7 @@ func TestAssembleCorruptEveryPlacement(t *testing.T) {
 							if layout != "contiguous" {
 								d = pagedDest(spec, 40, 4, 3)
 							}
-							err := db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], off}}, d, &AssembleOptions{Workers: 2})
+							err := db.Assemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], off}}, d, &AssembleOptions{Workers: 2})
 							var ce *ChunkError
 							if !errors.Is(err, ErrCorruption) || !errors.As(err, &ce) || ce.Offset != bad.Offset || ce.Kind != bad.Kind || ce.Layer != bad.Layer {
 								t.Fatalf("%s offset %d try %d: Assemble over a flipped byte in chunk %d: %v, want its ChunkError", layout, off, try, ci, err)
@@ -469,7 +470,7 @@ func TestAssembleConcurrentRuns(t *testing.T) {
 	defer db.Close()
 	ps := []*Packet{floatPacket(spec, "ns", 12, 0, 0, 1), floatPacket(spec, "ns", 3, 0, 0, 2)}
 	ids := putAll(t, db, ps)
-	a, err := db.PrepareAssemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 1}, {ids[1], 13}})
+	a, err := db.PrepareAssemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], 1}, {ids[1], 13}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +481,7 @@ func TestAssembleConcurrentRuns(t *testing.T) {
 	dests := make([]*Dest, 4)
 	for i := range dests {
 		dests[i] = NewContiguousDest(spec, 15)
-		go func() { errs <- a.Run(dests[i], &AssembleOptions{Workers: 2}) }()
+		go func() { errs <- a.Run(context.Background(), dests[i], &AssembleOptions{Workers: 2}) }()
 	}
 	for range dests {
 		if err := <-errs; err != nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -29,13 +30,13 @@ func TestAssembleTransposedV(t *testing.T) {
 				total := 7 + 10 + 600
 				items := []AssembleItem{{ID: ids[0], Offset: 0}, {ID: ids[1], Offset: 7}, {ID: ids[2], Offset: 40}}
 				want := NewContiguousDest(sc.spec, total)
-				if err := db.Assemble("ns", sc.spec.Fingerprint(), items, want, nil); err != nil {
+				if err := db.Assemble(context.Background(), "ns", sc.spec.Fingerprint(), items, want, nil); err != nil {
 					t.Fatal(err)
 				}
 				for _, workers := range []int{1, 3} {
 					got := NewContiguousDest(sc.spec, total)
 					got.Layout = LayoutTransposedV
-					if err := db.Assemble("ns", sc.spec.Fingerprint(), items, got, &AssembleOptions{Workers: workers}); err != nil {
+					if err := db.Assemble(context.Background(), "ns", sc.spec.Fingerprint(), items, got, &AssembleOptions{Workers: workers}); err != nil {
 						t.Fatalf("workers %d: %v", workers, err)
 					}
 					checkTransposed(t, sc.spec, total, want, got)
@@ -77,7 +78,7 @@ func TestAssembleTransposedVBadDest(t *testing.T) {
 	d := NewContiguousDest(spec, 4)
 	d.Layout = LayoutTransposedV
 	d.V[0] = append(d.V[0], 0)
-	err := db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{ID: ids[0]}}, d, nil)
+	err := db.Assemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ID: ids[0]}}, d, nil)
 	if !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("got %v, want ErrInvalidArgument", err)
 	}

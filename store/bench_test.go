@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -75,7 +76,7 @@ func BenchmarkPut(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			p.TokenIDs[0]++ // a new document each time
-			if _, err := db.Put(p); err != nil {
+			if _, err := db.Put(context.Background(), p); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -108,7 +109,7 @@ func BenchmarkPutPaired(b *testing.B) {
 		writePlain(b, path, p)
 		mid := time.Now()
 		p.TokenIDs[0]++
-		if _, err := db.Put(p); err != nil {
+		if _, err := db.Put(context.Background(), p); err != nil {
 			b.Fatal(err)
 		}
 		plain, ours = plain+mid.Sub(start), ours+time.Since(mid)
@@ -149,7 +150,7 @@ func putOne(b *testing.B, p *Packet, o *Options) (*DB, format.PacketID) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func BenchmarkGet(b *testing.B) {
 	fp := p.Model.Fingerprint()
 	b.ReportAllocs()
 	for b.Loop() {
-		v, err := db.Get("bench", fp, id)
+		v, err := db.Get(context.Background(), "bench", fp, id)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -224,7 +225,7 @@ func BenchmarkRead(b *testing.B) {
 
 // readViews copies every chunk of packet id into dst through a fresh view.
 func readViews(b *testing.B, db *DB, fp format.Fingerprint, id format.PacketID, dst []byte, forget bool) {
-	v, err := db.Get("bench", fp, id)
+	v, err := db.Get(context.Background(), "bench", fp, id)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func BenchmarkReadPaired(b *testing.B) {
 // copyViews copies every chunk of packet id into dst through a fresh view
 // with CopyChunk, the verification cache dropped first.
 func copyViews(b *testing.B, db *DB, fp format.Fingerprint, id format.PacketID, dst []byte) {
-	v, err := db.Get("bench", fp, id)
+	v, err := db.Get(context.Background(), "bench", fp, id)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/kvstore/kvstore/format"
@@ -44,14 +45,26 @@ func (db *DB) Unpin(ns string, model format.Fingerprint, id format.PacketID) err
 	return db.setPin(ns, model, id, false)
 }
 
-// Pinned reports whether packet id of namespace ns is pinned.
-func (db *DB) Pinned(ns string, id format.PacketID) (bool, error) {
+// Pinned reports whether packet id of namespace ns, stored for model, is
+// pinned: false for a packet not stored, ErrModelMismatch for one stored
+// for another model (the same triple as Pin and Unpin).
+func (db *DB) Pinned(ns string, model format.Fingerprint, id format.PacketID) (bool, error) {
 	if err := db.enter(); err != nil {
 		return false, err
 	}
 	defer db.leave()
 	if err := checkNamespace(ns); err != nil {
 		return false, err
+	}
+	h, err := db.header(ns, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	case h.Model != model:
+		return false, fmt.Errorf("%w: packet %s in namespace %q: stored for model %s, not %s",
+			ErrModelMismatch, id.Short(), ns, h.Model.Short(), model.Short())
 	}
 	return db.cat.Has(catalog.PinKey(ns, id))
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func capOptions(fs vfs.FS, n int, policy EvictionPolicy) *Options {
 
 func putCap(t *testing.T, db *DB, seed uint64) format.PacketID {
 	t.Helper()
-	id, err := db.Put(capPacket(seed))
+	id, err := db.Put(context.Background(), capPacket(seed))
 	if err != nil {
 		t.Fatalf("Put %d: %v", seed, err)
 	}
@@ -32,7 +33,7 @@ func putCap(t *testing.T, db *DB, seed uint64) format.PacketID {
 
 func present(t *testing.T, db *DB, id format.PacketID) bool {
 	t.Helper()
-	ok, err := db.Has("ns", capPacket(0).Model.Fingerprint(), id)
+	ok, err := db.Has(context.Background(), "ns", capPacket(0).Model.Fingerprint(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func present(t *testing.T, db *DB, id format.PacketID) bool {
 
 func use(t *testing.T, db *DB, id format.PacketID) {
 	t.Helper()
-	v, err := db.Get("ns", capPacket(0).Model.Fingerprint(), id)
+	v, err := db.Get(context.Background(), "ns", capPacket(0).Model.Fingerprint(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +116,16 @@ func TestEvictPinsAndNoSpace(t *testing.T) {
 	// Pins are durable.
 	db = openMem(t, fs, capOptions(fs, 2, EvictLRU))
 	defer db.Close()
-	if ok, err := db.Pinned("ns", ids[0]); err != nil || !ok {
+	if ok, err := db.Pinned("ns", fp, ids[0]); err != nil || !ok {
 		t.Fatalf("pin lost at reopen: %v %v", ok, err)
 	}
-	if _, err := db.Put(capPacket(5)); !errors.Is(err, ErrNoSpace) {
+	if _, err := db.Pinned("ns", format.Fingerprint{1}, ids[0]); !errors.Is(err, ErrModelMismatch) {
+		t.Fatalf("Pinned for another model: %v, want ErrModelMismatch", err)
+	}
+	if ok, err := db.Pinned("ns", fp, format.PacketID{7}); err != nil || ok {
+		t.Fatalf("Pinned of a packet not stored: %v %v, want false, nil", ok, err)
+	}
+	if _, err := db.Put(context.Background(), capPacket(5)); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("Put with only pinned packets left: %v", err)
 	}
 	if s := db.Stats(); s.Evictions != 0 || s.Packets != 3 {
@@ -127,7 +134,7 @@ func TestEvictPinsAndNoSpace(t *testing.T) {
 	if err := db.Unpin("ns", fp, ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Put(capPacket(5)); err != nil {
+	if _, err := db.Put(context.Background(), capPacket(5)); err != nil {
 		t.Fatalf("Put after Unpin: %v", err)
 	}
 	if present(t, db, ids[0]) || !present(t, db, ids[1]) {
@@ -141,7 +148,7 @@ func TestEvictPinsAndNoSpace(t *testing.T) {
 	}
 	// A packet larger than the cap fails, and evicts nothing.
 	big := randPacket(testSpec(format.DTypeBF16, 2, 2, 8), "ns", 1000, 9)
-	if _, err := db.Put(big); !errors.Is(err, ErrNoSpace) {
+	if _, err := db.Put(context.Background(), big); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("Put larger than MaxBytes: %v", err)
 	}
 	wantClean(t, db, "after capacity")
@@ -212,7 +219,7 @@ func TestEvictConcurrent(t *testing.T) {
 		}()
 	}
 	for i := range 12 {
-		if _, err := db.Put(capPacket(uint64(i))); err != nil {
+		if _, err := db.Put(context.Background(), capPacket(uint64(i))); err != nil {
 			t.Fatal(err)
 		}
 		if s := db.Stats(); s.LiveBytes > uint64(o.MaxBytes) {
@@ -243,11 +250,11 @@ func TestEvictSizesEncodedExtent(t *testing.T) {
 	defer db.Close()
 	a, b := putCap(t, db, 1), putCap(t, db, 2)
 	p := smoothPacket(capPacket(0).Model, "ns", 100, 0, 0, 3, format.CodecInt4)
-	d, err := db.Put(p)
+	d, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := db.Get("ns", p.Model.Fingerprint(), d)
+	v, err := db.Get(context.Background(), "ns", p.Model.Fingerprint(), d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func TestCheckSpanMemory(t *testing.T) {
 	_, in := spanFixture(t, 48, 0, format.DTypeF32)
 	m := buildSpans(t, db, in, SpanOptions{})
 	for _, name := range []string{"a", "b", "a"} { // "a" replaced: its first extent is dead
-		if _, err := db.PutSpanMemory("ns", name, m); err != nil {
+		if _, err := db.PutSpanMemory(context.Background(), "ns", name, m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -273,11 +273,11 @@ func TestCheckAfterSpanMemoryCrash(t *testing.T) {
 		}
 		m := buildSpans(t, db, in, SpanOptions{})
 		for _, name := range []string{"a", "b", "a"} {
-			if _, err := db.PutSpanMemory("ns", name, m); err != nil {
+			if _, err := db.PutSpanMemory(context.Background(), "ns", name, m); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := db.DeleteSpanMemory("ns", m.Model.Fingerprint(), "b"); err != nil {
+		if err := db.DeleteSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "b"); err != nil {
 			t.Fatal(err)
 		}
 		if err := db.Close(); err != nil {

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -93,7 +94,7 @@ func BenchmarkAssembleWarm(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer db.Close()
-			id, err := db.Put(kvLikePacket(spec, tokens, c))
+			id, err := db.Put(context.Background(), kvLikePacket(spec, tokens, c))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -102,7 +103,7 @@ func BenchmarkAssembleWarm(b *testing.B) {
 			b.SetBytes(int64(2 * spec.Layers * len(d.K[0])))
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := db.Assemble("cold", spec.Fingerprint(), items, d, nil); err != nil {
+				if err := db.Assemble(context.Background(), "cold", spec.Fingerprint(), items, d, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -122,12 +123,12 @@ func benchCold(b *testing.B, spec *format.ModelSpec, tokens int, c format.Codec)
 		b.Fatal(err)
 	}
 	p := kvLikePacket(spec, tokens, c)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		b.Fatal(err)
 	}
 	raw, stored := 0, 0
-	if v, err := db.Get("cold", spec.Fingerprint(), id); err == nil {
+	if v, err := db.Get(context.Background(), "cold", spec.Fingerprint(), id); err == nil {
 		for _, ch := range v.Header().Chunks {
 			raw, stored = raw+int(ch.RawLength), stored+int(ch.Length)
 		}
@@ -150,7 +151,7 @@ func benchCold(b *testing.B, spec *format.ModelSpec, tokens int, c format.Codec)
 		}
 		b.StartTimer()
 		t0 := time.Now()
-		err = db.Assemble("cold", spec.Fingerprint(), []store.AssembleItem{{ID: id, Offset: 100}}, d, nil)
+		err = db.Assemble(context.Background(), "cold", spec.Fingerprint(), []store.AssembleItem{{ID: id, Offset: 100}}, d, nil)
 		wall += time.Since(t0)
 		b.StopTimer()
 		db.Close()

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -80,11 +81,11 @@ func TestCodecLowRankInStore(t *testing.T) {
 			// Put must un-rotate with the model's.
 			other := format.RoPE{Style: format.RoPEInterleaved, Theta: 500}
 			p.CodecOptions = codec.Options{Rank: 3, RoPE: &other}
-			id, err := db.Put(p)
+			id, err := db.Put(context.Background(), p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, err := db.Get("ns", spec.Fingerprint(), id)
+			v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +109,7 @@ func TestCodecLowRankInStore(t *testing.T) {
 			for _, d := range []*Dest{NewContiguousDest(spec, tokens), pagedDest(spec, tokens, 4, 1)} {
 				want := cloneDest(d)
 				referenceAssemble(t, spec, []*Packet{&dec}, []int64{1000}, want)
-				if err := db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{id, 1000}}, d, nil); err != nil {
+				if err := db.Assemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{id, 1000}}, d, nil); err != nil {
 					t.Fatal(err)
 				}
 				diffDest(t, d, want)

@@ -109,7 +109,7 @@ func testCodecRoundTrip(t *testing.T, disk, noMmap bool, dt format.DType, c form
 	for _, d := range []*Dest{NewContiguousDest(spec, total), pagedDest(spec, total, 4, 1)} {
 		want := cloneDest(d)
 		referenceAssemble(t, spec, decoded, []int64{5, 45}, want)
-		if err := db.Assemble("ns", spec.Fingerprint(), items, d, &AssembleOptions{Workers: 2}); err != nil {
+		if err := db.Assemble(context.Background(), "ns", spec.Fingerprint(), items, d, &AssembleOptions{Workers: 2}); err != nil {
 			t.Fatal(err)
 		}
 		diffDest(t, d, want)
@@ -117,7 +117,7 @@ func testCodecRoundTrip(t *testing.T, disk, noMmap bool, dt format.DType, c form
 	// One packet alone decodes straight into a contiguous destination.
 	d, want := NewContiguousDest(spec, 40), NewContiguousDest(spec, 40)
 	referenceAssemble(t, spec, decoded[:1], []int64{7}, want)
-	if err := db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 7}}, d, nil); err != nil {
+	if err := db.Assemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], 7}}, d, nil); err != nil {
 		t.Fatal(err)
 	}
 	diffDest(t, d, want)
@@ -127,7 +127,7 @@ func testCodecRoundTrip(t *testing.T, disk, noMmap bool, dt format.DType, c form
 // of packet id against p, and returns p with the decoded tensors.
 func decodedBack(t *testing.T, db *DB, spec *format.ModelSpec, id format.PacketID, p *Packet, c format.Codec) *Packet {
 	t.Helper()
-	v, err := db.Get("ns", spec.Fingerprint(), id)
+	v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestCodecFallsBackToRaw(t *testing.T) {
 	p := randPacket(spec, "ns", 30, 1)
 	p.Codec = format.CodecShuffleZstd
 	ids := putAll(t, db, []*Packet{p})
-	v, err := db.Get("ns", spec.Fingerprint(), ids[0])
+	v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestCodecBadOptions(t *testing.T) {
 	} {
 		p := smoothPacket(spec, "ns", 4, 0, 0, 1, format.CodecRaw)
 		mod(p)
-		if _, err := db.Put(p); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := db.Put(context.Background(), p); !errors.Is(err, ErrInvalidArgument) {
 			t.Fatalf("%s: %v, want ErrInvalidArgument", name, err)
 		}
 	}
@@ -217,7 +217,7 @@ func TestCodecCorruptChunk(t *testing.T) {
 				db, fs, dir := openKind(t, k.disk, k.noMmap)
 				spec := testSpec(format.DTypeBF16, 2, 2, 16)
 				ids := putAll(t, db, []*Packet{smoothPacket(spec, "ns", 64, 0, 0, 1, c)})
-				v, err := db.Get("ns", spec.Fingerprint(), ids[0])
+				v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0])
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -233,7 +233,7 @@ func TestCodecCorruptChunk(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer db.Close()
-				v, err = db.Get("ns", spec.Fingerprint(), ids[0])
+				v, err = db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0])
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -243,7 +243,7 @@ func TestCodecCorruptChunk(t *testing.T) {
 				if !errors.As(err, &ce) || ce.Layer != 1 || ce.Kind != format.ChunkK {
 					t.Fatalf("Layer over a flipped byte: %v", err)
 				}
-				err = db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 3}}, NewContiguousDest(spec, 64), nil)
+				err = db.Assemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], 3}}, NewContiguousDest(spec, 64), nil)
 				if !errors.Is(err, ErrCorruption) {
 					t.Fatalf("Assemble over a flipped byte: %v", err)
 				}
@@ -287,7 +287,7 @@ func TestCodecCompact(t *testing.T) {
 	for i := range ps {
 		want[i] = decodedBack(t, db, spec, ids[i], ps[i], storeCodecs[i%4])
 		if i%2 == 1 {
-			if err := db.Delete("ns", spec.Fingerprint(), ids[i]); err != nil {
+			if err := db.Delete(context.Background(), "ns", spec.Fingerprint(), ids[i]); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -299,7 +299,7 @@ func TestCodecCompact(t *testing.T) {
 		t.Fatalf("second compact: %v, %+v", err, rep)
 	}
 	for i := 0; i < len(ps); i += 2 {
-		v, err := db.Get("ns", spec.Fingerprint(), ids[i])
+		v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), ids[i])
 		if err != nil {
 			t.Fatal(err)
 		}

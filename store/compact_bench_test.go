@@ -22,12 +22,12 @@ func BenchmarkCompact(b *testing.B) {
 		}
 		for i := range 64 {
 			p := randPacket(spec, "ns", 32, uint64(i)) // 8 x 2 x 8 x 32 x 128 x 2 B = 1 MiB
-			id, err := db.Put(p)
+			id, err := db.Put(context.Background(), p)
 			if err != nil {
 				b.Fatal(err)
 			}
 			if i%2 == 1 {
-				if err := db.Delete("ns", spec.Fingerprint(), id); err != nil {
+				if err := db.Delete(context.Background(), "ns", spec.Fingerprint(), id); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -79,7 +79,7 @@ func factorBlocks(blocks map[string][]byte) int {
 // openBlocks opens (ns, name) and reads all its blocks.
 func openBlocks(t *testing.T, db *DB, model format.Fingerprint, ns, name string) (map[string][]byte, *SpanMeta) {
 	t.Helper()
-	r, err := db.OpenSpanMemory(ns, model, name)
+	r, err := db.OpenSpanMemory(context.Background(), ns, model, name)
 	if err != nil {
 		t.Fatalf("open %q: %v", name, err)
 	}
@@ -98,15 +98,15 @@ func TestCompactMovesSpanMemories(t *testing.T) {
 	m := buildSpans(t, db, in, SpanOptions{})
 	fp := m.Model.Fingerprint()
 	for _, name := range []string{"a", "a", "b"} { // the first extent dies
-		if _, err := db.PutSpanMemory("ns", name, m); err != nil {
+		if _, err := db.PutSpanMemory(context.Background(), "ns", name, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.Put(randPacket(testSpec(format.DTypeBF16, 2, 2, 8), "ns", 10, 1)); err != nil {
+	if _, err := db.Put(context.Background(), randPacket(testSpec(format.DTypeBF16, 2, 2, 8), "ns", 10, 1)); err != nil {
 		t.Fatal(err) // seals the live span memories' files
 	}
 	want, before := openBlocks(t, db, fp, "ns", "a")
-	early, err := db.OpenSpanMemory("ns", fp, "a") // reads head (0, 0) before the move, the rest after
+	early, err := db.OpenSpanMemory(context.Background(), "ns", fp, "a") // reads head (0, 0) before the move, the rest after
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestCompactMovesSpanMemories(t *testing.T) {
 	if _, err := early.Head(0, 0); err != nil {
 		t.Fatal(err)
 	}
-	stale, err := db.OpenSpanMemory("ns", fp, "a") // reads nothing until the memory is replaced
+	stale, err := db.OpenSpanMemory(context.Background(), "ns", fp, "a") // reads nothing until the memory is replaced
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestCompactMovesSpanMemories(t *testing.T) {
 	if vr := mustVerify(t, db); len(vr.Findings) != 0 || vr.Extents != 3 {
 		t.Fatalf("verify: %+v", vr)
 	}
-	if _, err := db.PutSpanMemory("ns", "a", m); err != nil { // replace: a new write
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "a", m); err != nil { // replace: a new write
 		t.Fatal(err)
 	}
 	if _, err := stale.Head(1, 1); !errors.Is(err, ErrNotFound) {
@@ -177,11 +177,11 @@ func TestCompactSpanCrashAtEverySync(t *testing.T) {
 		m := buildSpans(t, db, in, SpanOptions{})
 		fp = m.Model.Fingerprint()
 		for _, name := range []string{"s1", "s2", "s3", "s2"} { // the first s2 dies
-			if _, err := db.PutSpanMemory("ns", name, m); err != nil {
+			if _, err := db.PutSpanMemory(context.Background(), "ns", name, m); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := db.DeleteSpanMemory("ns", fp, gone); err != nil {
+		if err := db.DeleteSpanMemory(context.Background(), "ns", fp, gone); err != nil {
 			t.Fatal(err)
 		}
 		before = map[string]uint32{}
@@ -229,7 +229,7 @@ func TestCompactSpanCrashAtEverySync(t *testing.T) {
 					moved++
 				}
 			}
-			if _, err := db.OpenSpanMemory("ns", fp, gone); !errors.Is(err, ErrNotFound) {
+			if _, err := db.OpenSpanMemory(context.Background(), "ns", fp, gone); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("%s: deleted memory: %v", where, err)
 			}
 		}
@@ -259,10 +259,10 @@ func TestCompactSpanConcurrentReaders(t *testing.T) {
 	_, in := spanFixture(t, 100, 0, format.DTypeF32)
 	m := buildSpans(t, db, in, SpanOptions{})
 	fp := m.Model.Fingerprint()
-	if _, err := db.PutSpanMemory("ns", "a", m); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "a", m); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Put(randPacket(testSpec(format.DTypeBF16, 2, 2, 8), "ns", 10, 1)); err != nil {
+	if _, err := db.Put(context.Background(), randPacket(testSpec(format.DTypeBF16, 2, 2, 8), "ns", 10, 1)); err != nil {
 		t.Fatal(err)
 	}
 	want, _ := openBlocks(t, db, fp, "ns", "a")
@@ -300,7 +300,7 @@ func readUntil(db *DB, fp format.Fingerprint, want map[string][]byte, stop chan 
 			return nil
 		default:
 		}
-		r, err := db.OpenSpanMemory("ns", fp, "a")
+		r, err := db.OpenSpanMemory(context.Background(), "ns", fp, "a")
 		if err != nil {
 			return err
 		}

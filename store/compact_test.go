@@ -77,7 +77,7 @@ func TestCompactRewritesAndReclaims(t *testing.T) {
 	}
 	// Writes go on after compaction, and the store reopens.
 	p := randPacket(x.spec, "ns", 30, 777)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestCompactKeepsViews(t *testing.T) {
 	var v *View
 	for id, p = range x.packets {
 		var err error
-		if v, err = db.Get("ns", x.spec.Fingerprint(), id); err != nil {
+		if v, err = db.Get(context.Background(), "ns", x.spec.Fingerprint(), id); err != nil {
 			t.Fatal(err)
 		}
 		if v.Header().BlobFile != db.w.Cur.Num {
@@ -162,11 +162,11 @@ func TestCompactConcurrentReaders(t *testing.T) {
 	}
 	for i := range 6 {
 		p := randPacket(x.spec, "tmp", 60, uint64(500+i))
-		id, err := db.Put(p)
+		id, err := db.Put(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := db.Delete("tmp", fp, id); err != nil {
+		if err := db.Delete(context.Background(), "tmp", fp, id); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := db.Compact(ctx, CompactOptions{LiveRatio: 1}); err != nil {
@@ -314,7 +314,7 @@ func TestCompactOnDisk(t *testing.T) {
 		x := newOpsFixture(t, db, vfs.Default, 12)
 		var held *View
 		for id := range x.packets {
-			if held, err = db.Get("ns", x.spec.Fingerprint(), id); err != nil {
+			if held, err = db.Get(context.Background(), "ns", x.spec.Fingerprint(), id); err != nil {
 				t.Fatal(err)
 			}
 			break
@@ -353,12 +353,12 @@ func TestCompactCodecs(t *testing.T) {
 	stored := map[format.PacketID][][]byte{}
 	codecs := []format.Codec{format.CodecRaw, format.CodecShuffleZstd, format.CodecInt8, format.CodecInt4}
 	for i := range 12 {
-		id, err := db.Put(smoothPacket(spec, "ns", 30+i, 0, 0, uint64(i), codecs[i%len(codecs)]))
+		id, err := db.Put(context.Background(), smoothPacket(spec, "ns", 30+i, 0, 0, uint64(i), codecs[i%len(codecs)]))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i%2 == 1 {
-			if err := db.Delete("ns", fp, id); err != nil {
+			if err := db.Delete(context.Background(), "ns", fp, id); err != nil {
 				t.Fatal(err)
 			}
 			continue
@@ -388,7 +388,7 @@ func TestCompactCodecs(t *testing.T) {
 // storedChunks returns copies of a packet's stored chunk bytes.
 func storedChunks(t *testing.T, db *DB, fp format.Fingerprint, id format.PacketID) [][]byte {
 	t.Helper()
-	v, err := db.Get("ns", fp, id)
+	v, err := db.Get(context.Background(), "ns", fp, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -40,13 +41,13 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for i, p := range packets[w] {
-						id, err := db.Put(p)
+						id, err := db.Put(context.Background(), p)
 						if err != nil {
 							errs <- err
 							return
 						}
 						if i%4 == 3 { // delete some, possibly under a reader's view
-							if err := db.Delete("ns", fp, id); err != nil {
+							if err := db.Delete(context.Background(), "ns", fp, id); err != nil {
 								errs <- err
 								return
 							}
@@ -95,7 +96,7 @@ func readAll(db *DB, fp format.Fingerprint, byID map[format.PacketID]*Packet) er
 	}
 	_ = db.Stats()
 	for _, id := range ids {
-		v, err := db.Get("ns", fp, id)
+		v, err := db.Get(context.Background(), "ns", fp, id)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"strings"
@@ -46,11 +47,11 @@ func TestCorruptChunkDetected(t *testing.T) {
 			db, fs, dir := openKind(t, k.disk, k.noMmap)
 			spec := testSpec(format.DTypeF32, 3, 2, 3) // 24-byte rows: padded chunks
 			p := randPacket(spec, "ns", 5, 1)
-			id, err := db.Put(p)
+			id, err := db.Put(context.Background(), p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, err := db.Get("ns", spec.Fingerprint(), id)
+			v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +73,7 @@ func TestCorruptChunkDetected(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			v, err = db.Get("ns", spec.Fingerprint(), id)
+			v, err = db.Get(context.Background(), "ns", spec.Fingerprint(), id)
 			if err != nil {
 				t.Fatalf("Get: %v (a chunk's corruption must not fail Get)", err)
 			}
@@ -112,7 +113,7 @@ func TestCorruptChunkDetected(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db2.Close()
-			v2, err := db2.Get("ns", spec.Fingerprint(), id)
+			v2, err := db2.Get(context.Background(), "ns", spec.Fingerprint(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +131,7 @@ func TestTruncatedBlobFile(t *testing.T) {
 			db, fs, dir := openKind(t, k.disk, k.noMmap)
 			spec := testSpec(format.DTypeBF16, 2, 2, 8)
 			p := randPacket(spec, "ns", 50, 1)
-			id, err := db.Put(p)
+			id, err := db.Put(context.Background(), p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,12 +148,12 @@ func TestTruncatedBlobFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			if _, err := db.Get("ns", spec.Fingerprint(), id); !errors.Is(err, ErrCorruption) {
+			if _, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id); !errors.Is(err, ErrCorruption) {
 				t.Fatalf("Get of a packet past the end of its file: %v, want ErrCorruption", err)
 			}
 			// The writer does not append after lost bytes: it starts a new file.
 			p2 := randPacket(spec, "ns", 5, 2)
-			id2, err := db.Put(p2)
+			id2, err := db.Put(context.Background(), p2)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -67,7 +68,7 @@ func crashWorkload(t *testing.T, fs vfs.FS, l *ledger) {
 		p := randPacket(spec, "ns", 40+100*(i%3), uint64(i)) // 5-21 KiB extents
 		id := format.ComputePacketID(p.Namespace, fp, "", p.TokenIDs)
 		l.set(id, p, putPending)
-		if _, err := db.Put(p); err != nil {
+		if _, err := db.Put(context.Background(), p); err != nil {
 			t.Fatal(err)
 		}
 		l.set(id, p, live)
@@ -75,7 +76,7 @@ func crashWorkload(t *testing.T, fs vfs.FS, l *ledger) {
 		if i%3 == 2 {
 			del := ids[i-1]
 			l.set(del, l.packets[del], deletePending)
-			if err := db.Delete("ns", fp, del); err != nil {
+			if err := db.Delete(context.Background(), "ns", fp, del); err != nil {
 				t.Fatal(err)
 			}
 			l.set(del, l.packets[del], deleted)
@@ -147,7 +148,7 @@ func checkCrashClone(t *testing.T, c crashClone, l *ledger) {
 	// The recovered store takes new packets, and they do not disturb old ones.
 	spec := testSpec(format.DTypeBF16, 2, 2, 8)
 	p := randPacket(spec, "ns", 50, 1000)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatalf("clone %s: Put after recovery: %v", c.name, err)
 	}
@@ -159,7 +160,7 @@ func checkCrashClone(t *testing.T, c crashClone, l *ledger) {
 func checkState(t *testing.T, db *DB, p *Packet, id format.PacketID, st packetState, where string) {
 	t.Helper()
 	fp := p.Model.Fingerprint()
-	ok, err := db.Has(p.Namespace, fp, id)
+	ok, err := db.Has(context.Background(), p.Namespace, fp, id)
 	if err != nil {
 		t.Fatalf("%s: Has %s: %v", where, id.Short(), err)
 	}
@@ -172,7 +173,7 @@ func checkState(t *testing.T, db *DB, p *Packet, id format.PacketID, st packetSt
 		t.Fatalf("%s: acknowledged packet %s is lost", where, id.Short())
 	}
 	if !ok {
-		if _, err := db.Get(p.Namespace, fp, id); !errors.Is(err, ErrNotFound) {
+		if _, err := db.Get(context.Background(), p.Namespace, fp, id); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("%s: Get of absent packet %s: %v", where, id.Short(), err)
 		}
 	}
@@ -183,7 +184,7 @@ func checkState(t *testing.T, db *DB, p *Packet, id format.PacketID, st packetSt
 func checkAllHeaders(t *testing.T, db *DB, where string) {
 	t.Helper()
 	err := db.Headers(func(h *format.PacketHeader) error {
-		v, err := db.Get(h.Namespace, h.Model, h.ID)
+		v, err := db.Get(context.Background(), h.Namespace, h.Model, h.ID)
 		if err != nil {
 			return err
 		}

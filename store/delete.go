@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/kvstore/kvstore/format"
@@ -17,8 +18,8 @@ import (
 // taken keep reading them until released, and space is reclaimed by
 // compaction. It is ErrNotFound if absent, ErrModelMismatch if stored for
 // another model.
-func (db *DB) Delete(ns string, model format.Fingerprint, id format.PacketID) error {
-	return db.write("delete", nil, func() error { return db.deleteLocked(ns, model, id) })
+func (db *DB) Delete(ctx context.Context, ns string, model format.Fingerprint, id format.PacketID) error {
+	return db.write("delete", ctx.Err, func() error { return db.deleteLocked(ns, model, id) })
 }
 
 // deleteLocked is Delete; the writer lock is held.

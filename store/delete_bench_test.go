@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,7 +38,7 @@ func BenchmarkDeletePaired(b *testing.B) {
 		if len(ids) == 0 { // refill, outside the timed part
 			b.StopTimer()
 			for j := range batch {
-				id, err := db.Put(randPacket(spec, "ns", 4, uint64(i*batch+j)))
+				id, err := db.Put(context.Background(), randPacket(spec, "ns", 4, uint64(i*batch+j)))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -64,7 +65,7 @@ func BenchmarkDeletePaired(b *testing.B) {
 		d.Close()
 		mid := time.Now()
 		s0 := db.Stats()
-		if err := db.Delete("ns", spec.Fingerprint(), id); err != nil {
+		if err := db.Delete(context.Background(), "ns", spec.Fingerprint(), id); err != nil {
 			b.Fatal(err)
 		}
 		end := time.Now()

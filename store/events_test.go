@@ -41,7 +41,7 @@ func TestSubscribeStoredRemovedCompacted(t *testing.T) {
 	if _, ok := <-ch; ok {
 		t.Fatal("channel open after cancel")
 	}
-	if _, err := db.Put(randPacket(x.spec, "ns", 10, 99)); err != nil {
+	if _, err := db.Put(context.Background(), randPacket(x.spec, "ns", 10, 99)); err != nil {
 		t.Fatal(err) // publishing with no subscriber
 	}
 }
@@ -56,14 +56,14 @@ func TestSubscribeSlowSubscriberDrops(t *testing.T) {
 	defer cancel()
 	spec := testSpec(format.DTypeF32, 1, 1, 8)
 	for i := range 4 {
-		if _, err := db.Put(randPacket(spec, "ns", 5, uint64(i))); err != nil {
+		if _, err := db.Put(context.Background(), randPacket(spec, "ns", 5, uint64(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if ev := <-ch; ev.Dropped != 0 {
 		t.Fatalf("first event: %+v", ev)
 	}
-	if _, err := db.Put(randPacket(spec, "ns", 5, 10)); err != nil {
+	if _, err := db.Put(context.Background(), randPacket(spec, "ns", 5, 10)); err != nil {
 		t.Fatal(err)
 	}
 	if ev := <-ch; ev.Dropped != 3 {
@@ -81,7 +81,7 @@ func TestStatsOps(t *testing.T) {
 	defer db.Close()
 	x := newOpsFixture(t, db, fs, 3)
 	x.checkAll(t, db)
-	if _, err := db.Get("ns", x.spec.Fingerprint(), x.deleted[0]); err == nil {
+	if _, err := db.Get(context.Background(), "ns", x.spec.Fingerprint(), x.deleted[0]); err == nil {
 		t.Fatal("Get of a deleted packet")
 	}
 	s := db.Stats()

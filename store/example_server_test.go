@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,7 +30,7 @@ func Example_server() {
 		return
 	}
 	defer db.Close()
-	if _, err := db.Put(examplePacket(1, 2, 3)); err != nil {
+	if _, err := db.Put(context.Background(), examplePacket(1, 2, 3)); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -23,10 +24,12 @@ func examplePacket(tokens ...uint32) *store.Packet {
 	return p
 }
 
-// Open a store, Put a document's KV cache as a packet, Get it back
-// through a verified zero-copy view, and Assemble two packets at new
-// positions into one cache for a request.
+// Open a store, take the handle of one (namespace, model), Put a
+// document's KV cache as a packet, Get it back through a verified
+// zero-copy view, and Assemble two packets at new positions into one cache
+// for a request, into a destination the store sizes.
 func Example() {
+	ctx := context.Background() // a request's context: checked before writes, reads and between layers
 	dir, _ := os.MkdirTemp("", "kvstore-example-")
 	defer os.RemoveAll(dir)
 	db, err := store.Open(dir, nil) // creates the store; nil: the default Options
@@ -35,19 +38,24 @@ func Example() {
 		return
 	}
 	defer db.Close()
-
-	a, err := db.Put(examplePacket(10, 11, 12)) // durable when Put returns
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	b, err := db.Put(examplePacket(20, 21))
+	docs, err := db.Scope("docs", exampleSpec) // one handle per (namespace, model)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 
-	v, err := db.Get("docs", exampleSpec.Fingerprint(), a)
+	a, err := docs.Put(ctx, examplePacket(10, 11, 12)) // durable when Put returns
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, err := docs.Put(ctx, examplePacket(20, 21))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	v, err := docs.Get(ctx, a)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -57,9 +65,9 @@ func Example() {
 	v.Release()
 
 	// Document b after a: its keys are re-rotated to positions 3 and 4.
-	dst := store.NewContiguousDest(exampleSpec, 5)
 	items := []store.AssembleItem{{ID: a, Offset: 0}, {ID: b, Offset: 3}}
-	if err := db.Assemble("docs", exampleSpec.Fingerprint(), items, dst, nil); err != nil {
+	dst, err := docs.AssembleInto(ctx, items, store.DestShape{Layout: store.LayoutContiguous}, nil)
+	if err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"github.com/kvstore/kvstore/store/internal/view"
 	"os"
@@ -33,7 +34,7 @@ func TestTruncatedUnderView(t *testing.T) {
 	fp := spec.Fingerprint()
 	views := make([]*View, 2)
 	for i := range views {
-		if views[i], err = db.Get("ns", fp, ids[0]); err != nil {
+		if views[i], err = db.Get(context.Background(), "ns", fp, ids[0]); err != nil {
 			t.Fatal(err)
 		}
 		defer views[i].Release()
@@ -41,7 +42,7 @@ func TestTruncatedUnderView(t *testing.T) {
 			t.Fatalf("view of blob file %d, mapped %v: want file 1, mapped", views[i].Header().BlobFile, view.Mapped(views[i]))
 		}
 	}
-	a, err := db.PrepareAssemble("ns", fp, []AssembleItem{{ids[0], 0}})
+	a, err := db.PrepareAssemble(context.Background(), "ns", fp, []AssembleItem{{ids[0], 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestTruncatedUnderView(t *testing.T) {
 	if rep.OK() {
 		t.Error("Verify found nothing wrong with a truncated blob file")
 	}
-	wantFault("Assemble", a.Run(NewContiguousDest(spec, a.Tokens()), nil))
+	wantFault("Assemble", a.Run(context.Background(), NewContiguousDest(spec, a.Tokens()), nil))
 	_, err = views[0].Chunk(0)
 	wantFault("Chunk", err)
 	_, _, err = views[0].Layer(1)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -60,7 +61,7 @@ func faultWorkload(t *testing.T, fs vfs.FS, l *ledger) {
 		p := randPacket(spec, "ns", 40+120*(i%3), uint64(i)) // 4-20 KiB extents
 		id := format.ComputePacketID(p.Namespace, fp, "", p.TokenIDs)
 		l.set(id, p, putPending)
-		if _, err := db.Put(p); err == nil {
+		if _, err := db.Put(context.Background(), p); err == nil {
 			l.set(id, p, live)
 			ids = append(ids, id)
 		}
@@ -70,21 +71,21 @@ func faultWorkload(t *testing.T, fs vfs.FS, l *ledger) {
 	}
 	if len(ids) > 1 {
 		l.set(ids[0], l.packets[ids[0]], deletePending)
-		if err := db.Delete("ns", fp, ids[0]); err == nil {
+		if err := db.Delete(context.Background(), "ns", fp, ids[0]); err == nil {
 			l.set(ids[0], l.packets[ids[0]], deleted)
 		}
 	}
 	p := randPacket(spec, "ns", 200, 77)
 	id := format.ComputePacketID(p.Namespace, fp, "", p.TokenIDs)
 	l.set(id, p, putPending)
-	if _, err := db.Put(p); err == nil {
+	if _, err := db.Put(context.Background(), p); err == nil {
 		l.set(id, p, live)
 	}
 }
 
 // readIfPossible reads a packet; errors are allowed, wrong bytes are not.
 func readIfPossible(t *testing.T, db *DB, p *Packet, id format.PacketID) {
-	v, err := db.Get(p.Namespace, p.Model.Fingerprint(), id)
+	v, err := db.Get(context.Background(), p.Namespace, p.Model.Fingerprint(), id)
 	if err != nil {
 		return
 	}
@@ -136,7 +137,7 @@ func checkAfterFaults(t *testing.T, mem vfs.FS, l *ledger, name string) {
 		checkState(t, db, l.packets[id], id, st, name)
 	}
 	p := randPacket(testSpec(format.DTypeF16, 2, 1, 8), "ns", 50, 1000)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatalf("%s: Put after reopening: %v", name, err)
 	}
@@ -163,19 +164,19 @@ func TestCatalogCommitFailure(t *testing.T) {
 	spec := testSpec(format.DTypeF16, 2, 1, 8)
 	fp := spec.Fingerprint()
 	p := randPacket(spec, "ns", 10, 1)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	on.Store(true)
-	if _, err := db.Put(randPacket(spec, "ns", 10, 2)); !errors.Is(err, ErrFailed) {
+	if _, err := db.Put(context.Background(), randPacket(spec, "ns", 10, 2)); !errors.Is(err, ErrFailed) {
 		t.Fatalf("Put with a failing WAL: %v, want ErrFailed", err)
 	}
 	on.Store(false)
-	if _, err := db.Put(randPacket(spec, "ns", 10, 3)); !errors.Is(err, ErrFailed) {
+	if _, err := db.Put(context.Background(), randPacket(spec, "ns", 10, 3)); !errors.Is(err, ErrFailed) {
 		t.Fatalf("Put after the failure: %v, want ErrFailed", err)
 	}
-	if err := db.Delete("ns", fp, id); !errors.Is(err, ErrFailed) {
+	if err := db.Delete(context.Background(), "ns", fp, id); !errors.Is(err, ErrFailed) {
 		t.Fatalf("Delete after the failure: %v, want ErrFailed", err)
 	}
 	checkPacket(t, db, p, id)
@@ -189,7 +190,7 @@ func TestCatalogCommitFailure(t *testing.T) {
 	defer db.Close()
 	checkPacket(t, db, p, id)
 	checkAllHeaders(t, db, "after a catalog failure")
-	if _, err := db.Put(randPacket(spec, "ns", 10, 4)); err != nil {
+	if _, err := db.Put(context.Background(), randPacket(spec, "ns", 10, 4)); err != nil {
 		t.Fatalf("Put after reopening: %v", err)
 	}
 }

@@ -33,7 +33,7 @@ func TestGCReclaimsGarbage(t *testing.T) {
 	first, tailed := files[0], files[1]
 	_ = db.Headers(func(h *format.PacketHeader) error {
 		if h.BlobFile == first.Num {
-			if err := db.Delete(h.Namespace, h.Model, h.ID); err != nil {
+			if err := db.Delete(context.Background(), h.Namespace, h.Model, h.ID); err != nil {
 				t.Fatal(err)
 			}
 			delete(x.packets, h.ID)
@@ -90,7 +90,7 @@ func TestGCReclaimsGarbage(t *testing.T) {
 	}
 	// The active file's tail is overwritten by the next write.
 	p := randPacket(x.spec, "ns", 20, 4242)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestGCCrashAtEverySync(t *testing.T) {
 		files := db.BlobFiles()
 		_ = db.Headers(func(h *format.PacketHeader) error { // the first file dies
 			if h.BlobFile == files[0].Num {
-				if err := db.Delete(h.Namespace, h.Model, h.ID); err != nil {
+				if err := db.Delete(context.Background(), h.Namespace, h.Model, h.ID); err != nil {
 					t.Fatal(err)
 				}
 				delete(x.packets, h.ID)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -15,8 +16,11 @@ import (
 // it has one stored for another model: a packet is never served for a model
 // it was not written for. Get reads only the catalog: chunks are read and
 // verified when the View returns them. Release the View when done.
-func (db *DB) Get(ns string, model format.Fingerprint, id format.PacketID) (*View, error) {
+func (db *DB) Get(ctx context.Context, ns string, model format.Fingerprint, id format.PacketID) (*View, error) {
 	defer db.st.getLatency.timer()()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("get packet %s: %w", id.Short(), err)
+	}
 	if err := db.enter(); err != nil {
 		return nil, err
 	}
@@ -88,7 +92,10 @@ func (db *DB) header(ns string, id format.PacketID) (*format.PacketHeader, error
 
 // Has reports whether packet id is stored in namespace ns for model. A
 // packet stored there for another model is (false, ErrModelMismatch).
-func (db *DB) Has(ns string, model format.Fingerprint, id format.PacketID) (bool, error) {
+func (db *DB) Has(ctx context.Context, ns string, model format.Fingerprint, id format.PacketID) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
 	if err := db.enter(); err != nil {
 		return false, err
 	}

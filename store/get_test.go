@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -16,28 +17,28 @@ func TestGetNotFoundAndModelMismatch(t *testing.T) {
 	b := testSpec(format.DTypeBF16, 2, 2, 8)
 	b.WeightsID = "other weights"
 	p := randPacket(a, "ns", 6, 1)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Get("ns", b.Fingerprint(), id); !errors.Is(err, ErrModelMismatch) {
+	if _, err := db.Get(context.Background(), "ns", b.Fingerprint(), id); !errors.Is(err, ErrModelMismatch) {
 		t.Fatalf("Get under another model: %v, want ErrModelMismatch", err)
 	}
-	if ok, err := db.Has("ns", b.Fingerprint(), id); ok || !errors.Is(err, ErrModelMismatch) {
+	if ok, err := db.Has(context.Background(), "ns", b.Fingerprint(), id); ok || !errors.Is(err, ErrModelMismatch) {
 		t.Fatalf("Has under another model: %v, %v", ok, err)
 	}
-	if err := db.Delete("ns", b.Fingerprint(), id); !errors.Is(err, ErrModelMismatch) {
+	if err := db.Delete(context.Background(), "ns", b.Fingerprint(), id); !errors.Is(err, ErrModelMismatch) {
 		t.Fatalf("Delete under another model: %v", err)
 	}
 	var absent format.PacketID
 	absent[0] = 1
-	if _, err := db.Get("ns", a.Fingerprint(), absent); !errors.Is(err, ErrNotFound) {
+	if _, err := db.Get(context.Background(), "ns", a.Fingerprint(), absent); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get of an absent id: %v, want ErrNotFound", err)
 	}
-	if ok, err := db.Has("ns", a.Fingerprint(), absent); ok || err != nil {
+	if ok, err := db.Has(context.Background(), "ns", a.Fingerprint(), absent); ok || err != nil {
 		t.Fatalf("Has of an absent id: %v, %v", ok, err)
 	}
-	if ok, err := db.Has("ns", a.Fingerprint(), id); !ok || err != nil {
+	if ok, err := db.Has(context.Background(), "ns", a.Fingerprint(), id); !ok || err != nil {
 		t.Fatalf("Has: %v, %v", ok, err)
 	}
 	s := db.Stats()
@@ -54,21 +55,21 @@ func TestNamespacesIsolated(t *testing.T) {
 	// "a" + "b..." must not meet "ab" + "...": namespaces are length-prefixed.
 	pa := randPacket(spec, "a", 5, 1)
 	pab := randPacket(spec, "ab", 5, 1) // same tokens and tensors, other namespace
-	ida, err := db.Put(pa)
+	ida, err := db.Put(context.Background(), pa)
 	if err != nil {
 		t.Fatal(err)
 	}
-	idab, err := db.Put(pab)
+	idab, err := db.Put(context.Background(), pab)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ida == idab {
 		t.Fatal("the same document in two namespaces has one id")
 	}
-	if _, err := db.Get("ab", fp, ida); !errors.Is(err, ErrNotFound) {
+	if _, err := db.Get(context.Background(), "ab", fp, ida); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("namespace ab sees a's packet: %v", err)
 	}
-	if _, err := db.Get("", fp, ida); !errors.Is(err, ErrNotFound) {
+	if _, err := db.Get(context.Background(), "", fp, ida); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("the empty namespace sees a's packet: %v", err)
 	}
 	for _, ns := range []string{"a", "ab"} {
@@ -77,7 +78,7 @@ func TestNamespacesIsolated(t *testing.T) {
 			t.Fatalf("List(%q) = %v, %v; want one id", ns, ids, err)
 		}
 	}
-	if err := db.Delete("a", fp, ida); err != nil {
+	if err := db.Delete(context.Background(), "a", fp, ida); err != nil {
 		t.Fatal(err)
 	}
 	checkPacket(t, db, pab, idab)
@@ -91,7 +92,7 @@ func TestModel(t *testing.T) {
 	if _, err := db.Model(spec.Fingerprint()); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Model before Put: %v", err)
 	}
-	if _, err := db.Put(randPacket(spec, "", 2, 3)); err != nil {
+	if _, err := db.Put(context.Background(), randPacket(spec, "", 2, 3)); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

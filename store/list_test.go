@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -19,12 +20,12 @@ func TestListPaginationAndDelete(t *testing.T) {
 	fp := spec.Fingerprint()
 	var want []format.PacketID
 	for i := range 23 {
-		id, err := db.Put(randPacket(spec, "ns", 2, uint64(i)))
+		id, err := db.Put(context.Background(), randPacket(spec, "ns", 2, uint64(i)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, id)
-		if _, err := db.Put(randPacket(other, "ns", 2, uint64(i))); err != nil {
+		if _, err := db.Put(context.Background(), randPacket(other, "ns", 2, uint64(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,14 +66,14 @@ func TestListPaginationAndDelete(t *testing.T) {
 	// Delete every other packet: List and Has follow, accounting moves bytes to dead.
 	before := db.Stats()
 	for i := 0; i < len(want); i += 2 {
-		if err := db.Delete("ns", fp, want[i]); err != nil {
+		if err := db.Delete(context.Background(), "ns", fp, want[i]); err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := db.Has("ns", fp, want[i]); ok || err != nil {
+		if ok, err := db.Has(context.Background(), "ns", fp, want[i]); ok || err != nil {
 			t.Fatalf("Has after Delete: %v, %v", ok, err)
 		}
 	}
-	if err := db.Delete("ns", fp, want[0]); !errors.Is(err, ErrNotFound) {
+	if err := db.Delete(context.Background(), "ns", fp, want[0]); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("second Delete: %v, want ErrNotFound", err)
 	}
 	ids, _, err := db.List("ns", fp, nil, 100)
@@ -101,7 +102,7 @@ func TestHeaders(t *testing.T) {
 	spec := testSpec(format.DTypeBF16, 2, 1, 4)
 	want := map[format.PacketID]bool{}
 	for i, ns := range []string{"x", "y", "y", ""} {
-		id, err := db.Put(randPacket(spec, ns, 3, uint64(i)))
+		id, err := db.Put(context.Background(), randPacket(spec, ns, 3, uint64(i)))
 		if err != nil {
 			t.Fatal(err)
 		}

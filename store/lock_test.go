@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"testing"
 )
@@ -18,7 +19,7 @@ func TestSharedReadOnlyOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := spacePacket(1)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -70,7 +71,7 @@ func TestPutNormalisesBasePosition(t *testing.T) {
 				p := floatPacket(spec, "ns", 9, 0, 0, uint64(base))
 				p.BasePosition = base
 				orig := cloneLayers(p.Layers)
-				id, err := db.Put(p)
+				id, err := db.Put(context.Background(), p)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -81,7 +82,7 @@ func TestPutNormalisesBasePosition(t *testing.T) {
 				}
 				checkStoredNormalised(t, db, p, id, base)
 				d := NewContiguousDest(spec, 9)
-				if err := db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{id, int64(base)}}, d, nil); err != nil {
+				if err := db.Assemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{id, int64(base)}}, d, nil); err != nil {
 					t.Fatal(err)
 				}
 				for l := range p.Layers {
@@ -107,7 +108,7 @@ func TestPutNormalisesBasePosition(t *testing.T) {
 // -base, bit for bit, and records base.
 func checkStoredNormalised(t *testing.T, db *DB, p *Packet, id format.PacketID, base int) {
 	t.Helper()
-	v, err := db.Get("ns", p.Model.Fingerprint(), id)
+	v, err := db.Get(context.Background(), "ns", p.Model.Fingerprint(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestPutRefusesNegativeBasePosition(t *testing.T) {
 	defer db.Close()
 	p := floatPacket(spec, "ns", 3, 0, 0, 1)
 	p.BasePosition = -2
-	if _, err := db.Put(p); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := db.Put(context.Background(), p); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("Put at base -2: %v, want ErrInvalidArgument", err)
 	}
 }

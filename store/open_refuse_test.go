@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -35,7 +36,7 @@ func TestBlobHeaderChecked(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			id, err := db.Put(floatPacket(spec, "ns", 16, 0, 0, 3))
+			id, err := db.Put(context.Background(), floatPacket(spec, "ns", 16, 0, 0, 3))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +56,7 @@ func TestBlobHeaderChecked(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			v, err := db.Get("ns", spec.Fingerprint(), id)
+			v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id)
 			if err == nil {
 				_, err = v.Chunk(0)
 				v.Release()
@@ -63,7 +64,7 @@ func TestBlobHeaderChecked(t *testing.T) {
 			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
 				t.Fatalf("Get: %v, want %v", err, tc.want)
 			}
-			err = db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{ID: id}}, NewContiguousDest(spec, 16), nil)
+			err = db.Assemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ID: id}}, NewContiguousDest(spec, 16), nil)
 			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
 				t.Fatalf("Assemble: %v, want %v", err, tc.want)
 			}
@@ -90,7 +91,7 @@ func TestMissingFormatIsCorruption(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.Put(floatPacket(spec, "ns", 8, 0, 0, 5)); err != nil {
+			if _, err := db.Put(context.Background(), floatPacket(spec, "ns", 8, 0, 0, 5)); err != nil {
 				t.Fatal(err)
 			}
 			if err := db.Close(); err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -71,7 +72,7 @@ func TestReadOnly(t *testing.T) {
 	db := openMem(t, fs, nil)
 	spec := testSpec(format.DTypeBF16, 1, 1, 4)
 	p := randPacket(spec, "ns", 3, 1)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,10 +83,10 @@ func TestReadOnly(t *testing.T) {
 	}
 	defer db.Close()
 	checkPacket(t, db, p, id)
-	if _, err := db.Put(randPacket(spec, "ns", 3, 2)); !errors.Is(err, ErrReadOnly) {
+	if _, err := db.Put(context.Background(), randPacket(spec, "ns", 3, 2)); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("Put: %v", err)
 	}
-	if err := db.Delete("ns", spec.Fingerprint(), id); !errors.Is(err, ErrReadOnly) {
+	if err := db.Delete(context.Background(), "ns", spec.Fingerprint(), id); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("Delete: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -76,7 +77,7 @@ func openMem(t testing.TB, fs vfs.FS, o *Options) *DB {
 // checkPacket asserts that id reads back as p, every byte, CRCs verified.
 func checkPacket(t testing.TB, db *DB, p *Packet, id format.PacketID) {
 	t.Helper()
-	v, err := db.Get(p.Namespace, p.Model.Fingerprint(), id)
+	v, err := db.Get(context.Background(), p.Namespace, p.Model.Fingerprint(), id)
 	if err != nil {
 		t.Fatalf("Get %s: %v", id.Short(), err)
 	}
@@ -133,7 +134,7 @@ func TestPutRefusesBadPackets(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := randPacket(spec, "ns", 3, 1)
 			c.edit(p)
-			if _, err := db.Put(p); !errors.Is(err, ErrInvalidArgument) {
+			if _, err := db.Put(context.Background(), p); !errors.Is(err, ErrInvalidArgument) {
 				t.Fatalf("Put: %v, want ErrInvalidArgument", err)
 			}
 		})

@@ -67,7 +67,7 @@ func compactRows(b []byte, keep *prune.Set, l, heads, n, rb int) []byte {
 // assembleInto runs a prepared assembly into a fresh destination like d.
 func assembleInto(t *testing.T, a *Assembly, d *Dest) *Dest {
 	t.Helper()
-	if err := a.Run(d, &AssembleOptions{Workers: 2}); err != nil {
+	if err := a.Run(context.Background(), d, &AssembleOptions{Workers: 2}); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -113,7 +113,7 @@ func TestPrunedPacketAssemble(t *testing.T) {
 					t.Fatal(err)
 				}
 				ids := putAll(t, db, []*Packet{prunedOf(whole, keep), other})
-				v, err := db.Get("ns", spec.Fingerprint(), ids[0])
+				v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0])
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -129,12 +129,12 @@ func TestPrunedPacketAssemble(t *testing.T) {
 					t.Fatal("a pruned packet's id is not its document's")
 				}
 				offsets := []int64{5, 90}
-				a, err := db.PrepareAssemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], offsets[0]}, {ids[1], offsets[1]}})
+				a, err := db.PrepareAssemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], offsets[0]}, {ids[1], offsets[1]}})
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer a.Release()
-				b, err := db.PrepareAssemblePruned("ref", spec.Fingerprint(),
+				b, err := db.PrepareAssemblePruned(context.Background(), "ref", spec.Fingerprint(),
 					[]AssembleItem{{refIDs[0], offsets[0]}, {refIDs[1], offsets[1]}}, []*prune.Set{keep, nil})
 				if err != nil {
 					t.Fatal(err)
@@ -151,12 +151,12 @@ func TestPrunedPacketAssemble(t *testing.T) {
 				samePositions(t, a, b, spec)
 
 				// Alone, at an offset: the contiguous single-packet path.
-				one, err := db.PrepareAssemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 3}})
+				one, err := db.PrepareAssemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], 3}})
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer one.Release()
-				oneRef, err := db.PrepareAssemblePruned("ref", spec.Fingerprint(), []AssembleItem{{refIDs[0], 3}}, []*prune.Set{keep})
+				oneRef, err := db.PrepareAssemblePruned(context.Background(), "ref", spec.Fingerprint(), []AssembleItem{{refIDs[0], 3}}, []*prune.Set{keep})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -225,12 +225,12 @@ func TestPrunedPacketSelect(t *testing.T) {
 	ref := *whole
 	ref.Namespace = "ref"
 	refIDs := putAll(t, db, []*Packet{&ref})
-	a, err := db.PrepareAssemblePruned("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 7}}, []*prune.Set{sub})
+	a, err := db.PrepareAssemblePruned(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], 7}}, []*prune.Set{sub})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Release()
-	b, err := db.PrepareAssemblePruned("ref", spec.Fingerprint(), []AssembleItem{{refIDs[0], 7}}, []*prune.Set{sub})
+	b, err := db.PrepareAssemblePruned(context.Background(), "ref", spec.Fingerprint(), []AssembleItem{{refIDs[0], 7}}, []*prune.Set{sub})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestPrunedPacketSelect(t *testing.T) {
 	}
 	bad.Keep[3] = append(slices.Clone(sub.Keep[3][:2]), missing)
 	slices.Sort(bad.Keep[3])
-	if _, err := db.PrepareAssemblePruned("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 0}}, []*prune.Set{bad}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := db.PrepareAssemblePruned(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], 0}}, []*prune.Set{bad}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("keep-set with a row not stored: %v, want ErrInvalidArgument", err)
 	}
 	if s := db.Stats(); s.OpenViews != 2 {
@@ -298,7 +298,7 @@ func TestPrunedPacketBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			v, err := db.Get("ns", spec.Fingerprint(), ids[0])
+			v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -315,7 +315,7 @@ func TestPrunedPacketBytes(t *testing.T) {
 // header returns packet id's header.
 func header(t *testing.T, db *DB, ns string, spec *format.ModelSpec, id format.PacketID) *format.PacketHeader {
 	t.Helper()
-	v, err := db.Get(ns, spec.Fingerprint(), id)
+	v, err := db.Get(context.Background(), ns, spec.Fingerprint(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestPrunedPositionsCorrupt(t *testing.T) {
 			if f := rep.Findings[0]; f.Kind != FindingChunkCRC || f.Chunk != format.ChunkPositions || f.Offset != pos.Offset {
 				t.Fatalf("finding %v does not name the positions chunk", f)
 			}
-			v, err := db.Get("ns", spec.Fingerprint(), ids[0])
+			v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -367,7 +367,7 @@ func TestPrunedPositionsCorrupt(t *testing.T) {
 			if _, _, err := v.Layer(1); err != nil {
 				t.Fatalf("Layer: %v", err)
 			}
-			if _, err := db.PrepareAssemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 0}}); !errors.Is(err, ErrCorruption) {
+			if _, err := db.PrepareAssemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], 0}}); !errors.Is(err, ErrCorruption) {
 				t.Fatalf("PrepareAssemble: %v, want ErrCorruption", err)
 			}
 		})
@@ -479,7 +479,7 @@ func TestPrunedOddTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 		ids := putAll(t, db, []*Packet{prunedOf(whole, keep)})
-		v, err := db.Get(whole.Namespace, spec.Fingerprint(), ids[0])
+		v, err := db.Get(context.Background(), whole.Namespace, spec.Fingerprint(), ids[0])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -515,12 +515,12 @@ func TestPrunedPut(t *testing.T) {
 		"invalid": {Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{1, 0}, {2, 3}}},
 		"empty":   {Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{}, {}}},
 	} {
-		if _, err := db.Put(prunedOf(p, keep)); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := db.Put(context.Background(), prunedOf(p, keep)); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%s: Put = %v, want ErrInvalidArgument", name, err)
 		}
 	}
 	all := &prune.Set{Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}}}
-	id, err := db.Put(prunedOf(p, all))
+	id, err := db.Put(context.Background(), prunedOf(p, all))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +528,7 @@ func TestPrunedPut(t *testing.T) {
 		t.Fatalf("a set keeping every row stored %d chunks, kept %d", len(h.Chunks), h.KeptTokens)
 	}
 	some := &prune.Set{Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{0, 3}, {1, 4}}}
-	if id2, err := db.Put(prunedOf(p, some)); err != nil || id2 != id {
+	if id2, err := db.Put(context.Background(), prunedOf(p, some)); err != nil || id2 != id {
 		t.Fatalf("Put of a pruned variant: %s, %v", id2.Short(), err)
 	}
 	if h := header(t, db, "ns", spec, id); h.Pruned() {
@@ -554,12 +554,12 @@ func TestPrunedBasePosition(t *testing.T) {
 	ref := *whole
 	ref.Namespace = "ref"
 	ids := putAll(t, db, []*Packet{prunedOf(whole, keep), &ref})
-	vp, err := db.Get("ns", spec.Fingerprint(), ids[0])
+	vp, err := db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer vp.Release()
-	vw, err := db.Get("ref", spec.Fingerprint(), ids[1])
+	vw, err := db.Get(context.Background(), "ref", spec.Fingerprint(), ids[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -603,11 +603,11 @@ func TestPrunedCompactAndCheck(t *testing.T) {
 	fids := putAll(t, db, filler[:1])
 	ids := putAll(t, db, []*Packet{prunedOf(whole, keep)})
 	putAll(t, db, filler[1:])
-	if err := db.Delete("ns", spec.Fingerprint(), fids[0]); err != nil {
+	if err := db.Delete(context.Background(), "ns", spec.Fingerprint(), fids[0]); err != nil {
 		t.Fatal(err)
 	}
 	assembled := func() *Dest {
-		a, err := db.PrepareAssemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 11}})
+		a, err := db.PrepareAssemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], 11}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -656,7 +656,7 @@ func TestPrunedFlipEveryPayloadBit(t *testing.T) {
 		t.Fatal(err)
 	}
 	read := func() (*Dest, []int64, error) {
-		a, err := db.PrepareAssemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 9}})
+		a, err := db.PrepareAssemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], 9}})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -666,7 +666,7 @@ func TestPrunedFlipEveryPayloadBit(t *testing.T) {
 			return nil, nil, err
 		}
 		d := NewContiguousDest(spec, 3)
-		return d, pos, a.Run(d, &AssembleOptions{Workers: 1})
+		return d, pos, a.Run(context.Background(), d, &AssembleOptions{Workers: 1})
 	}
 	want, wantPos, err := read()
 	if err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -22,7 +23,11 @@ import (
 // no tokens, a negative base position) are ErrInvalidArgument and nothing
 // is written. Keys given at a base position other than 0 are rotated to 0
 // in a copy before they are stored. p's buffers are only read, and not kept.
-func (db *DB) Put(p *Packet) (format.PacketID, error) {
+//
+// ctx is checked before anything is written: a Put whose context is done
+// writes nothing and returns its error; once the write starts it runs to
+// its end (an extent half written is never acknowledged anyway).
+func (db *DB) Put(ctx context.Context, p *Packet) (format.PacketID, error) {
 	defer db.st.putLatency.timer()()
 	var (
 		id       format.PacketID
@@ -30,6 +35,9 @@ func (db *DB) Put(p *Packet) (format.PacketID, error) {
 		chunkLen uint64
 	)
 	err := db.write("put", func() (err error) {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("put: %w", err)
+		}
 		if chunkLen, err = p.check(); err != nil {
 			return err
 		}

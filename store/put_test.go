@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -38,7 +39,7 @@ func TestRoundTrip(t *testing.T) {
 				}
 				spec := testSpec(c.dt, c.layers, c.heads, c.dim)
 				p := randPacket(spec, "ns", c.toks, uint64(c.layers*1000+c.dim))
-				id, err := db.Put(p)
+				id, err := db.Put(context.Background(), p)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -72,12 +73,12 @@ func TestAdapterTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkPacket(t, db, p, id)
-	v, err := db.Get("ns", spec.Fingerprint(), id)
+	v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestAdapterTokens(t *testing.T) {
 	}
 	other := *p
 	other.AdapterID = "adapter-v2"
-	if id2, err := db.Put(&other); err != nil || id2 == id {
+	if id2, err := db.Put(context.Background(), &other); err != nil || id2 == id {
 		t.Fatalf("another adapter must give another packet: %v, %v", id2.Short(), err)
 	}
 }
@@ -96,12 +97,12 @@ func TestPutIdempotent(t *testing.T) {
 	db := openMem(t, vfs.NewMem(), nil)
 	defer db.Close()
 	p := randPacket(testSpec(format.DTypeBF16, 2, 2, 8), "ns", 10, 1)
-	id1, err := db.Put(p)
+	id1, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := db.Stats()
-	id2, err := db.Put(p)
+	id2, err := db.Put(context.Background(), p)
 	if err != nil || id2 != id1 {
 		t.Fatalf("second Put: %s, %v; want %s", id2.Short(), err, id1.Short())
 	}
@@ -125,7 +126,7 @@ func TestManyBlobFiles(t *testing.T) {
 			toks = 600 // larger than a blob file alone
 		}
 		p := randPacket(spec, "ns", toks, uint64(i))
-		id, err := db.Put(p)
+		id, err := db.Put(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +161,7 @@ func TestManyBlobFiles(t *testing.T) {
 	}
 	// The reopened store keeps appending to its last file.
 	last := files[len(files)-1]
-	if _, err := db.Put(randPacket(spec, "ns", 5, 99)); err != nil {
+	if _, err := db.Put(context.Background(), randPacket(spec, "ns", 5, 99)); err != nil {
 		t.Fatal(err)
 	}
 	now := db.BlobFiles()
@@ -178,11 +179,11 @@ func TestExtentOnDisk(t *testing.T) {
 	defer db.Close()
 	for _, dim := range []int{8, 3} { // unpadded and padded chunks
 		spec := testSpec(format.DTypeF32, 3, 2, dim)
-		id, err := db.Put(randPacket(spec, "ns", 7, uint64(dim)))
+		id, err := db.Put(context.Background(), randPacket(spec, "ns", 7, uint64(dim)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := db.Get("ns", spec.Fingerprint(), id)
+		v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,13 +226,13 @@ func TestStatsCountSyncs(t *testing.T) {
 	spec := testSpec(format.DTypeBF16, 2, 1, 8)
 	var ids []format.PacketID
 	for i := range 3 {
-		id, err := db.Put(randPacket(spec, "ns", 4, uint64(i)))
+		id, err := db.Put(context.Background(), randPacket(spec, "ns", 4, uint64(i)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
 	}
-	if err := db.Delete("ns", spec.Fingerprint(), ids[0]); err != nil {
+	if err := db.Delete(context.Background(), "ns", spec.Fingerprint(), ids[0]); err != nil {
 		t.Fatal(err)
 	}
 	s := db.Stats()

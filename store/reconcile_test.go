@@ -46,7 +46,7 @@ func wantPackets(t *testing.T, db *DB, spec *format.ModelSpec, kept map[format.P
 		}
 	}
 	for _, id := range gone {
-		if _, err := db.Get("ns", spec.Fingerprint(), id); !errors.Is(err, ErrNotFound) {
+		if _, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id); !errors.Is(err, ErrNotFound) {
 			t.Errorf("deleted packet %s: Get: %v, want ErrNotFound", id.Short(), err)
 		}
 	}
@@ -73,7 +73,7 @@ func TestReconcileLostBatches(t *testing.T) {
 	kept := map[format.PacketID]*Packet{}
 	put := func(i int) format.PacketID {
 		p := floatPacket(spec, "ns", 8+i, 0, 0, uint64(i))
-		id, err := db.Put(p)
+		id, err := db.Put(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestReconcileLostBatches(t *testing.T) {
 		return id
 	}
 	del := func(id format.PacketID) {
-		if err := db.Delete("ns", spec.Fingerprint(), id); err != nil {
+		if err := db.Delete(context.Background(), "ns", spec.Fingerprint(), id); err != nil {
 			t.Fatal(err)
 		}
 		delete(kept, id)
@@ -132,7 +132,7 @@ func TestReconcileFormat10Extents(t *testing.T) {
 	restore := snapshotCatalog(t, dir)
 	putRecords = false
 	db = openDisk(t, dir, nil)
-	id, err := db.Put(floatPacket(spec, "ns", 8, 0, 0, 1))
+	id, err := db.Put(context.Background(), floatPacket(spec, "ns", 8, 0, 0, 1))
 	putRecords = true
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestReconcileFormat10Extents(t *testing.T) {
 	if r := db.Stats().Reconciled; r.NoRecord != 1 || r.Changed() {
 		t.Errorf("reconciled %+v, want one extent without a record", r)
 	}
-	if _, err := db.Get("ns", spec.Fingerprint(), id); !errors.Is(err, ErrNotFound) {
+	if _, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get: %v", err)
 	}
 }
@@ -162,7 +162,7 @@ func TestRecoverAfterCompaction(t *testing.T) {
 	var ids []format.PacketID
 	for i := range 8 {
 		p := floatPacket(spec, "ns", 8+i, 0, 0, uint64(i))
-		id, err := db.Put(p)
+		id, err := db.Put(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func TestRecoverAfterCompaction(t *testing.T) {
 	}
 	var gone []format.PacketID
 	for _, i := range []int{1, 2, 5} {
-		if err := db.Delete("ns", spec.Fingerprint(), ids[i]); err != nil {
+		if err := db.Delete(context.Background(), "ns", spec.Fingerprint(), ids[i]); err != nil {
 			t.Fatal(err)
 		}
 		delete(kept, ids[i])
@@ -221,7 +221,7 @@ func TestReconcileLostCompaction(t *testing.T) {
 	var ids []format.PacketID
 	for i := range 8 {
 		p := floatPacket(spec, "ns", 8+i, 0, 0, uint64(i))
-		id, err := db.Put(p)
+		id, err := db.Put(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ func TestReconcileLostCompaction(t *testing.T) {
 	}
 	var gone []format.PacketID
 	for _, i := range []int{0, 3} {
-		if err := db.Delete("ns", spec.Fingerprint(), ids[i]); err != nil {
+		if err := db.Delete(context.Background(), "ns", spec.Fingerprint(), ids[i]); err != nil {
 			t.Fatal(err)
 		}
 		delete(kept, ids[i])

@@ -152,7 +152,7 @@ func newFlipsFixture(t *testing.T) *flipsFixture {
 	byIdx := map[int]format.PacketID{}
 	put := func(i int) {
 		p := floatPacket(fx.spec, "ns", 8+i, 0, 0, uint64(i))
-		id, err := db.Put(p)
+		id, err := db.Put(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +160,7 @@ func newFlipsFixture(t *testing.T) *flipsFixture {
 		fx.packets = append(fx.packets, p)
 	}
 	del := func(i int) {
-		if err := db.Delete("ns", fx.spec.Fingerprint(), byIdx[i]); err != nil {
+		if err := db.Delete(context.Background(), "ns", fx.spec.Fingerprint(), byIdx[i]); err != nil {
 			t.Fatal(err)
 		}
 		fx.gone = append(fx.gone, byIdx[i])
@@ -221,7 +221,7 @@ func (fx *flipsFixture) openAndRead(dir string) (out string) {
 		}
 	}
 	for i, id := range fx.gone {
-		v, err := db.Get("ns", fx.spec.Fingerprint(), id)
+		v, err := db.Get(context.Background(), "ns", fx.spec.Fingerprint(), id)
 		switch {
 		case err == nil:
 			v.Release()
@@ -251,7 +251,7 @@ func (fx *flipsFixture) openAndRead(dir string) (out string) {
 // readPacket reads packet id and compares it with p: "exact", "absent"
 // (ErrNotFound), "refused" (another sentinel) or what went wrong.
 func readPacket(db *DB, spec *format.ModelSpec, id format.PacketID, p *Packet) string {
-	v, err := db.Get("ns", spec.Fingerprint(), id)
+	v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return "absent"

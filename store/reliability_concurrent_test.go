@@ -43,14 +43,14 @@ func TestReliabilityConcurrentCompaction(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for i, p := range plan[w] {
-						id, err := db.Put(p)
+						id, err := db.Put(context.Background(), p)
 						if err != nil {
 							errs <- err
 							return
 						}
 						if i%3 != 0 {
 							kept.Store(id, p)
-						} else if err := db.Delete("ns", fp, id); err != nil {
+						} else if err := db.Delete(context.Background(), "ns", fp, id); err != nil {
 							errs <- err
 							return
 						}
@@ -146,7 +146,7 @@ func assembleKept(db *DB, spec *format.ModelSpec, kept *sync.Map) error {
 		return nil
 	}
 	d := NewContiguousDest(spec, tokens)
-	if err := db.Assemble("ns", spec.Fingerprint(), items, d, nil); err != nil {
+	if err := db.Assemble(context.Background(), "ns", spec.Fingerprint(), items, d, nil); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("assemble lost a kept packet: %w", err)
 		}

@@ -83,7 +83,7 @@ func killChild(dir string, seed uint64) error {
 			if err := say("p %d", s); err != nil {
 				return err
 			}
-			if _, err := db.Put(killPacket(s)); err != nil {
+			if _, err := db.Put(context.Background(), killPacket(s)); err != nil {
 				return err
 			}
 			if err := say("P %d", s); err != nil {
@@ -98,7 +98,7 @@ func killChild(dir string, seed uint64) error {
 			if err := say("d %x", id[:]); err != nil {
 				return err
 			}
-			if err := db.Delete("ns", fp, id); err != nil {
+			if err := db.Delete(context.Background(), "ns", fp, id); err != nil {
 				return err
 			}
 			if err := say("D %x", id[:]); err != nil {
@@ -221,7 +221,7 @@ func settle(t *testing.T, l *ledger, dir string) {
 		if st != putPending && st != deletePending {
 			continue
 		}
-		ok, err := db.Has("ns", killSpec().Fingerprint(), id)
+		ok, err := db.Has(context.Background(), "ns", killSpec().Fingerprint(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

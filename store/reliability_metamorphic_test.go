@@ -134,7 +134,7 @@ func (r *metaRun) step(i int, rng *rand.Rand) {
 	switch x := rng.IntN(100); {
 	case x < 30:
 		r.ops["put"]++
-		if _, err := r.db.Put(p); err != nil {
+		if _, err := r.db.Put(context.Background(), p); err != nil {
 			r.fatalf(i, "put %d: %v", k, err)
 		}
 		r.model[id] = true
@@ -152,7 +152,7 @@ func (r *metaRun) step(i int, rng *rand.Rand) {
 		res = out.String()
 	case x < 70:
 		r.ops["delete"]++
-		err := r.db.Delete("ns", fp, id)
+		err := r.db.Delete(context.Background(), "ns", fp, id)
 		if r.model[id] != (err == nil) || (err != nil && !errors.Is(err, ErrNotFound)) {
 			r.fatalf(i, "delete %d: %v, model has it: %v", k, err, r.model[id])
 		}
@@ -230,7 +230,7 @@ func (r *metaRun) assemble(i int, rng *rand.Rand) string {
 		return "none"
 	}
 	d := NewContiguousDest(r.spec, tokens)
-	if err := r.db.Assemble("ns", r.spec.Fingerprint(), items, d, nil); err != nil {
+	if err := r.db.Assemble(context.Background(), "ns", r.spec.Fingerprint(), items, d, nil); err != nil {
 		r.fatalf(i, "assemble: %v", err)
 	}
 	row := r.spec.HeadDim * r.spec.DType.Size()

@@ -47,14 +47,14 @@ func mixedWorkload(t *testing.T, fs vfs.FS, l *ledger, seed uint64, strict bool)
 	put := func(p *Packet) {
 		id := format.ComputePacketID(p.Namespace, fp, "", p.TokenIDs)
 		l.set(id, p, putPending)
-		if _, err := db.Put(p); !fail(err) {
+		if _, err := db.Put(context.Background(), p); !fail(err) {
 			l.set(id, p, live)
 			ids = append(ids, id)
 		}
 	}
 	del := func(id format.PacketID) {
 		l.set(id, l.packets[id], deletePending)
-		if err := db.Delete("ns", fp, id); !fail(err) {
+		if err := db.Delete(context.Background(), "ns", fp, id); !fail(err) {
 			l.set(id, l.packets[id], deleted)
 		}
 	}
@@ -102,7 +102,7 @@ func checkRecovered(t *testing.T, fs vfs.FS, l *ledger, states map[format.Packet
 		t.Fatalf("%s: Check = %v, findings %v", where, err, rep.Findings)
 	}
 	p := randPacket(testSpec(format.DTypeF16, 2, 1, 8), "ns", 50, 1000)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatalf("%s: Put after recovery: %v", where, err)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -53,7 +54,7 @@ func readBack(db *DB, p *Packet, id format.PacketID) (out readOutcome, err error
 			out, err = readPanic, fmt.Errorf("panic: %v", r)
 		}
 	}()
-	v, err := db.Get(p.Namespace, p.Model.Fingerprint(), id)
+	v, err := db.Get(context.Background(), p.Namespace, p.Model.Fingerprint(), id)
 	if err != nil {
 		return classify(err), err
 	}
@@ -104,7 +105,7 @@ func buildGolden(t testing.TB, fs vfs.FS, dir string) *golden {
 	specs := []*format.ModelSpec{testSpec(format.DTypeF32, 2, 2, 3), testSpec(format.DTypeBF16, 3, 1, 8)}
 	for i, toks := range []int{5, 300, 40, 1, 700, 90, 17} {
 		p := randPacket(specs[i%2], fmt.Sprintf("ns%d", i%3), toks, uint64(100+i))
-		id, err := db.Put(p)
+		id, err := db.Put(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +116,7 @@ func buildGolden(t testing.TB, fs vfs.FS, dir string) *golden {
 		t.Fatal(err)
 	}
 	for i, id := range g.ids {
-		v, err := db.Get(g.packets[i].Namespace, g.packets[i].Model.Fingerprint(), id)
+		v, err := db.Get(context.Background(), g.packets[i].Namespace, g.packets[i].Model.Fingerprint(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

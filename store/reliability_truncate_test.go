@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -135,7 +136,7 @@ func checkTruncated(t *testing.T, g *golden, fs vfs.FS, num uint32, n uint64, c 
 		}
 	}
 	p := randPacket(testSpec(format.DTypeBF16, 2, 2, 8), "ns", 30, 999)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatalf("%s: Put after recovery: %v", where, err)
 	}

@@ -60,14 +60,14 @@ func spaceWorkload(fs vfs.FS) []error {
 	spec := testSpec(format.DTypeF16, 2, 1, 8)
 	var ids []format.PacketID
 	for i := range 4 {
-		id, err := db.Put(randPacket(spec, "ns", 40+120*(i%3), uint64(i)))
+		id, err := db.Put(context.Background(), randPacket(spec, "ns", 40+120*(i%3), uint64(i)))
 		note(err)
 		if err == nil {
 			ids = append(ids, id)
 		}
 	}
 	if len(ids) > 0 {
-		note(db.Delete("ns", spec.Fingerprint(), ids[0]))
+		note(db.Delete(context.Background(), "ns", spec.Fingerprint(), ids[0]))
 	}
 	_, err = db.GC(context.Background(), GCOptions{})
 	note(err)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"os"
 	"syscall"
@@ -51,7 +52,7 @@ func fillStore(t *testing.T, db *DB) []format.PacketID {
 	t.Helper()
 	var ids []format.PacketID
 	for n := 0; ; n++ {
-		id, err := db.Put(spacePacket(uint64(n)))
+		id, err := db.Put(context.Background(), spacePacket(uint64(n)))
 		if err != nil {
 			if !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
 				t.Fatalf("Put %d on a full disk: %v, want ErrNoSpace and ENOSPC", n, err)
@@ -93,7 +94,7 @@ func TestFullDiskReserve(t *testing.T) {
 	if st := db.Stats(); st.ReserveBytes != 0 || !st.SpaceHeld {
 		t.Fatalf("full store: reserve %d, held %v; want released and held", st.ReserveBytes, st.SpaceHeld)
 	}
-	if _, err := db.Put(spacePacket(1000)); !errors.Is(err, ErrNoSpace) {
+	if _, err := db.Put(context.Background(), spacePacket(1000)); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("Put while held: %v, want ErrNoSpace", err)
 	}
 	if _, err := db.Compact(t.Context(), CompactOptions{}); !errors.Is(err, ErrNoSpace) {
@@ -101,7 +102,7 @@ func TestFullDiskReserve(t *testing.T) {
 	}
 	fp := spacePacket(0).Model.Fingerprint()
 	for _, id := range ids {
-		if err := db.Delete("ns", fp, id); err != nil {
+		if err := db.Delete(context.Background(), "ns", fp, id); err != nil {
 			t.Fatalf("Delete on a full store: %v", err)
 		}
 	}
@@ -114,7 +115,7 @@ func TestFullDiskReserve(t *testing.T) {
 	if st.Packets != 0 || st.ReserveBytes != 2<<20 || st.SpaceHeld {
 		t.Fatalf("after rm and gc: %d packets, reserve %d, held %v; want 0, 2 MiB, not held", st.Packets, st.ReserveBytes, st.SpaceHeld)
 	}
-	if _, err := db.Put(spacePacket(1000)); err != nil {
+	if _, err := db.Put(context.Background(), spacePacket(1000)); err != nil {
 		t.Fatalf("Put after gc freed the disk: %v", err)
 	}
 }
@@ -130,7 +131,7 @@ func TestFullDiskNoReserve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Put(spacePacket(0)); err != nil {
+	if _, err := db.Put(context.Background(), spacePacket(0)); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {

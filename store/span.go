@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -40,12 +41,15 @@ func isAbsent(err error) bool { return errors.Is(err, ErrNotFound) || errors.Is(
 // A fitted W is refused (ErrInvalidArgument) if a different W was stored
 // under its name since m was built: the memory's projected keys would not
 // match it. Rebuild m then.
-func (db *DB) PutSpanMemory(ns, name string, m *SpanMemory) (ContextID, error) {
+func (db *DB) PutSpanMemory(ctx context.Context, ns, name string, m *SpanMemory) (ContextID, error) {
 	var (
 		id  ContextID
 		ext *spanmem.Extent
 	)
 	err := db.write("put span memory", func() (err error) {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("put span memory: %w", err)
+		}
 		if err := checkContextName(ns, name); err != nil {
 			return err
 		}
@@ -206,8 +210,13 @@ func killExtent(r *BlobFileInfo, n uint64) { r.KillExtent(n) }
 // and its extent's bytes become dead (reclaimed by compaction; readers
 // already open keep reading them until released). It is ErrNotFound if
 // absent and ErrModelMismatch if stored for another model.
-func (db *DB) DeleteSpanMemory(ns string, model format.Fingerprint, name string) error {
-	return db.write("delete span memory", func() error { return checkContextName(ns, name) },
+func (db *DB) DeleteSpanMemory(ctx context.Context, ns string, model format.Fingerprint, name string) error {
+	return db.write("delete span memory", func() error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return checkContextName(ns, name)
+	},
 		func() error { return db.deleteSpansLocked(ns, model, name) })
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -66,10 +67,10 @@ func BenchmarkSpanReconstruct(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := db.PutSpanMemory("ns", "bench", m); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "bench", m); err != nil {
 		b.Fatal(err)
 	}
-	r, err := db.OpenSpanMemory("ns", m.Model.Fingerprint(), "bench")
+	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "bench")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -27,7 +28,7 @@ func TestSpanMemories(t *testing.T) {
 	m := buildSpans(t, db, in, SpanOptions{ProjectionDim: 4})
 	names := []struct{ ns, name string }{{"b", "x"}, {"a", "z"}, {"a", "y"}}
 	for _, n := range names {
-		if _, err := db.PutSpanMemory(n.ns, n.name, m); err != nil {
+		if _, err := db.PutSpanMemory(context.Background(), n.ns, n.name, m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -43,7 +44,7 @@ func TestSpanMemories(t *testing.T) {
 		}
 	}
 	for i, info := range got {
-		r, err := db.OpenSpanMemory(want[i].ns, m.Model.Fingerprint(), want[i].name)
+		r, err := db.OpenSpanMemory(context.Background(), want[i].ns, m.Model.Fingerprint(), want[i].name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +72,7 @@ func TestSpanMemories(t *testing.T) {
 	if err := db.SpanMemories(func(SpanMemoryInfo) error { n++; return stop }); err != stop || n != 1 {
 		t.Fatalf("stopping walk: %v after %d", err, n)
 	}
-	if err := db.DeleteSpanMemory("a", m.Model.Fingerprint(), "z"); err != nil {
+	if err := db.DeleteSpanMemory(context.Background(), "a", m.Model.Fingerprint(), "z"); err != nil {
 		t.Fatal(err)
 	}
 	if got := collectSpanMemories(t, db); len(got) != 2 || got[1].Name != "x" {
@@ -119,27 +120,27 @@ func TestStatsCountsSpanMemories(t *testing.T) {
 		}
 	}
 	want("empty", 0, 0)
-	if _, err := db.Put(statsPacket(t, in.Model, 1)); err != nil {
+	if _, err := db.Put(context.Background(), statsPacket(t, in.Model, 1)); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"one", "two"} {
-		if _, err := db.PutSpanMemory("ns", name, m); err != nil {
+		if _, err := db.PutSpanMemory(context.Background(), "ns", name, m); err != nil {
 			t.Fatal(err)
 		}
 	}
 	want("1 packet, 2 memories", 1, 2)
-	if _, err := db.PutSpanMemory("ns", "two", m); err != nil { // replace
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "two", m); err != nil { // replace
 		t.Fatal(err)
 	}
-	pid, err := db.Put(statsPacket(t, in.Model, 2))
+	pid, err := db.Put(context.Background(), statsPacket(t, in.Model, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want("replace, second packet", 2, 2)
-	if err := db.DeleteSpanMemory("ns", m.Model.Fingerprint(), "one"); err != nil {
+	if err := db.DeleteSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "one"); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Delete("ns", m.Model.Fingerprint(), pid); err != nil {
+	if err := db.Delete(context.Background(), "ns", m.Model.Fingerprint(), pid); err != nil {
 		t.Fatal(err)
 	}
 	want("deletes", 1, 1)

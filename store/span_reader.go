@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/kvstore/kvstore/format"
@@ -32,7 +33,10 @@ type SpanReader = spanmem.Reader
 // stored for model. It is ErrNotFound if absent and ErrModelMismatch if
 // stored for another model (nothing of it is read). Release the reader
 // when done.
-func (db *DB) OpenSpanMemory(ns string, model format.Fingerprint, name string) (*SpanReader, error) {
+func (db *DB) OpenSpanMemory(ctx context.Context, ns string, model format.Fingerprint, name string) (*SpanReader, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := db.enter(); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -17,7 +18,7 @@ func spanRecords(t *testing.T) (meta, head []byte) {
 	defer db.Close()
 	_, in := spanFixture(t, 40, 3, format.DTypeBF16)
 	m := buildSpans(t, db, in, SpanOptions{ProjectionDim: 4})
-	if _, err := db.PutSpanMemory("ns", "ctx", m); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range [][]byte{catalog.SpanMetaKey("ns", "ctx"), catalog.SpanHeadKey("ns", "ctx", 1, 1)} {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"math"
 	"testing"
@@ -16,10 +17,10 @@ func openRouting(t *testing.T, db *DB) (*SpanReader, *SpanMemory) {
 	t.Helper()
 	_, in := spanFixture(t, 96, 0, format.DTypeF32)
 	m := buildSpans(t, db, in, SpanOptions{ProjectionDim: 8})
-	if _, err := db.PutSpanMemory("ns", "ctx", m); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m); err != nil {
 		t.Fatal(err)
 	}
-	r, err := db.OpenSpanMemory("ns", m.Model.Fingerprint(), "ctx")
+	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx")
 	if err != nil {
 		t.Fatal(err)
 	}

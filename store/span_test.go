@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -92,7 +93,7 @@ func TestSpanMemoryRoundTrip(t *testing.T) {
 			_, in := spanFixture(t, 100, 7, tc.dt)
 			m := buildSpans(t, db, in, SpanOptions{FactorDType: tc.factors})
 			checkSpanShape(t, m)
-			id, err := db.PutSpanMemory("ns", "ctx-1", m)
+			id, err := db.PutSpanMemory(context.Background(), "ns", "ctx-1", m)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +142,7 @@ func checkSpanShape(t *testing.T, m *SpanMemory) {
 // cache it was built from.
 func checkSpanReader(t *testing.T, db *DB, m *SpanMemory, in *SpanInput) {
 	t.Helper()
-	r, err := db.OpenSpanMemory("ns", m.Model.Fingerprint(), "ctx-1")
+	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,10 +227,10 @@ func TestSpanMemoryExactAtFullRank(t *testing.T) {
 	defer db.Close()
 	_, in := spanFixture(t, 64, 0, format.DTypeF32)
 	m := buildSpans(t, db, in, SpanOptions{SVD: reconstruct.SVDOptions{Energy: 1}})
-	if _, err := db.PutSpanMemory("ns", "ctx-1", m); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx-1", m); err != nil {
 		t.Fatal(err)
 	}
-	r, err := db.OpenSpanMemory("ns", m.Model.Fingerprint(), "ctx-1")
+	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,10 +260,10 @@ func TestSpanMemoryResidentRows(t *testing.T) {
 	defer db.Close()
 	model, in := spanFixture(t, 48, 100, format.DTypeF32)
 	m := buildSpans(t, db, in, SpanOptions{})
-	if _, err := db.PutSpanMemory("ns", "ctx-1", m); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx-1", m); err != nil {
 		t.Fatal(err)
 	}
-	r, err := db.OpenSpanMemory("ns", m.Model.Fingerprint(), "ctx-1")
+	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +303,7 @@ func TestSpanMemoryArtifacts(t *testing.T) {
 	_, in := spanFixture(t, 64, 0, format.DTypeF32)
 	fp := in.Model.Fingerprint()
 	first := buildSpans(t, db, in, SpanOptions{ProjectionDim: 4})
-	if _, err := db.PutSpanMemory("ns", "a", first); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "a", first); err != nil {
 		t.Fatal(err)
 	}
 	// The fitted W is stored in the same commit, and reused by the next build.
@@ -365,16 +366,16 @@ func TestSpanMemoryFittedConflict(t *testing.T) {
 	_, in := spanFixture(t, 64, 0, format.DTypeF32)
 	a := buildSpans(t, db, in, SpanOptions{ProjectionDim: 4})
 	b := buildSpans(t, db, in, SpanOptions{ProjectionDim: 3})
-	if _, err := db.PutSpanMemory("ns", "a", a); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "a", a); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.PutSpanMemory("ns", "b", b); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "b", b); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("a memory fitted with another W than the stored one: %v", err)
 	}
 	// The same W again is fine (and not stored twice).
 	c := buildSpans(t, db, in, SpanOptions{ProjectionDim: 4})
 	c.Projection = a.Projection
-	if _, err := db.PutSpanMemory("ns", "c", c); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "c", c); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -384,7 +385,7 @@ func TestSpanMemoryNotFoundAndMismatch(t *testing.T) {
 	defer db.Close()
 	_, in := spanFixture(t, 40, 0, format.DTypeF32)
 	m := buildSpans(t, db, in, SpanOptions{})
-	if _, err := db.PutSpanMemory("ns", "ctx", m); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m); err != nil {
 		t.Fatal(err)
 	}
 	fp, other := m.Model.Fingerprint(), format.Fingerprint{1}
@@ -398,16 +399,16 @@ func TestSpanMemoryNotFoundAndMismatch(t *testing.T) {
 		{"ns", "ctx", other, ErrModelMismatch},
 		{"ns", "", fp, ErrInvalidArgument},
 	} {
-		if _, err := db.OpenSpanMemory(tc.ns, tc.fp, tc.name); !errors.Is(err, tc.want) {
+		if _, err := db.OpenSpanMemory(context.Background(), tc.ns, tc.fp, tc.name); !errors.Is(err, tc.want) {
 			t.Errorf("open %q/%q: %v, want %v", tc.ns, tc.name, err, tc.want)
 		}
-		if err := db.DeleteSpanMemory(tc.ns, tc.fp, tc.name); !errors.Is(err, tc.want) {
+		if err := db.DeleteSpanMemory(context.Background(), tc.ns, tc.fp, tc.name); !errors.Is(err, tc.want) {
 			t.Errorf("delete %q/%q: %v, want %v", tc.ns, tc.name, err, tc.want)
 		}
 	}
 	bad := *m
 	bad.Resident = nil
-	if _, err := db.PutSpanMemory("ns", "bad", &bad); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "bad", &bad); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("inconsistent memory: %v", err)
 	}
 }
@@ -425,10 +426,10 @@ func TestSpanMemoryDeleteAndReplace(t *testing.T) {
 	defer db.Close()
 	_, in := spanFixture(t, 64, 0, format.DTypeBF16)
 	m := buildSpans(t, db, in, SpanOptions{})
-	if _, err := db.PutSpanMemory("ns", "ctx", m); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m); err != nil {
 		t.Fatal(err)
 	}
-	r, err := db.OpenSpanMemory("ns", m.Model.Fingerprint(), "ctx")
+	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +447,7 @@ func TestSpanMemoryDeleteAndReplace(t *testing.T) {
 	spec.Layers = 1
 	small := &SpanInput{Model: &spec, K: in.K[:1], V: in.V[:1], Surprisal: in.Surprisal}
 	m2 := buildSpans(t, db, small, SpanOptions{})
-	if _, err := db.PutSpanMemory("ns", "ctx", m2); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m2); err != nil {
 		t.Fatal(err)
 	}
 	live, dead := liveDead(db)
@@ -463,16 +464,16 @@ func TestSpanMemoryDeleteAndReplace(t *testing.T) {
 	if _, err := r.Head(0, 1); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("head first read after the replace: %v", err)
 	}
-	if _, err := db.OpenSpanMemory("ns", m.Model.Fingerprint(), "ctx"); !errors.Is(err, ErrModelMismatch) {
+	if _, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx"); !errors.Is(err, ErrModelMismatch) {
 		t.Fatalf("open with the old model after replace: %v", err)
 	}
-	if err := db.DeleteSpanMemory("ns", spec.Fingerprint(), "ctx"); err != nil {
+	if err := db.DeleteSpanMemory(context.Background(), "ns", spec.Fingerprint(), "ctx"); err != nil {
 		t.Fatal(err)
 	}
 	if live, dead2 := liveDead(db); live != 0 || dead2 <= dead {
 		t.Fatalf("after delete: live %d dead %d", live, dead2)
 	}
-	if _, err := db.OpenSpanMemory("ns", spec.Fingerprint(), "ctx"); !errors.Is(err, ErrNotFound) {
+	if _, err := db.OpenSpanMemory(context.Background(), "ns", spec.Fingerprint(), "ctx"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("open after delete: %v", err)
 	}
 }
@@ -494,10 +495,10 @@ func TestSpanMemoryCorruptBlock(t *testing.T) {
 			db, fs, dir := openSpanDB(t, disk)
 			_, in := spanFixture(t, 64, 0, format.DTypeF32)
 			m := buildSpans(t, db, in, SpanOptions{})
-			if _, err := db.PutSpanMemory("ns", "ctx", m); err != nil {
+			if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m); err != nil {
 				t.Fatal(err)
 			}
-			r, err := db.OpenSpanMemory("ns", m.Model.Fingerprint(), "ctx")
+			r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -517,7 +518,7 @@ func TestSpanMemoryCorruptBlock(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			if r, err = db.OpenSpanMemory("ns", m.Model.Fingerprint(), "ctx"); err != nil {
+			if r, err = db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx"); err != nil {
 				t.Fatal(err)
 			}
 			defer r.Release()
@@ -570,7 +571,7 @@ func TestSpanMemoryCrash(t *testing.T) {
 	_, in := spanFixture(t, 48, 0, format.DTypeF32)
 	m := buildSpans(t, db, in, SpanOptions{})
 	before := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	if _, err := db.PutSpanMemory("ns", "ctx", m); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m); err != nil {
 		t.Fatal(err)
 	}
 	after := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
@@ -584,14 +585,14 @@ func TestSpanMemoryCrash(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		r, err := db.OpenSpanMemory("ns", m.Model.Fingerprint(), "ctx")
+		r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx")
 		if !errors.Is(err, tc.want) {
 			t.Fatalf("%s: open: %v, want %v", tc.name, err, tc.want)
 		}
 		if err == nil {
 			checkSpanHead(t, r, m, in, 1, 1)
 			r.Release()
-		} else if _, err := db.PutSpanMemory("ns", "ctx", m); err != nil {
+		} else if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m); err != nil {
 			t.Fatalf("%s: put after the crash: %v", tc.name, err)
 		}
 		_ = db.Close()

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -16,16 +17,16 @@ func TestOpLatencies(t *testing.T) {
 	db := openMem(t, vfs.NewMem(), nil)
 	defer db.Close()
 	ids := putAll(t, db, []*Packet{floatPacket(spec, "ns", 8, 0, 0, 1), floatPacket(spec, "ns", 4, 0, 0, 2)})
-	v, err := db.Get("ns", spec.Fingerprint(), ids[0])
+	v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	v.Release()
-	if _, err := db.Get("ns", spec.Fingerprint(), format.PacketID{1}); err == nil {
+	if _, err := db.Get(context.Background(), "ns", spec.Fingerprint(), format.PacketID{1}); err == nil {
 		t.Fatal("Get of an absent packet succeeded")
 	}
 	d := NewContiguousDest(spec, 12)
-	if err := db.Assemble("ns", spec.Fingerprint(), []AssembleItem{{ids[0], 0}, {ids[1], 8}}, d, nil); err != nil {
+	if err := db.Assemble(context.Background(), "ns", spec.Fingerprint(), []AssembleItem{{ids[0], 0}, {ids[1], 8}}, d, nil); err != nil {
 		t.Fatal(err)
 	}
 	s := db.Stats()
@@ -73,10 +74,10 @@ func TestSpanReadLatency(t *testing.T) {
 	defer db.Close()
 	_, in := spanFixture(t, 48, 0, format.DTypeF32)
 	m := buildSpans(t, db, in, SpanOptions{})
-	if _, err := db.PutSpanMemory("ns", "ctx-1", m); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx-1", m); err != nil {
 		t.Fatal(err)
 	}
-	r, err := db.OpenSpanMemory("ns", m.Model.Fingerprint(), "ctx-1")
+	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx-1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,13 +31,13 @@ func newOpsFixture(t *testing.T, db *DB, fs vfs.FS, n int) *opsFixture {
 	x := &opsFixture{fs: fs, spec: testSpec(format.DTypeBF16, 2, 2, 8), packets: map[format.PacketID]*Packet{}}
 	for i := range n {
 		p := randPacket(x.spec, "ns", 40+100*(i%3), uint64(i)+1)
-		id, err := db.Put(p)
+		id, err := db.Put(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		x.packets[id] = p
 		if i%3 == 1 {
-			if err := db.Delete("ns", x.spec.Fingerprint(), id); err != nil {
+			if err := db.Delete(context.Background(), "ns", x.spec.Fingerprint(), id); err != nil {
 				t.Fatal(err)
 			}
 			delete(x.packets, id)
@@ -54,7 +54,7 @@ func (x *opsFixture) checkAll(t *testing.T, db *DB) {
 		checkPacket(t, db, p, id)
 	}
 	for _, id := range x.deleted {
-		if ok, err := db.Has("ns", x.spec.Fingerprint(), id); err != nil || ok {
+		if ok, err := db.Has(context.Background(), "ns", x.spec.Fingerprint(), id); err != nil || ok {
 			t.Fatalf("deleted packet %s: Has = %v, %v", id.Short(), ok, err)
 		}
 	}
@@ -189,7 +189,7 @@ func TestVerifySpanMemory(t *testing.T) {
 	defer db.Close()
 	_, in := spanFixture(t, 48, 0, format.DTypeF32)
 	m := buildSpans(t, db, in, SpanOptions{})
-	if _, err := db.PutSpanMemory("ns", "ctx", m); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m); err != nil {
 		t.Fatal(err)
 	}
 	rep := mustVerify(t, db)

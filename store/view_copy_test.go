@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"testing"
 
@@ -19,7 +20,7 @@ func TestCopyChunk(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			db, fs, dir := openKind(t, k.disk, k.noMmap)
 			ids := putAll(t, db, []*Packet{floatPacket(spec, "ns", 40, 0, 0, 1)})
-			v, err := db.Get("ns", spec.Fingerprint(), ids[0])
+			v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,7 +51,7 @@ func TestCopyChunk(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			v, err = db.Get("ns", spec.Fingerprint(), ids[0])
+			v, err = db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0])
 			if err != nil {
 				t.Fatal(err)
 			}

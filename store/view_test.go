@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"testing"
 
@@ -43,11 +44,11 @@ func TestViewSurvivesDeleteAndClose(t *testing.T) {
 			db, _, _ := openKind(t, k.disk, k.noMmap)
 			spec := testSpec(format.DTypeBF16, 3, 2, 8)
 			p := randPacket(spec, "ns", 9, 4)
-			id, err := db.Put(p)
+			id, err := db.Put(context.Background(), p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, err := db.Get("ns", spec.Fingerprint(), id)
+			v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,20 +59,20 @@ func TestViewSurvivesDeleteAndClose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := db.Delete("ns", spec.Fingerprint(), id); err != nil {
+			if err := db.Delete(context.Background(), "ns", spec.Fingerprint(), id); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.Get("ns", spec.Fingerprint(), id); !errors.Is(err, ErrNotFound) {
+			if _, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("Get after Delete: %v", err)
 			}
 			// Another packet goes in after the delete; it must not reuse the bytes.
-			if _, err := db.Put(randPacket(spec, "ns", 9, 5)); err != nil {
+			if _, err := db.Put(context.Background(), randPacket(spec, "ns", 9, 5)); err != nil {
 				t.Fatal(err)
 			}
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.Get("ns", spec.Fingerprint(), id); !errors.Is(err, ErrClosed) {
+			if _, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id); !errors.Is(err, ErrClosed) {
 				t.Fatalf("Get after Close: %v", err)
 			}
 			for l := range p.Layers {
@@ -109,11 +110,11 @@ func TestViewArguments(t *testing.T) {
 	defer db.Close()
 	spec := testSpec(format.DTypeBF16, 2, 1, 8)
 	p := randPacket(spec, "ns", 2, 1)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := db.Get("ns", spec.Fingerprint(), id)
+	v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestCloseSemantics(t *testing.T) {
 	db := openMem(t, fs, nil)
 	spec := testSpec(format.DTypeBF16, 1, 1, 4)
 	p := randPacket(spec, "ns", 2, 1)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,12 +155,12 @@ func TestCloseSemantics(t *testing.T) {
 	fp := spec.Fingerprint()
 	calls := map[string]error{
 		"Close":   db.Close(),
-		"Delete":  db.Delete("ns", fp, id),
+		"Delete":  db.Delete(context.Background(), "ns", fp, id),
 		"Headers": db.Headers(func(*format.PacketHeader) error { return nil }),
 	}
-	_, calls["Put"] = db.Put(p)
-	_, calls["Get"] = db.Get("ns", fp, id)
-	_, calls["Has"] = db.Has("ns", fp, id)
+	_, calls["Put"] = db.Put(context.Background(), p)
+	_, calls["Get"] = db.Get(context.Background(), "ns", fp, id)
+	_, calls["Has"] = db.Has(context.Background(), "ns", fp, id)
 	_, _, calls["List"] = db.List("ns", fp, nil, 1)
 	_, calls["Model"] = db.Model(fp)
 	for name, err := range calls {
@@ -182,11 +183,11 @@ func TestObsoleteFileRemovedAfterLastView(t *testing.T) {
 	defer db.Close()
 	spec := testSpec(format.DTypeBF16, 1, 1, 4)
 	p := randPacket(spec, "ns", 2, 1)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := db.Get("ns", spec.Fingerprint(), id)
+	v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,16 +15,19 @@ import (
 func writers(db *DB, p *Packet, id format.PacketID) map[string]func() error {
 	fp := p.Model.Fingerprint()
 	return map[string]func() error{
-		"Put":                func() error { _, err := db.Put(p); return err },
-		"Delete":             func() error { return db.Delete(p.Namespace, fp, id) },
-		"Pin":                func() error { return db.Pin(p.Namespace, fp, id) },
-		"Unpin":              func() error { return db.Unpin(p.Namespace, fp, id) },
-		"PutArtifact":        func() error { return db.PutArtifact(fp, "a", []byte{1}, ArtifactMeta{}) },
-		"DeleteArtifact":     func() error { return db.DeleteArtifact(fp, "a") },
-		"Compact":            func() error { _, err := db.Compact(context.Background(), CompactOptions{}); return err },
-		"GC":                 func() error { _, err := db.GC(context.Background(), GCOptions{}); return err },
-		"DeleteSpanMemory":   func() error { return db.DeleteSpanMemory(p.Namespace, fp, "ctx") },
-		"PutSpanMemory(nil)": func() error { _, err := db.PutSpanMemory(p.Namespace, "ctx", &SpanMemory{}); return err },
+		"Put":              func() error { _, err := db.Put(context.Background(), p); return err },
+		"Delete":           func() error { return db.Delete(context.Background(), p.Namespace, fp, id) },
+		"Pin":              func() error { return db.Pin(p.Namespace, fp, id) },
+		"Unpin":            func() error { return db.Unpin(p.Namespace, fp, id) },
+		"PutArtifact":      func() error { return db.PutArtifact(fp, "a", []byte{1}, ArtifactMeta{}) },
+		"DeleteArtifact":   func() error { return db.DeleteArtifact(fp, "a") },
+		"Compact":          func() error { _, err := db.Compact(context.Background(), CompactOptions{}); return err },
+		"GC":               func() error { _, err := db.GC(context.Background(), GCOptions{}); return err },
+		"DeleteSpanMemory": func() error { return db.DeleteSpanMemory(context.Background(), p.Namespace, fp, "ctx") },
+		"PutSpanMemory(nil)": func() error {
+			_, err := db.PutSpanMemory(context.Background(), p.Namespace, "ctx", &SpanMemory{})
+			return err
+		},
 	}
 }
 
@@ -36,7 +39,7 @@ func TestWriteRefusals(t *testing.T) {
 	p := randPacket(spec, "ns", 4, 1)
 	fs := vfs.NewMem()
 	db := openMem(t, fs, nil)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -165,7 +165,7 @@ func BenchmarkColdAssemble(b *testing.B) {
 		}
 		tierT += time.Since(start)
 		start = time.Now()
-		if err := src.DB.Assemble("bench", m.Fingerprint(), items, dst, nil); err != nil {
+		if err := src.DB.Assemble(context.Background(), "bench", m.Fingerprint(), items, dst, nil); err != nil {
 			b.Fatal(err)
 		}
 		localT += time.Since(start)

@@ -55,21 +55,21 @@ type fill struct {
 // when neither holds it, ErrUnavailable, ErrCorruption); a packet stored
 // locally for another model is ErrModelMismatch and never fetched.
 func (c *Cache) Get(ctx context.Context, ns string, model format.Fingerprint, id format.PacketID) (*store.View, error) {
-	v, err := c.DB.Get(ns, model, id)
+	v, err := c.DB.Get(ctx, ns, model, id)
 	if !errors.Is(err, store.ErrNotFound) {
 		return v, err
 	}
 	if err := c.Ensure(ctx, ns, model, id); err != nil {
 		return nil, err
 	}
-	return c.DB.Get(ns, model, id)
+	return c.DB.Get(ctx, ns, model, id)
 }
 
 // Ensure makes sure the local store holds packet (ns, model, id), fetching
 // it from the tier if it does not. Concurrent calls for one packet share
 // one fetch.
 func (c *Cache) Ensure(ctx context.Context, ns string, model format.Fingerprint, id format.PacketID) error {
-	if ok, err := c.DB.Has(ns, model, id); ok || err != nil {
+	if ok, err := c.DB.Has(ctx, ns, model, id); ok || err != nil {
 		return err
 	}
 	k := cacheKey{ns, id}
@@ -106,7 +106,7 @@ func (c *Cache) pull(ctx context.Context, ns string, model format.Fingerprint, i
 	if err != nil {
 		return err
 	}
-	got, err := c.DB.Put(p)
+	got, err := c.DB.Put(ctx, p)
 	if err != nil {
 		return fmt.Errorf("tier: packet %s fetched, local put: %w", id.Short(), err)
 	}
@@ -130,7 +130,7 @@ func (c *Cache) Put(ctx context.Context, p *store.Packet) (format.PacketID, erro
 	} else if _, _, err := c.Tier.Push(ctx, p); err != nil {
 		return format.PacketID{}, err
 	}
-	return c.DB.Put(p)
+	return c.DB.Put(ctx, p)
 }
 
 // Assemble is store.DB.Assemble over packets that may be only in the
@@ -142,7 +142,7 @@ func (c *Cache) Assemble(ctx context.Context, ns string, model format.Fingerprin
 	if err := c.EnsureAll(ctx, ns, model, items); err != nil {
 		return err
 	}
-	return c.DB.Assemble(ns, model, items, dst, o)
+	return c.DB.Assemble(ctx, ns, model, items, dst, o)
 }
 
 // EnsureAll is Ensure for every item, several at once; the first error

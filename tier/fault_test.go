@@ -1,6 +1,7 @@
 package tier
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log"
@@ -162,7 +163,7 @@ func TestFaults(t *testing.T) {
 	faulty := e.open(t, Options{Endpoint: px.srv.URL, PartSize: 4 << 10, Attempts: 3,
 		RequestTimeout: 500 * time.Millisecond, Backoff: 10 * time.Millisecond})
 	c := &Cache{DB: openDB(t, nil), Tier: faulty}
-	if _, err := c.DB.Put(local); err != nil {
+	if _, err := c.DB.Put(context.Background(), local); err != nil {
 		t.Fatal(err)
 	}
 	const bound = 5 * time.Second // 3 attempts x 0.5 s, backoff, a loaded machine
@@ -200,7 +201,7 @@ func TestFaults(t *testing.T) {
 			if took > bound {
 				t.Fatalf("Get took %v, bound %v", took, bound)
 			}
-			if ok, _ := c.DB.Has("ns", m.Fingerprint(), packetID(remote)); ok {
+			if ok, _ := c.DB.Has(context.Background(), "ns", m.Fingerprint(), packetID(remote)); ok {
 				t.Fatal("a packet that failed its fetch was stored locally")
 			}
 			v, err = c.Get(ctx, "ns", m.Fingerprint(), packetID(local))

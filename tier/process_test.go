@@ -56,7 +56,7 @@ func child(verb string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := db.Put(p); err != nil {
+		if _, err := db.Put(context.Background(), p); err != nil {
 			return err
 		}
 		fmt.Println(map[Pushed]string{Created: "created", Present: "present"}[how])

@@ -16,7 +16,7 @@ import (
 // raw: a fetch then stores exactly the tensors this store serves. A pruned
 // packet is ErrInvalidArgument.
 func (t *Tier) PushStored(ctx context.Context, db *store.DB, ns string, fp format.Fingerprint, id format.PacketID) (Pushed, error) {
-	v, err := db.Get(ns, fp, id)
+	v, err := db.Get(ctx, ns, fp, id)
 	if err != nil {
 		return 0, err
 	}

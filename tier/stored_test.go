@@ -1,6 +1,7 @@
 package tier
 
 import (
+	"context"
 	"testing"
 
 	"github.com/kvstore/kvstore/store"
@@ -13,7 +14,7 @@ func TestPushStored(t *testing.T) {
 	ctx := ctxT(t)
 	db := openDB(t, nil)
 	p := testPacket("ns", testSpec(), 25, 51)
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestEvictionKeepsACopy(t *testing.T) {
 	}
 	evicted := 0
 	for _, p := range pks {
-		if ok, _ := c.DB.Has("ns", m.Fingerprint(), packetID(p)); !ok {
+		if ok, _ := c.DB.Has(context.Background(), "ns", m.Fingerprint(), packetID(p)); !ok {
 			evicted++
 		}
 	}

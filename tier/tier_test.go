@@ -2,6 +2,7 @@ package tier
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"sync"
@@ -157,11 +158,11 @@ func TestCacheTwoStores(t *testing.T) {
 	}
 	sameView(t, v, pks[0])
 	v.Release()
-	if ok, err := b.DB.Has("ns", m.Fingerprint(), items[0].ID); !ok || err != nil {
+	if ok, err := b.DB.Has(context.Background(), "ns", m.Fingerprint(), items[0].ID); !ok || err != nil {
 		t.Fatalf("B's store after a cache Get: has %v, %v", ok, err)
 	}
 	da, db := store.NewContiguousDest(m, int(off)), store.NewContiguousDest(m, int(off))
-	if err := a.DB.Assemble("ns", m.Fingerprint(), items, da, nil); err != nil {
+	if err := a.DB.Assemble(context.Background(), "ns", m.Fingerprint(), items, da, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Assemble(ctx, "ns", m.Fingerprint(), items, db, nil); err != nil {

@@ -22,6 +22,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -179,11 +180,11 @@ func storeMemory(w io.Writer, db *store.DB, m *llama.Model, pre *llama.Result, s
 	if err != nil {
 		return nil, err
 	}
-	id, err := db.PutSpanMemory(namespace, contextName, mem)
+	id, err := db.PutSpanMemory(context.Background(), namespace, contextName, mem)
 	if err != nil {
 		return nil, err
 	}
-	r, err := db.OpenSpanMemory(namespace, spec.Fingerprint(), contextName)
+	r, err := db.OpenSpanMemory(context.Background(), namespace, spec.Fingerprint(), contextName)
 	if err != nil {
 		return nil, err
 	}

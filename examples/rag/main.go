@@ -23,6 +23,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -243,20 +244,20 @@ func adapterPackets(db *store.DB, m *llama.Model, spec *format.ModelSpec, a *ada
 		if err != nil {
 			return nil, err
 		}
-		pid, err := db.Put(p)
+		pid, err := db.Put(context.Background(), p)
 		if err != nil {
 			return nil, err
 		}
 		items = append(items, store.AssembleItem{ID: pid, Offset: offset})
 		offset += int64(p.Tokens())
 	}
-	asm, err := db.PrepareAssemble(namespace, spec.Fingerprint(), items)
+	asm, err := db.PrepareAssemble(context.Background(), namespace, spec.Fingerprint(), items)
 	if err != nil {
 		return nil, err
 	}
 	defer asm.Release()
 	dst := store.NewContiguousDest(spec, asm.Tokens())
-	if err := asm.Run(dst, nil); err != nil {
+	if err := asm.Run(context.Background(), dst, nil); err != nil {
 		return nil, err
 	}
 	cache, err := destCache(spec, dst, asm.Tokens())
@@ -274,13 +275,13 @@ func adapterPackets(db *store.DB, m *llama.Model, spec *format.ModelSpec, a *ada
 // question after them, returning the next-token logits.
 func answerFromPackets(db *store.DB, m *llama.Model, spec *format.ModelSpec, items []store.AssembleItem, question []int, res *result) ([]float32, error) {
 	start := time.Now()
-	a, err := db.PrepareAssemble(namespace, spec.Fingerprint(), items)
+	a, err := db.PrepareAssemble(context.Background(), namespace, spec.Fingerprint(), items)
 	if err != nil {
 		return nil, err
 	}
 	defer a.Release()
 	dst := store.NewContiguousDest(spec, a.Tokens())
-	if err := a.Run(dst, nil); err != nil {
+	if err := a.Run(context.Background(), dst, nil); err != nil {
 		return nil, err
 	}
 	cache, err := destCache(spec, dst, a.Tokens())
@@ -367,7 +368,7 @@ func storeDoc(db *store.DB, m *llama.Model, spec *format.ModelSpec, doc []int) (
 		}
 		p.Layers = append(p.Layers, store.Layer{K: k, V: v})
 	}
-	return db.Put(p)
+	return db.Put(context.Background(), p)
 }
 
 // destCache turns an assembled contiguous destination into a cache at

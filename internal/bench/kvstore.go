@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
@@ -52,7 +53,7 @@ func (p *kvPeer) Put(id uint64, pk *Packet) error {
 	for l := range layers {
 		layers[l].K, layers[l].V = pk.Layer(l)
 	}
-	got, err := p.db.Put(&store.Packet{
+	got, err := p.db.Put(context.Background(), &store.Packet{
 		Namespace: kvNamespace, Model: p.spec,
 		TokenIDs: TokenIDs(id, pk.Tokens), Layers: layers,
 	})
@@ -66,7 +67,7 @@ func (p *kvPeer) Put(id uint64, pk *Packet) error {
 }
 
 func (p *kvPeer) Get(id uint64, visit Visit) error {
-	v, err := p.db.Get(kvNamespace, p.fp, p.packetID(id))
+	v, err := p.db.Get(context.Background(), kvNamespace, p.fp, p.packetID(id))
 	if err != nil {
 		return fmt.Errorf("kvstore: get %d: %w", id, err)
 	}
@@ -89,7 +90,7 @@ func (p *kvPeer) readView(v *store.View, visit Visit) error {
 }
 
 func (p *kvPeer) GetViews(id uint64) error {
-	v, err := p.db.Get(kvNamespace, p.fp, p.packetID(id))
+	v, err := p.db.Get(context.Background(), kvNamespace, p.fp, p.packetID(id))
 	if err != nil {
 		return fmt.Errorf("kvstore: get views %d: %w", id, err)
 	}
@@ -110,7 +111,7 @@ func (p *kvPeer) Assemble(ids []uint64, visit Visit) error {
 	if n := p.shape.ChunkBytes(len(ids) * p.tokens); p.dst == nil || len(p.dst.K[0]) != n {
 		p.dst = store.NewContiguousDest(p.spec, len(ids)*p.tokens)
 	}
-	if err := p.db.Assemble(kvNamespace, p.fp, items, p.dst, nil); err != nil {
+	if err := p.db.Assemble(context.Background(), kvNamespace, p.fp, items, p.dst, nil); err != nil {
 		return fmt.Errorf("kvstore: assemble: %w", err)
 	}
 	for l := range p.shape.Layers {

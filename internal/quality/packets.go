@@ -2,6 +2,7 @@ package quality
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 
@@ -291,7 +292,7 @@ func newPacketStoreIn(db *store.DB, m *llama.Model, c *llama.Cache, ctx []int, d
 func (ps *packetStore) put(c setting) (format.PacketID, error) {
 	p := ps.base
 	p.Namespace, p.Codec, p.CodecOptions = c.name, c.codec, c.opts
-	return ps.db.Put(&p)
+	return ps.db.Put(context.Background(), &p)
 }
 
 // measure stores the packet under setting c pruned by s (Packet.Keep: the
@@ -308,7 +309,7 @@ func (ps *packetStore) measure(id format.PacketID, c setting, s keepSet, cont []
 		p := ps.base
 		p.Namespace, p.Codec, p.CodecOptions, p.Keep = ns, c.codec, c.opts, s.set
 		var err error
-		if id, err = ps.db.Put(&p); err != nil {
+		if id, err = ps.db.Put(context.Background(), &p); err != nil {
 			return row, err
 		}
 	}

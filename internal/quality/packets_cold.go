@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -115,7 +116,7 @@ func ColdLoad(cc ColdConfig) (*ColdResult, error) {
 			p.TokenIDs = slices.Clone(p.TokenIDs)
 			p.TokenIDs[0] = uint32(1<<20 + i) // another document id per copy
 			p.Namespace, p.Codec, p.CodecOptions, p.Keep = side.ns, side.codec, cfg.Options, side.keep
-			id, err := ps.db.Put(&p)
+			id, err := ps.db.Put(context.Background(), &p)
 			if err != nil {
 				ps.db.Close()
 				return nil, err
@@ -169,12 +170,12 @@ func coldAssemble(dir string, spec *format.ModelSpec, ns string, items []store.A
 	}
 	defer db.Close()
 	t0 := time.Now()
-	a, err := db.PrepareAssemblePruned(ns, spec.Fingerprint(), items, make([]*prune.Set, len(items)))
+	a, err := db.PrepareAssemblePruned(context.Background(), ns, spec.Fingerprint(), items, make([]*prune.Set, len(items)))
 	if err != nil {
 		return 0, err
 	}
 	defer a.Release()
-	if err := a.Run(store.NewContiguousDest(spec, a.Tokens()), nil); err != nil {
+	if err := a.Run(context.Background(), store.NewContiguousDest(spec, a.Tokens()), nil); err != nil {
 		return 0, err
 	}
 	return time.Since(t0), nil

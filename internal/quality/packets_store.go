@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"context"
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/prune"
 	"github.com/kvstore/kvstore/store"
@@ -10,14 +11,14 @@ import (
 // store.PrepareAssemblePruned at offset 0, pruned by keep (nil: whole),
 // and returns each (layer, KV head)'s rows as f32.
 func (ps *packetStore) assemble(id format.PacketID, ns string, keep *prune.Set) ([][]rowSet, error) {
-	a, err := ps.db.PrepareAssemblePruned(ns, ps.spec.Fingerprint(), []store.AssembleItem{{ID: id}}, []*prune.Set{keep})
+	a, err := ps.db.PrepareAssemblePruned(context.Background(), ns, ps.spec.Fingerprint(), []store.AssembleItem{{ID: id}}, []*prune.Set{keep})
 	if err != nil {
 		return nil, err
 	}
 	defer a.Release()
 	rows := a.Tokens()
 	d := store.NewContiguousDest(ps.spec, rows)
-	if err := a.Run(d, nil); err != nil {
+	if err := a.Run(context.Background(), d, nil); err != nil {
 		return nil, err
 	}
 	H, hd := ps.spec.KVHeads, ps.spec.HeadDim
@@ -41,7 +42,7 @@ func (ps *packetStore) assemble(id format.PacketID, ns string, keep *prune.Set) 
 // storedBytes is the sum of the stored lengths of packet id's chunks (in
 // namespace ns), as its header records them.
 func (ps *packetStore) storedBytes(ns string, id format.PacketID) (int, error) {
-	v, err := ps.db.Get(ns, ps.spec.Fingerprint(), id)
+	v, err := ps.db.Get(context.Background(), ns, ps.spec.Fingerprint(), id)
 	if err != nil {
 		return 0, err
 	}

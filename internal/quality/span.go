@@ -2,6 +2,7 @@ package quality
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -53,10 +54,10 @@ func (s *spanStore) build(m *llama.Model, c *llama.Cache, h []float32, cfg *Conf
 	if err != nil {
 		return err
 	}
-	if _, err := s.db.PutSpanMemory("quality", "context", mem); err != nil {
+	if _, err := s.db.PutSpanMemory(context.Background(), "quality", "context", mem); err != nil {
 		return err
 	}
-	if s.r, err = s.db.OpenSpanMemory("quality", spec.Fingerprint(), "context"); err != nil {
+	if s.r, err = s.db.OpenSpanMemory(context.Background(), "quality", spec.Fingerprint(), "context"); err != nil {
 		return err
 	}
 	s.meta = s.r.Meta()

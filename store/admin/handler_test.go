@@ -28,7 +28,7 @@ func testDB(t *testing.T, n int) (*store.DB, []format.PacketID) {
 	for i := range n {
 		p := &store.Packet{Namespace: "ns", Model: spec, TokenIDs: []uint32{uint32(i)},
 			Layers: []store.Layer{{K: make([]byte, 8), V: make([]byte, 8)}}}
-		id, err := db.Put(p)
+		id, err := db.Put(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -74,10 +74,10 @@ func fixture(t *testing.T) (*store.SpanReader, *store.SpanMemory) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.PutSpanMemory("ns", "ctx", m); err != nil {
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m); err != nil {
 		t.Fatal(err)
 	}
-	r, err := db.OpenSpanMemory("ns", m.Model.Fingerprint(), "ctx")
+	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package promstore
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -104,7 +105,7 @@ func TestCollectorOnARealStore(t *testing.T) {
 		RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 10000}, WeightsID: "w"}
 	p := &store.Packet{Namespace: "ns", Model: spec, TokenIDs: []uint32{1},
 		Layers: []store.Layer{{K: make([]byte, 8), V: make([]byte, 8)}}}
-	if _, err := db.Put(p); err != nil {
+	if _, err := db.Put(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
 	mfs := gather(t, c)

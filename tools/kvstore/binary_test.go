@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -118,7 +119,7 @@ func testStoreWith(t *testing.T, o *store.Options) (string, []format.PacketID) {
 	}
 	var ids []format.PacketID
 	for i, ns := range []string{"a", "a", "b"} {
-		id, err := db.Put(tinyPacket(ns, i+1, 3+i))
+		id, err := db.Put(context.Background(), tinyPacket(ns, i+1, 3+i))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -248,12 +248,12 @@ func demoPut(db *store.DB, m *llama.Model, spec *format.ModelSpec, tokens []int,
 		return nil, err
 	}
 	id := format.ComputePacketID(demoNamespace, spec.Fingerprint(), "", d.packet.TokenIDs)
-	had, err := db.Has(demoNamespace, spec.Fingerprint(), id)
+	had, err := db.Has(context.Background(), demoNamespace, spec.Fingerprint(), id)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	if d.id, err = db.Put(d.packet); err != nil {
+	if d.id, err = db.Put(context.Background(), d.packet); err != nil {
 		return nil, err
 	}
 	row := demoPacket{ID: d.id.Short(), Tokens: len(tokens), Bytes: int64(len(tokens) * spec.TokenBytes()),
@@ -289,7 +289,7 @@ func demoPacketOf(spec *format.ModelSpec, tokens []int, c *llama.Cache) (*store.
 // demoVerify reads every chunk of d's packet through a view (each checked
 // against its CRC32C on first read) and compares it with what was put.
 func demoVerify(db *store.DB, spec *format.ModelSpec, d *demoDoc) error {
-	v, err := db.Get(demoNamespace, spec.Fingerprint(), d.id)
+	v, err := db.Get(context.Background(), demoNamespace, spec.Fingerprint(), d.id)
 	if err != nil {
 		return err
 	}
@@ -317,13 +317,13 @@ func demoAssemble(db *store.DB, m *llama.Model, spec *format.ModelSpec, docs []*
 		off += int64(len(d.tokens))
 	}
 	start := time.Now()
-	a, err := db.PrepareAssemble(demoNamespace, spec.Fingerprint(), items)
+	a, err := db.PrepareAssemble(context.Background(), demoNamespace, spec.Fingerprint(), items)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer a.Release()
 	dst := store.NewContiguousDest(spec, a.Tokens())
-	if err := a.Run(dst, nil); err != nil {
+	if err := a.Run(context.Background(), dst, nil); err != nil {
 		return nil, nil, err
 	}
 	rep.AssembleNs = time.Since(start).Nanoseconds()

@@ -82,7 +82,7 @@ func exportPacket(ctx context.Context, db *store.DB, h *format.PacketHeader, nam
 	if err != nil {
 		return 0, err
 	}
-	v, err := db.Get(h.Namespace, h.Model, h.ID)
+	v, err := db.Get(ctx, h.Namespace, h.Model, h.ID)
 	if err != nil {
 		return 0, err
 	}

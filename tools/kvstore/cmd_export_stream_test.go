@@ -71,7 +71,7 @@ func TestExportImportBoundedMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := db.Put(bigPacket(mib))
+	id, err := db.Put(context.Background(), bigPacket(mib))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestExportImportBoundedMemory(t *testing.T) {
 		var p *store.Packet
 		var release func()
 		if p, release, err = readPacket(file); err == nil {
-			_, err = dst.Put(p)
+			_, err = dst.Put(context.Background(), p)
 			release()
 		}
 	})

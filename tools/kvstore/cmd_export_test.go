@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -84,7 +85,7 @@ func packetBytes(t *testing.T, dir string, h *format.PacketHeader) []byte {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	v, err := db.Get(h.Namespace, h.Model, h.ID)
+	v, err := db.Get(context.Background(), h.Namespace, h.Model, h.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

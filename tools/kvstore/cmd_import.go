@@ -65,7 +65,7 @@ func runImport(ctx context.Context, e *env, args []string, ns string) error {
 	defer db.Close()
 	p.stage("writing the packet")
 	id, had := importID(db, pk)
-	if _, err := db.Put(pk); err != nil {
+	if _, err := db.Put(ctx, pk); err != nil {
 		return err
 	}
 	p.done()
@@ -84,7 +84,7 @@ func runImport(ctx context.Context, e *env, args []string, ns string) error {
 func importID(db *store.DB, p *store.Packet) (string, bool) {
 	fp := p.Model.Fingerprint()
 	id := format.ComputePacketID(p.Namespace, fp, p.AdapterID, p.TokenIDs)
-	had, _ := db.Has(p.Namespace, fp, id)
+	had, _ := db.Has(context.Background(), p.Namespace, fp, id)
 	return id.String(), had
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -100,7 +101,7 @@ func findTarget(db *store.DB, arg, ns string) (*format.PacketHeader, *store.Span
 // inspectContext prints span memory c: its root record, the rank summary
 // of every head record, and the model spec.
 func inspectContext(e *env, db *store.DB, c *store.SpanMemoryInfo) error {
-	r, err := db.OpenSpanMemory(c.Namespace, c.Model, c.Name)
+	r, err := db.OpenSpanMemory(context.Background(), c.Namespace, c.Model, c.Name)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -79,7 +80,7 @@ func spanTestStore(t *testing.T) (string, []format.PacketID, []store.ContextID) 
 	}
 	var ctxs []store.ContextID
 	for _, c := range []struct{ ns, name string }{{"a", "ctx-1"}, {"b", twin}} {
-		id, err := db.PutSpanMemory(c.ns, c.name, m)
+		id, err := db.PutSpanMemory(context.Background(), c.ns, c.name, m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +100,7 @@ func TestInspectContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sr, err := db.OpenSpanMemory("a", spanSpec().Fingerprint(), "ctx-1")
+	sr, err := db.OpenSpanMemory(context.Background(), "a", spanSpec().Fingerprint(), "ctx-1")
 	if err != nil {
 		t.Fatal(err)
 	}

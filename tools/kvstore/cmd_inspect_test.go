@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -70,7 +71,7 @@ func TestInspectExportPruned(t *testing.T) {
 	}
 	p := tinyPacket("a", 1, 3) // 4 rows
 	p.Keep = &prune.Set{Layers: 2, KVHeads: 2, Tokens: 4, Keep: [][]int32{{0, 2}, {1, 3}, {0, 1}, {2, 3}}}
-	id, err := db.Put(p)
+	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func runRm(e *env, args []string, ns string) error {
 	}
 	removed := []string{}
 	for _, h := range hs {
-		if err := db.Delete(h.Namespace, h.Model, h.ID); err != nil {
+		if err := db.Delete(context.Background(), h.Namespace, h.Model, h.ID); err != nil {
 			return err
 		}
 		removed = append(removed, h.ID.String())

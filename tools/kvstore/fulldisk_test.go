@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -23,7 +24,7 @@ func TestFullStoreEmptiedWithCLI(t *testing.T) {
 	}
 	var ids []format.PacketID
 	for n := 1; ; n++ {
-		id, err := db.Put(tinyPacket("ns", n, 4096))
+		id, err := db.Put(context.Background(), tinyPacket("ns", n, 4096))
 		if errors.Is(err, store.ErrNoSpace) {
 			break
 		}
@@ -75,7 +76,7 @@ func TestFullStoreEmptiedWithCLI(t *testing.T) {
 	if st := db.Stats(); st.Packets != 0 || st.SpaceHeld {
 		t.Fatalf("after rm and gc: %d packets, space held %v", st.Packets, st.SpaceHeld)
 	}
-	if _, err := db.Put(tinyPacket("ns", 1, 4096)); err != nil {
+	if _, err := db.Put(context.Background(), tinyPacket("ns", 1, 4096)); err != nil {
 		t.Fatalf("Put after the CLI freed the disk: %v", err)
 	}
 }

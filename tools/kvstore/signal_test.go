@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os/exec"
@@ -41,12 +42,12 @@ func bigStore(t *testing.T, n int) string {
 			}
 			p.Layers = append(p.Layers, store.Layer{K: k, V: v})
 		}
-		id, err := db.Put(p)
+		id, err := db.Put(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i%2 == 0 {
-			if err := db.Delete(p.Namespace, m.Fingerprint(), id); err != nil {
+			if err := db.Delete(context.Background(), p.Namespace, m.Fingerprint(), id); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -1,6 +1,7 @@
 package assemble
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -96,7 +97,7 @@ func (s *memSource) Chunk(i int) ([]byte, error) {
 func (s *memSource) Decode(int, []byte, []byte) error {
 	return errors.New("memSource: raw chunks only")
 }
-func (s *memSource) Keep() (*prune.Set, error) { return s.keep, nil }
+func (s *memSource) Keep() (*prune.Set, error)  { return s.keep, nil }
 func (s *memSource) Guard(f func() error) error { return f() }
 
 // want is what row (h, local row j) of item it's chunk i becomes: the
@@ -226,7 +227,7 @@ func TestRunPlacesRows(t *testing.T) {
 					t.Fatalf("Tokens %d, want 12", T)
 				}
 				d := dc.make(t, T)
-				if err := a.Run(d, &Options{Workers: 2}); err != nil {
+				if err := a.Run(context.Background(), d, &Options{Workers: 2}); err != nil {
 					t.Fatal(err)
 				}
 				for l := range m.Layers {
@@ -269,7 +270,7 @@ func TestRunCorruptChunk(t *testing.T) {
 			t.Fatal(err)
 		}
 		reported := -1
-		err = a.Run(alloc(format.KVLayoutHND, testSpec.Layers, testSpec.KVHeads*a.Tokens()*testSpec.HeadDim*4), &Options{Workers: 1, OnLayer: func(l int) error { reported = l; return nil }})
+		err = a.Run(context.Background(), alloc(format.KVLayoutHND, testSpec.Layers, testSpec.KVHeads*a.Tokens()*testSpec.HeadDim*4), &Options{Workers: 1, OnLayer: func(l int) error { reported = l; return nil }})
 		if !errors.Is(err, ErrCorruption) {
 			t.Fatalf("mapped=%v: Run = %v, want ErrCorruption", mapped, err)
 		}
@@ -298,11 +299,11 @@ func TestCheckRejects(t *testing.T) {
 	for name, spoil := range cases {
 		d := good()
 		spoil(d)
-		if err := a.Run(d, nil); !errors.Is(err, ErrInvalidArgument) {
+		if err := a.Run(context.Background(), d, nil); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%s: Run = %v, want ErrInvalidArgument", name, err)
 		}
 	}
-	if err := a.Run(good(), nil); err != nil {
+	if err := a.Run(context.Background(), good(), nil); err != nil {
 		t.Fatalf("good destination: %v", err)
 	}
 }
@@ -344,11 +345,11 @@ func TestCheckPooledRejects(t *testing.T) {
 		for name, spoil := range cases {
 			d := good()
 			spoil(d)
-			if err := a.Run(d, nil); !errors.Is(err, ErrInvalidArgument) {
+			if err := a.Run(context.Background(), d, nil); !errors.Is(err, ErrInvalidArgument) {
 				t.Errorf("%v %s: Run = %v, want ErrInvalidArgument", layout, name, err)
 			}
 		}
-		if err := a.Run(good(), nil); err != nil {
+		if err := a.Run(context.Background(), good(), nil); err != nil {
 			t.Fatalf("%v: good destination: %v", layout, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package assemble
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync"
@@ -24,8 +25,11 @@ type Options struct {
 
 // Run fills dst and returns when every layer is complete and reported, or
 // at the first error. A destination that does not fit is
-// ErrInvalidArgument, and nothing is written to it then.
-func (a *Assembly) Run(dst *Dest, o *Options) error {
+// ErrInvalidArgument, and nothing is written to it then. ctx is checked
+// before each work item (one layer's K or V of one packet): once it is
+// done, Run stops and returns its error (the layers already reported stay
+// valid).
+func (a *Assembly) Run(ctx context.Context, dst *Dest, o *Options) error {
 	if o == nil {
 		o = &Options{}
 	}
@@ -43,7 +47,10 @@ func (a *Assembly) Run(dst *Dest, o *Options) error {
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	r := &run{a: a, dst: dst, g: g, items: 2 * len(a.packets) * a.spec.Layers}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("assemble: %w", err)
+	}
+	r := &run{ctx: ctx, a: a, dst: dst, g: g, items: 2 * len(a.packets) * a.spec.Layers}
 	r.left = make([]atomic.Int32, a.spec.Layers)
 	for l := range r.left {
 		r.left[l].Store(int32(2 * len(a.packets)))
@@ -55,6 +62,7 @@ func (a *Assembly) Run(dst *Dest, o *Options) error {
 // run is one Run: work items (layer, packet, K|V) taken in layer order by
 // workers, and per-layer countdowns that report complete layers.
 type run struct {
+	ctx   context.Context
 	a     *Assembly
 	dst   *Dest
 	g     *geom
@@ -87,6 +95,10 @@ func (r *run) run(workers int, onLayer func(int) error) error {
 	for l := range r.done {
 		complete[l] = true
 		for reported < len(complete) && complete[reported] && !r.stop.Load() {
+			if err := r.ctx.Err(); err != nil {
+				r.fail(fmt.Errorf("assemble: before layer %d: %w", reported, err))
+				break
+			}
 			if onLayer != nil {
 				if err := onLayer(reported); err != nil {
 					r.fail(fmt.Errorf("assemble: layer %d callback: %w", reported, err))
@@ -112,6 +124,10 @@ func (r *run) work() {
 	for !r.stop.Load() {
 		i := int(r.next.Add(1) - 1)
 		if i >= r.items {
+			return
+		}
+		if err := r.ctx.Err(); err != nil {
+			r.fail(fmt.Errorf("assemble: %w", err))
 			return
 		}
 		l, p, key := i/per, i%per/2, i%2 == 0
