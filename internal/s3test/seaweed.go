@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -77,7 +78,13 @@ func StartSeaweed(t testing.TB) *Seaweed {
 	dir := t.TempDir()
 	ports := make([]int, 10)
 	for i := range ports {
-		p, err := freePort()
+		var p int
+		var err error
+		if i == 6 {
+			p, err = freePortPlus10000()
+		} else {
+			p, err = freePort()
+		}
 		if err != nil {
 			t.Fatalf("s3test: seaweed: pick a port: %v", err)
 		}
@@ -94,7 +101,10 @@ func StartSeaweed(t testing.TB) *Seaweed {
 		sw.Volumes[i] = newProc(bin, dir, "volume"+strconv.Itoa(i), append(loop, port(ports[2+2*i]), grpc(ports[3+2*i]),
 			"-dir=.", "-max=40", "-master="+master, "-preStopSeconds=0")...)
 	}
-	sw.Filer = newProc(bin, dir, "filer", append(loop, port(ports[6]), grpc(ports[7]), "-master="+master,
+	// The filer's gRPC port stays its HTTP port + 10000 (ports[7] unused):
+	// the S3 gateway in its process dials the filer at that port whatever
+	// -port.grpc says.
+	sw.Filer = newProc(bin, dir, "filer", append(loop, port(ports[6]), "-master="+master,
 		"-defaultStoreDir=.", "-localSocket=filer.sock", "-s3", "-s3.port="+strconv.Itoa(ports[8]),
 		"-s3.port.grpc="+strconv.Itoa(ports[9]), "-s3.port.iceberg=0", "-s3.port.lance=0",
 		"-s3.localSocket=s3.sock", "-s3.config=../s3.json")...)
@@ -144,6 +154,25 @@ func freePort() (int, error) {
 	}
 	_, p, _ := strings.Cut(addr, ":")
 	return strconv.Atoi(p)
+}
+
+// freePortPlus10000 returns a free port p whose p+10000 is free too.
+func freePortPlus10000() (int, error) {
+	for range 100 {
+		p, err := freePort()
+		if err != nil {
+			return 0, err
+		}
+		if p+10000 > 65535 {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+10000))
+		if err == nil {
+			l.Close()
+			return p, nil
+		}
+	}
+	return 0, errors.New("no free port p with p+10000 free")
 }
 
 func newProc(bin, root, name string, args ...string) *Proc {
