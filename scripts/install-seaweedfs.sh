@@ -16,7 +16,7 @@
 # recorded beside it, in .deps/bin/weed.version). On success it prints the
 # binary's path, which callers export as KVSTORE_SEAWEED_BIN:
 #
-#	KVSTORE_LONG=1 KVSTORE_SEAWEED_BIN=$(bash scripts/install-seaweedfs.sh) go test ./tier -run Long -v
+#	KVSTORE_LONG=1 KVSTORE_SEAWEED_BIN=$(bash scripts/install-seaweedfs.sh) go test ./tier -run Long -v -timeout 30m
 #
 # A built binary is also kept in a per-machine cache outside the checkout,
 # ${KVSTORE_DEPS_CACHE:-$HOME/.cache/kvstore}/weed-<version>, so that a fresh
