@@ -11,6 +11,11 @@
 //
 // Each server has its own port and directory, so tests may run several at
 // once (a test that needs two servers, or a server it stops, starts its own).
+//
+// StartSeaweed (seaweed.go) runs a SeaweedFS cluster instead, for the
+// tier's long form: a master with replication 001, two volume servers a
+// test can SIGKILL and restart, and a filer with the S3 gateway; its binary
+// comes from $KVSTORE_SEAWEED_BIN (scripts/install-seaweedfs.sh).
 package s3test
 
 import (

@@ -22,7 +22,7 @@
 //	s3        $KVSTORE_S3_BIN, a versitygw binary
 //	gpu       a CUDA device (set by the GPU device check)
 //	long      KVSTORE_LONG=1: measurements that take minutes
-//	seaweed   $KVSTORE_SEAWEED_DIR, SeaweedFS binaries for the long form
+//	seaweed   $KVSTORE_SEAWEED_BIN, a SeaweedFS weed binary, for the long form
 //	mount     root on Linux, to mount a small tmpfs (a real full disk)
 package testenv
 
@@ -160,7 +160,7 @@ func ModuleRoot() (string, bool) {
 }
 
 // Env returns the value of the environment variable that provides c
-// (KVSTORE_LLAMA_LIB, KVSTORE_S3_BIN, KVSTORE_SEAWEED_DIR), or skips (fails
+// (KVSTORE_LLAMA_LIB, KVSTORE_S3_BIN, KVSTORE_SEAWEED_BIN), or skips (fails
 // when c is required) when it is unset or names nothing on disk.
 func Env(t testing.TB, c Capability, name string) string {
 	t.Helper()
