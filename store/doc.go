@@ -1,6 +1,33 @@
 // Package store is the kvstore engine: it keeps KV-cache packets durable,
 // finds them by id and hands their tensors back as zero-copy views.
 //
+// # Use
+//
+// A server opens one DB per store directory and shares it between
+// goroutines, takes a Scope per (namespace, model), and on each request
+// passes the request's context:
+//
+//	db, err := store.Open(dir, nil)         // creates the store; nil: default Options
+//	defer db.Close()
+//	docs, err := db.Scope("docs", spec)     // spec: the model's *format.ModelSpec
+//	id, err := docs.Put(ctx, packet)        // a document's K and V per layer; durable on return
+//	v, err := docs.Get(ctx, id)             // a View: chunks CRC-checked on first read
+//	dst, err := docs.AssembleInto(ctx, items, store.DestShape{Layout: store.LayoutPaged, BlockSize: 16}, nil)
+//
+// Put is idempotent (a packet's id is its content address: namespace,
+// model fingerprint, adapter and tokens). Assemble places several packets
+// at new positions, re-rotating their keys, into a destination in the
+// layout the attention kernel reads (contiguous HND, paged NHD, vLLM's
+// paged layouts, llama.cpp's transposed V); AssembleInto allocates it.
+// Span memory (PutSpanMemory, OpenSpanMemory) keeps a long context as
+// anchors and SVD factors. Maintenance (Verify, Check, Compact, GC, Recover)
+// takes (ctx, Options); Stats and Subscribe report; store/admin serves a
+// live store as JSON and store/promstore as Prometheus metrics. Errors wrap
+// the sentinels in errors.go. The runnable examples (Example,
+// Example_server) show the whole flow.
+//
+// The rest of this comment is the engine's map.
+//
 // # Directory
 //
 //	DIR/
@@ -32,7 +59,9 @@
 // sits over internal packages, each one concept with its own tests, and
 // over format, which owns every on-disk byte:
 //
-//	store                    DB, Options, errors, Put/Get/View, Assemble, artifacts, span memory calls,
+//	store/admin, promstore,  adapters over a DB: the admin http.Handler (JSON), the Prometheus
+//	  gpusource              collector, the GPU prefetcher's byte source
+//	store                    DB, Scope, Options, errors, Put/Get/View, Assemble, artifacts, span memory calls,
 //	                         maintenance calls; write.go: the one writer preamble (db.write, db.exclusive);
 //	                         reconcile.go and recover.go: the catalog brought up to date with, or
 //	                         rebuilt from, the blob log's put records and tombstones
