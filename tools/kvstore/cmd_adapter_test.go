@@ -17,7 +17,7 @@ func TestAdapterTrainExportImport(t *testing.T) {
 	model := testenv.ModelFile(t, "stories260K.bin")
 	dir := t.TempDir()
 	var rep adapterReport
-	r := kv(t, "--dir", dir, "--json", "adapter", "train", "--model", model, "--requests", "2", "--epochs", "2",
+	r := kv(t, "--dir", dir, "--create", "--json", "adapter", "train", "--model", model, "--requests", "2", "--epochs", "2",
 		"--header", "2", "--trailer", "1", "--doc-len", "4", "--question-len", "2", "--answer", "2").want(t, exitOK)
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v: %q", err, r.stdout)
@@ -54,7 +54,7 @@ func TestAdapterTrainInitToken(t *testing.T) {
 	model := testenv.ModelFile(t, "stories260K.bin")
 	dir := t.TempDir()
 	var rep adapterReport
-	r := kv(t, "--dir", dir, "--json", "adapter", "train", "--model", model, "--init", "token", "--requests", "2", "--epochs", "1",
+	r := kv(t, "--dir", dir, "--create", "--json", "adapter", "train", "--model", model, "--init", "token", "--requests", "2", "--epochs", "1",
 		"--header", "1", "--trailer", "0", "--doc-len", "4", "--question-len", "2", "--answer", "2").want(t, exitOK)
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v: %q", err, r.stdout)

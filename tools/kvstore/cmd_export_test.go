@@ -29,7 +29,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 
 	dst := t.TempDir()
 	var out importOutput
-	r = kv(t, "--dir", dst, "--json", "import", file).want(t, exitOK)
+	r = kv(t, "--dir", dst, "--create", "--json", "import", file).want(t, exitOK)
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.ID != ids[1].String() || out.Stored {
 		t.Fatalf("import: %v %+v", err, out)
 	}

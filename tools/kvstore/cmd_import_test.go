@@ -42,3 +42,22 @@ func TestImportBad(t *testing.T) {
 	}
 	kv(t, "--dir", t.TempDir(), "import", filepath.Join(t.TempDir(), "missing.safetensors")).want(t, exitFail)
 }
+
+// import into a directory that holds no store creates nothing without
+// --create (a mistyped --dir), and makes the store with it.
+func TestImportNeedsCreate(t *testing.T) {
+	dir, ids := testStore(t)
+	file := filepath.Join(t.TempDir(), "p.safetensors")
+	kv(t, "--dir", dir, "export", ids[0].String(), file).want(t, exitOK)
+	dst := filepath.Join(t.TempDir(), "new")
+	r := kv(t, "--dir", dst, "import", file).want(t, exitFail)
+	if !strings.Contains(r.stderr, "--create") {
+		t.Fatalf("stderr %q does not say --create", r.stderr)
+	}
+	if _, err := os.Stat(dst); !os.IsNotExist(err) {
+		t.Fatalf("a refused import left %s behind: %v", dst, err)
+	}
+	kv(t, "--dir", dst, "--create", "import", file).want(t, exitOK)
+	kv(t, "--dir", dst, "import", file).want(t, exitOK) // the store exists now
+	kv(t, "--dir", dst, "check").want(t, exitOK)
+}

@@ -50,6 +50,7 @@ type env struct {
 	dir    string
 	json   bool
 	addr   string // --addr of the read verbs: a live store's admin handler
+	create bool   // --create: the verbs that add data may create the store
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -140,6 +141,7 @@ Exit codes: 0 success, 1 failure or findings (verify, check), 2 bad usage,
 	pf := root.PersistentFlags()
 	pf.StringVar(&e.dir, "dir", "", "store directory")
 	pf.BoolVar(&e.json, "json", false, "print machine-readable JSON (exact byte counts)")
+	pf.BoolVar(&e.create, "create", false, "let import and adapter train/import create the store when --dir holds none (other verbs never create one)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %v", errUsage, err) })
 	names := make([]string, 0, len(commands))
 	for n := range commands {

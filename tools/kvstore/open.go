@@ -14,13 +14,18 @@ import (
 )
 
 // openStore opens the store in --dir; read-only unless write. A missing
-// --dir is a usage error; for a read verb, a directory that holds no store
-// is a failure. A writable open creates the store (import, adapter).
+// --dir is a usage error; a directory that holds no store is a failure,
+// except that a writable open (import, adapter) creates the store when
+// --create is given: a mistyped --dir never gets an empty store.
 func openStore(e *env, write bool) (*store.DB, error) {
 	if e.dir == "" {
 		return nil, fmt.Errorf("%w: --dir is required", errUsage)
 	}
-	return store.Open(e.dir, &store.Options{ReadOnly: !write, Logger: warnLogger(e.stderr)})
+	db, err := store.Open(e.dir, &store.Options{ReadOnly: !write, MustExist: write && !e.create, Logger: warnLogger(e.stderr)})
+	if write && !e.create && errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w (pass --create to make a new store there)", err)
+	}
+	return db, err
 }
 
 // openExisting opens the store in --dir for writing, failing (and creating
