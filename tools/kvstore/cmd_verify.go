@@ -19,7 +19,11 @@ func init() {
 const verifySummary = `Reads every catalogued extent (packets and span memories) and checks
 each chunk's CRC32C and each extent's trailer (store.Verify). Every bad
 chunk is reported with its blob file and offset, packet, layer and K|V.
-Exits 1 when anything is found.`
+Exits 1 when anything is found. With --tier it checks the shared tier
+instead: every packet the tier holds for --ns and --model is fetched and
+each part's CRC32C and the header checked, keeping nothing (kvstore tier
+verify; the tier is named by --endpoint, --bucket, --prefix or their
+KVSTORE_TIER_* variables).`
 
 // verifyOutput is verify's output: the admin handler's /verify.
 type verifyOutput admin.Verify
@@ -27,7 +31,14 @@ type verifyOutput admin.Verify
 func setupVerify(fs *pflag.FlagSet, e *env) verbFunc {
 	max := fs.Int("max-findings", 0, "stop after so many findings (0: no limit)")
 	addrFlag(fs, e)
-	return func(ctx context.Context, e *env, args []string) error { return runVerify(ctx, e, args, *max) }
+	onTier := fs.Bool("tier", false, "verify the shared tier's packets of --ns and --model instead of the local store")
+	viaTier := tierVerb(runTierVerify)(fs, e)
+	return func(ctx context.Context, e *env, args []string) error {
+		if *onTier {
+			return viaTier(ctx, e, args)
+		}
+		return runVerify(ctx, e, args, *max)
+	}
 }
 
 func runVerify(ctx context.Context, e *env, args []string, max int) error {
