@@ -172,6 +172,9 @@ func (db *DB) prepareAssemble(ctx context.Context, ns string, model format.Finge
 	if a.in, err = assemble.Prepare(spec, in); err != nil {
 		return nil, err
 	}
+	if err := checkDynamicRoPE(spec, items, a.views); err != nil {
+		return nil, err
+	}
 	ok = true
 	return a, nil
 }
@@ -208,4 +211,26 @@ func (a *Assembly) Run(ctx context.Context, dst *Dest, o *AssembleOptions) error
 		return fmt.Errorf("%w: assemble: assembly was released", ErrClosed)
 	}
 	return a.in.Run(ctx, dst, o)
+}
+
+// checkDynamicRoPE refuses an assembly that dynamic NTK scaling would
+// rotate with other frequencies than its packets were prefilled with: a
+// sequence longer than original_max_position_embeddings (M) uses the base
+// of its own length (reconstruct.RoPE.AtLength), so its keys are a
+// re-rotation (reconstruct.ReRotate), not the shift Assemble applies.
+// Up to M positions the shift is exact. Rather than a silent wrong key,
+// ErrInvalidArgument (docs/decisions.md, RoPE variants).
+func checkDynamicRoPE(spec *format.ModelSpec, items []AssembleItem, views []*View) error {
+	if spec.RoPE.Scaling != format.RoPEScalingDynamic {
+		return nil
+	}
+	var end int64
+	for i, it := range items {
+		end = max(end, it.Offset+int64(views[i].Header().Tokens))
+	}
+	if m := int64(spec.RoPE.OriginalMaxPos); end > m {
+		return fmt.Errorf("%w: assemble: dynamic NTK RoPE: the assembled sequence reaches position %d, past original_max_position_embeddings %d; "+
+			"re-rotating packets to the longer sequence's frequencies is not supported", ErrInvalidArgument, end, m)
+	}
+	return nil
 }

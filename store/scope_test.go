@@ -142,3 +142,25 @@ func TestRequestContext(t *testing.T) {
 		t.Fatalf("the packet after the cancelled calls: %v %v", ok, err)
 	}
 }
+
+// Dynamic NTK scaling: Assemble shifts keys exactly up to
+// original_max_position_embeddings and refuses a longer sequence, whose
+// frequencies differ, instead of returning wrongly rotated keys.
+func TestAssembleDynamicNTK(t *testing.T) {
+	ctx := context.Background()
+	db := openMem(t, vfs.NewMem(), nil)
+	defer db.Close()
+	spec := testSpec(format.DTypeF32, 2, 1, 8)
+	spec.RoPE.Scaling, spec.RoPE.Factor, spec.RoPE.OriginalMaxPos = format.RoPEScalingDynamic, 2, 16
+	id, err := db.Put(ctx, randPacket(spec, "ns", 8, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := spec.Fingerprint()
+	if err := db.Assemble(ctx, "ns", fp, []AssembleItem{{id, 8}}, NewContiguousDest(spec, 8), nil); err != nil {
+		t.Fatalf("Assemble within original_max_position_embeddings: %v", err)
+	}
+	if err := db.Assemble(ctx, "ns", fp, []AssembleItem{{id, 9}}, NewContiguousDest(spec, 8), nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Assemble past original_max_position_embeddings: %v, want ErrInvalidArgument", err)
+	}
+}
