@@ -164,3 +164,33 @@ func TestAssembleDynamicNTK(t *testing.T) {
 		t.Fatalf("Assemble past original_max_position_embeddings: %v, want ErrInvalidArgument", err)
 	}
 }
+
+// A catalogued blob file gone from disk is damage: Get says so with
+// ErrCorruption (it wrapped no sentinel before).
+func TestGetMissingBlobFile(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	db := openMem(t, fs, nil)
+	spec := testSpec(format.DTypeF32, 2, 1, 8)
+	id, err := db.Put(ctx, randPacket(spec, "ns", 8, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Remove("/db/blobs/000001.blob"); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open("/db", &Options{FS: fs, Logger: quiet, ReadOnly: true})
+	if err != nil {
+		if !errors.Is(err, ErrCorruption) {
+			t.Fatalf("Open of a store missing a blob file: %v, want ErrCorruption", err)
+		}
+		return
+	}
+	defer db.Close()
+	if _, err := db.Get(ctx, "ns", spec.Fingerprint(), id); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("Get of a packet whose blob file is gone: %v, want ErrCorruption", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -125,6 +126,10 @@ func (f *File) openLocked() error {
 		return nil
 	}
 	rd, err := f.fs.Open(f.path)
+	if errors.Is(err, iofs.ErrNotExist) {
+		// The catalog names this file: its absence is damage, not a miss.
+		return fmt.Errorf("%w: catalogued blob file %s is missing: %w", ErrCorruption, f.path, err)
+	}
 	if err != nil {
 		return fmt.Errorf("store: open blob file %s: %w", f.path, err)
 	}
