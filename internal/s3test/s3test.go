@@ -151,12 +151,15 @@ func (s *Server) Output() string { return s.out.String() }
 // Client returns a plain S3 client for the server, with path-style
 // addressing and the SDK's default retries: the baseline that benchmarks
 // compare with, and a way for tests to look at objects directly.
-func (s *Server) Client() *s3.Client {
+func (s *Server) Client() *s3.Client { return client(s.Endpoint, s.Region, s.AccessKey, s.SecretKey) }
+
+// client is a plain path-style S3 client of endpoint with static keys.
+func client(endpoint, region, accessKey, secretKey string) *s3.Client {
 	return s3.New(s3.Options{
-		BaseEndpoint: aws.String(s.Endpoint),
-		Region:       s.Region,
+		BaseEndpoint: aws.String(endpoint),
+		Region:       region,
 		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+		Credentials:  credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
 	})
 }
 

@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/kvstore/kvstore/internal/testenv"
@@ -349,12 +347,7 @@ func (sw *Seaweed) WaitVolumeServers(t testing.TB, n int) {
 // Client returns a plain S3 client for the gateway, with path-style
 // addressing and the SDK's default retries.
 func (sw *Seaweed) Client() *s3.Client {
-	return s3.New(s3.Options{
-		BaseEndpoint: aws.String(sw.Endpoint),
-		Region:       sw.Region,
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(sw.AccessKey, sw.SecretKey, ""),
-	})
+	return client(sw.Endpoint, sw.Region, sw.AccessKey, sw.SecretKey)
 }
 
 // CreateBucket creates bucket name, then writes and reads back a 64 KiB
