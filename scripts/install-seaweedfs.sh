@@ -24,18 +24,9 @@
 # only the Go module proxy, about 2.7 GB of memory, and many minutes of CPU.
 set -eu
 
-version=v0.0.0-20261109003541-7506e5f91cd6
-module=github.com/seaweedfs/seaweedfs
-root=$(cd "$(dirname "$0")/.." && pwd)
-bin=$root/.deps/bin
-exe=$bin/weed
-stamp=$bin/weed.version
-cache=${KVSTORE_DEPS_CACHE:-${HOME:-/tmp}/.cache/kvstore}
-cached=$cache/weed-$version
+. "$(dirname "$0")/cached-binary.sh"
 
-installed() {
-	[ -x "$exe" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$version" ]
-}
+module=github.com/seaweedfs/seaweedfs
 
 build() {
 	# GOFLAGS from the caller (say -race) must not leak into the server build;
@@ -58,22 +49,4 @@ build() {
 	mv "$exe.tmp" "$exe"
 }
 
-if ! installed && [ -x "$cached" ]; then
-	mkdir -p "$bin"
-	cp "$cached" "$exe.tmp" && mv "$exe.tmp" "$exe" && echo "$version" >"$stamp"
-fi
-if ! installed; then
-	mkdir -p "$bin"
-	rm -f "$stamp"
-	build
-	if [ ! -x "$exe" ]; then
-		echo "install-seaweedfs.sh: the build of $module@$version left no binary at $exe" >&2
-		exit 1
-	fi
-	echo "$version" >"$stamp"
-fi
-if [ ! -x "$cached" ]; then
-	# Best effort: a read-only or missing cache only costs the next build.
-	{ mkdir -p "$cache" && cp "$exe" "$cached.tmp.$$" && mv "$cached.tmp.$$" "$cached"; } 2>/dev/null || rm -f "$cached.tmp.$$"
-fi
-echo "$exe"
+install_binary weed v0.0.0-20261109003541-7506e5f91cd6 build

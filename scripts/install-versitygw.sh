@@ -17,37 +17,13 @@
 # average near 20; it needs only the Go module proxy.
 set -eu
 
-version=v1.8.0
-root=$(cd "$(dirname "$0")/.." && pwd)
-bin=$root/.deps/bin
-exe=$bin/versitygw
-stamp=$bin/versitygw.version
-cache=${KVSTORE_DEPS_CACHE:-${HOME:-/tmp}/.cache/kvstore}
-cached=$cache/versitygw-$version
+. "$(dirname "$0")/cached-binary.sh"
 
-installed() {
-	[ -x "$exe" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$version" ]
-}
-
-if ! installed && [ -x "$cached" ]; then
-	mkdir -p "$bin"
-	cp "$cached" "$exe.tmp" && mv "$exe.tmp" "$exe" && echo "$version" >"$stamp"
-fi
-if ! installed; then
-	mkdir -p "$bin"
-	rm -f "$stamp"
+build() {
 	# GOFLAGS from the caller (say -race) must not leak into the server build;
 	# -trimpath keeps the binary independent of where it was built.
 	GOBIN=$bin GOFLAGS=-buildvcs=false go install -trimpath \
 		"github.com/versity/versitygw/cmd/versitygw@$version" >&2
-	if [ ! -x "$exe" ]; then
-		echo "install-versitygw.sh: go install of versitygw@$version left no binary at $exe" >&2
-		exit 1
-	fi
-	echo "$version" >"$stamp"
-fi
-if [ ! -x "$cached" ]; then
-	# Best effort: a read-only or missing cache only costs the next build.
-	{ mkdir -p "$cache" && cp "$exe" "$cached.tmp.$$" && mv "$cached.tmp.$$" "$cached"; } 2>/dev/null || rm -f "$cached.tmp.$$"
-fi
-echo "$exe"
+}
+
+install_binary versitygw v1.8.0 build
