@@ -7,8 +7,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
 )
 
@@ -34,8 +36,11 @@ const BOS = 1
 
 // Source cuts documents and questions.
 type Source interface {
-	// Chunk returns n tokens drawn with rng.
-	Chunk(rng *rand.Rand, n int) []int
+	// Chunk returns n tokens drawn with rng; a chunk the source cannot
+	// give (longer than any of its files, a negative length) is an error
+	// wrapping format.ErrInvalidArgument, and a failed forward pass is
+	// returned as it is.
+	Chunk(rng *rand.Rand, n int) ([]int, error)
 }
 
 // Sampled is a model's own text: a sequence sampled from BOS at
@@ -47,7 +52,10 @@ type Sampled struct {
 }
 
 // Chunk samples Skip+n tokens after BOS and returns the last n.
-func (s Sampled) Chunk(rng *rand.Rand, n int) []int {
+func (s Sampled) Chunk(rng *rand.Rand, n int) ([]int, error) {
+	if n < 0 || s.Skip < 0 {
+		return nil, fmt.Errorf("%w: train: a sampled chunk of %d tokens, %d skipped", format.ErrInvalidArgument, n, s.Skip)
+	}
 	toks := []int{BOS}
 	res, err := s.Model.Forward(toks, 0, nil, llama.ForwardOptions{LastOnly: true})
 	for err == nil && len(toks) < 1+s.Skip+n {
@@ -63,9 +71,9 @@ func (s Sampled) Chunk(rng *rand.Rand, n int) []int {
 		res, err = s.Model.Forward([]int{next}, int64(len(toks)-1), res.Cache, llama.ForwardOptions{LastOnly: true})
 	}
 	if err != nil {
-		panic(err) // a broken invariant: the tokens come from the model's vocabulary
+		return nil, fmt.Errorf("train: sampling a chunk: %w", err)
 	}
-	return toks[1+s.Skip:]
+	return toks[1+s.Skip:], nil
 }
 
 // ByteFiles cuts chunks of bytes (one token per byte, as byte-level models
@@ -106,7 +114,10 @@ func LoadByteFiles(root, suffix string, keep func(path string) bool, min int) (*
 }
 
 // Chunk returns n consecutive bytes of a random file (of at least n).
-func (b *ByteFiles) Chunk(rng *rand.Rand, n int) []int {
+func (b *ByteFiles) Chunk(rng *rand.Rand, n int) ([]int, error) {
+	if n < 0 || !slices.ContainsFunc(b.Files, func(f []byte) bool { return len(f) >= n }) {
+		return nil, fmt.Errorf("%w: train: no file of %d bytes or more for a chunk", format.ErrInvalidArgument, n)
+	}
 	var f []byte
 	for len(f) < n {
 		f = b.Files[rng.IntN(len(b.Files))]
@@ -116,22 +127,33 @@ func (b *ByteFiles) Chunk(rng *rand.Rand, n int) []int {
 	for i, c := range f[off : off+n] {
 		out[i] = int(c)
 	}
-	return out
+	return out, nil
 }
 
 // Requests draws n requests of docsMin to docsMax documents of docLen
 // tokens and a question of qLen tokens, each from its own chunk.
-func Requests(src Source, rng *rand.Rand, n, docsMin, docsMax, docLen, qLen int) []Request {
+func Requests(src Source, rng *rand.Rand, n, docsMin, docsMax, docLen, qLen int) ([]Request, error) {
+	if docsMin < 0 || docsMax < docsMin {
+		return nil, fmt.Errorf("%w: train: %d to %d documents per request", format.ErrInvalidArgument, docsMin, docsMax)
+	}
 	var out []Request
 	for range n {
 		k := docsMin + rng.IntN(docsMax-docsMin+1)
-		r := Request{Question: src.Chunk(rng, qLen)}
+		q, err := src.Chunk(rng, qLen)
+		if err != nil {
+			return nil, err
+		}
+		r := Request{Question: q}
 		for range k {
-			r.Docs = append(r.Docs, src.Chunk(rng, docLen))
+			d, err := src.Chunk(rng, docLen)
+			if err != nil {
+				return nil, err
+			}
+			r.Docs = append(r.Docs, d)
 		}
 		out = append(out, r)
 	}
-	return out
+	return out, nil
 }
 
 // Examples turns requests into distillation examples (Example with a BOS

@@ -19,25 +19,13 @@ import (
 // first 4 tokens, with 2 answer tokens.
 func examples(t testing.TB, m *llama.Model, rng *rand.Rand, n int) []*llama.PacketExample {
 	t.Helper()
+	src := Sampled{Model: m, Skip: 3}
 	chunk := func(l int) []int {
-		toks := []int{1}
-		res, err := m.Forward(toks, 0, nil, llama.ForwardOptions{LastOnly: true})
-		for err == nil && len(toks) < 4+l {
-			p := llama.Probs(res.Logits[0])
-			next, u := len(p)-1, rng.Float64()
-			for i, pi := range p {
-				if u -= pi; u <= 0 {
-					next = i
-					break
-				}
-			}
-			toks = append(toks, next)
-			res, err = m.Forward([]int{next}, int64(len(toks)-1), res.Cache, llama.ForwardOptions{LastOnly: true})
-		}
+		toks, err := src.Chunk(rng, l)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return toks[4:]
+		return toks
 	}
 	var out []*llama.PacketExample
 	for range n {
@@ -191,11 +179,19 @@ func TestTrainHiddenHeaderBeatsNoAdapter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	train, err := Examples(m, Requests(tr, rand.New(rand.NewPCG(1, 1)), 16, 2, 2, 16, 8), 4)
+	trainReqs, err := Requests(tr, rand.New(rand.NewPCG(1, 1)), 16, 2, 2, 16, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := Examples(m, Requests(ho, rand.New(rand.NewPCG(1, 2)), 8, 2, 3, 16, 8), 4)
+	heldReqs, err := Requests(ho, rand.New(rand.NewPCG(1, 2)), 8, 2, 3, 16, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	train, err := Examples(m, trainReqs, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := Examples(m, heldReqs, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,5 +217,23 @@ func TestTrainHiddenHeaderBeatsNoAdapter(t *testing.T) {
 	}
 	if !(after < before) || !(after < none) {
 		t.Fatalf("held-out KL %.4f trained, %.4f initial, %.4f with no adapter", after, before, none)
+	}
+}
+
+// A chunk a source cannot give is an error, not a panic or an endless loop.
+func TestChunkRefused(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	b := &ByteFiles{Files: [][]byte{[]byte("package a\n")}}
+	if _, err := b.Chunk(rng, 11); !errors.Is(err, format.ErrInvalidArgument) {
+		t.Fatalf("a chunk longer than every file: %v", err)
+	}
+	if got, err := b.Chunk(rng, 10); err != nil || len(got) != 10 {
+		t.Fatalf("a chunk of the file's length: %v %v", got, err)
+	}
+	if _, err := Requests(b, rng, 1, 1, 1, 64, 4); !errors.Is(err, format.ErrInvalidArgument) {
+		t.Fatalf("Requests over too short files: %v", err)
+	}
+	if _, err := Requests(b, rng, 1, 3, 2, 4, 4); !errors.Is(err, format.ErrInvalidArgument) {
+		t.Fatalf("Requests with docsMax < docsMin: %v", err)
 	}
 }

@@ -162,7 +162,11 @@ func setupAdapterTrain(fs *pflag.FlagSet, e *env) verbFunc {
 		}
 		p := newProgress(e, "adapter train")
 		p.stage(fmt.Sprintf("building %d requests (teacher: full recompute)", requests))
-		reqs := train.Requests(src, rand.New(rand.NewPCG(seed, 1)), requests, docsMin, docsMax, docLen, qLen)
+		reqs, err := train.Requests(src, rand.New(rand.NewPCG(seed, 1)), requests, docsMin, docsMax, docLen, qLen)
+		if err != nil {
+			p.done()
+			return err
+		}
 		exs, err := train.Examples(m, reqs, answer)
 		if err != nil {
 			p.done()

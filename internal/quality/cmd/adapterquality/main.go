@@ -151,8 +151,14 @@ func measure(w, log io.Writer, c config, name string) error {
 		what = fmt.Sprintf("byte cuts of %d non-test Go files (training) and %d _test.go files (held out)", len(tr.Files), len(ho.Files))
 	}
 	start := time.Now()
-	trainReqs := train.Requests(trainSrc, rand.New(rand.NewPCG(c.seed, 1)), c.trainN, 2, 3, c.docLen, c.qLen)
-	heldReqs := train.Requests(heldSrc, rand.New(rand.NewPCG(c.seed, 2)), c.heldN, 2, 5, c.docLen, c.qLen)
+	trainReqs, err := train.Requests(trainSrc, rand.New(rand.NewPCG(c.seed, 1)), c.trainN, 2, 3, c.docLen, c.qLen)
+	if err != nil {
+		return err
+	}
+	heldReqs, err := train.Requests(heldSrc, rand.New(rand.NewPCG(c.seed, 2)), c.heldN, 2, 5, c.docLen, c.qLen)
+	if err != nil {
+		return err
+	}
 	exs, err := train.Examples(m, trainReqs, c.answer)
 	if err != nil {
 		return err
