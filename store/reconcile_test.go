@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
@@ -177,9 +178,11 @@ func TestRecoverAfterCompaction(t *testing.T) {
 		delete(kept, ids[i])
 		gone = append(gone, ids[i])
 	}
-	if rep, err := db.Compact(context.Background(), CompactOptions{LiveRatio: 1}); err != nil || len(rep.Rewritten) == 0 {
-		t.Fatalf("compact: %v %+v", err, rep)
+	crep, err := db.Compact(context.Background(), CompactOptions{LiveRatio: 1})
+	if err != nil || len(crep.Rewritten) == 0 {
+		t.Fatalf("compact: %v %+v", err, crep)
 	}
+	compacted := slices.Sorted(slices.Values(crep.Rewritten))
 	db.Close()
 	if err := os.RemoveAll(filepath.Join(dir, catalogDirName, "MANIFEST-000001")); err != nil {
 		t.Fatal(err)
@@ -190,6 +193,9 @@ func TestRecoverAfterCompaction(t *testing.T) {
 	}
 	if rep.Inserted != len(kept) || rep.MovedAside == "" || len(rep.Problems) != 0 {
 		t.Errorf("recover: %+v", rep)
+	}
+	if len(rep.GoneFiles) != len(compacted) || (len(compacted) > 0 && rep.GoneFiles[0] != compacted[0]) {
+		t.Errorf("recover names gone files %v; compaction removed %v", rep.GoneFiles, compacted)
 	}
 	if _, err := os.Stat(rep.MovedAside); err != nil {
 		t.Errorf("old catalog: %v", err)

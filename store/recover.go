@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	iofs "io/fs"
 	"time"
 
@@ -18,6 +19,12 @@ type RecoverReport struct {
 	// was none); Recover never deletes it.
 	MovedAside string
 	NextBlob   uint32 // the rebuilt catalog's next blob file number
+	// GoneFiles are the blob file numbers below the highest on disk whose
+	// files are gone (removed by compaction or GC). Tombstones they held
+	// went with them, so a packet deleted before then whose extent survives
+	// in another file is back in the rebuilt catalog: the rebuild cannot
+	// tell. Empty when no file was ever removed.
+	GoneFiles []uint32
 }
 
 // Recover rebuilds the catalog of the closed store in dir from its blob
@@ -78,6 +85,7 @@ func Recover(dir string, opts *Options) (*RecoverReport, error) {
 	r, err := rc.run(false)
 	if err == nil {
 		rep.ReconcileReport, rep.NextBlob = *r, rc.nextBlob()
+		rep.GoneFiles, err = goneFiles(fs, rc.dir)
 	}
 	if cerr := cat.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("store: recover: close the new catalog: %w", cerr)
@@ -109,4 +117,20 @@ func diskMax(disk map[uint32]uint64) uint32 {
 		return 0
 	}
 	return keys[len(keys)-1]
+}
+
+// goneFiles lists the blob file numbers from 1 to the highest in dir that
+// have no file there.
+func goneFiles(fs vfs.FS, dir string) ([]uint32, error) {
+	disk, err := maint.DiskFiles(fs, dir)
+	if err != nil {
+		return nil, err
+	}
+	var gone []uint32
+	for num := uint32(1); num < diskMax(disk); num++ {
+		if _, ok := disk[num]; !ok {
+			gone = append(gone, num)
+		}
+	}
+	return gone, nil
 }

@@ -35,6 +35,7 @@ type recoverOutput struct {
 	NewFiles   int      `json:"new_files"`
 	TornBytes  uint64   `json:"torn_bytes"`
 	NextBlob   uint32   `json:"next_blob"`
+	GoneFiles  []uint32 `json:"gone_files"`
 	Problems   []string `json:"problems"`
 }
 
@@ -57,7 +58,7 @@ func runRecover(ctx context.Context, e *env, args []string) error {
 	}
 	out := &recoverOutput{MovedAside: rep.MovedAside, Scanned: rep.Scanned, Inserted: rep.Inserted, Replaced: rep.Replaced,
 		Deleted: rep.Deleted, Repointed: rep.Repointed, Stale: rep.Stale, NoRecord: rep.NoRecord, NewFiles: rep.NewFiles,
-		TornBytes: rep.TornBytes, NextBlob: rep.NextBlob, Problems: rep.Problems}
+		TornBytes: rep.TornBytes, NextBlob: rep.NextBlob, GoneFiles: nonNil(rep.GoneFiles), Problems: rep.Problems}
 	if out.Problems == nil {
 		out.Problems = []string{}
 	}
@@ -74,6 +75,10 @@ func (o *recoverOutput) text(w io.Writer) error {
 		o.NoRecord, o.NewFiles, o.TornBytes, o.NextBlob)
 	for _, p := range o.Problems {
 		fmt.Fprintf(w, "problem: %s\n", p)
+	}
+	if len(o.GoneFiles) > 0 {
+		fmt.Fprintf(w, "warning: %d blob files were removed by compaction or gc (%06d...): tombstones they held are gone, so packets deleted before then may be back\n",
+			len(o.GoneFiles), o.GoneFiles[0])
 	}
 	_, err := fmt.Fprintln(w, "run check next")
 	return err

@@ -24,7 +24,7 @@ func TestRecover(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v: %q", err, r.stdout)
 	}
-	if rep.Inserted != 3 || rep.Deleted != 1 || len(rep.Problems) != 0 {
+	if rep.Inserted != 3 || rep.Deleted != 1 || len(rep.Problems) != 0 || len(rep.GoneFiles) != 0 {
 		t.Fatalf("recover: %+v", rep)
 	}
 	var ls lsOutput
