@@ -3,6 +3,7 @@
 package llamacpp
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/kvstore/kvstore/adapter"
@@ -60,7 +61,7 @@ func (e *Embeddings) AppendRows(dst []float32, tokens []uint32) ([]float32, erro
 	return dst, nil
 }
 
-// SaveAdapter prefills the document tokens alone in sequence seq of ctx
+// SaveAdapter prefills the document tokens alone in sequence seq of lc
 // (whatever it held is removed) as KV Packet does: from position 0, as
 // input embeddings [a's header; the tokens' rows of emb; a's trailer], and
 // stores the cells as one packet of adapter id adapterID (HeaderTokens
@@ -69,13 +70,13 @@ func (e *Embeddings) AppendRows(dst []float32, tokens []uint32) ([]float32, erro
 // requires. With a.HideHeader the header's cells are removed before the
 // save (HeaderTokens 0), as adapter.Prefill drops them. A nil a is Save of
 // the plain prefill (no adapter rows).
-func SaveAdapter(db *store.DB, ns string, ctx *Context, seq int, tokens []uint32, emb *Embeddings, a *adapter.Adapter, adapterID string) (format.PacketID, error) {
+func SaveAdapter(ctx context.Context, db *store.DB, ns string, lc *Context, seq int, tokens []uint32, emb *Embeddings, a *adapter.Adapter, adapterID string) (format.PacketID, error) {
 	var id format.PacketID
-	if !ctx.seqOK(seq) {
-		return id, ctx.badSeq("save adapter", seq)
+	if !lc.seqOK(seq) {
+		return id, lc.badSeq("save adapter", seq)
 	}
-	if len(tokens) == 0 || emb == nil || emb.Dim != ctx.m.Embd || (a != nil && (a.Dim != ctx.m.Embd || adapterID == "")) {
-		return id, fmt.Errorf("%w: save adapter: %d tokens, embeddings %v, adapter %q for a model of width %d", ErrInvalidArgument, len(tokens), emb != nil, adapterID, ctx.m.Embd)
+	if len(tokens) == 0 || emb == nil || emb.Dim != lc.m.Embd || (a != nil && (a.Dim != lc.m.Embd || adapterID == "")) {
+		return id, fmt.Errorf("%w: save adapter: %d tokens, embeddings %v, adapter %q for a model of width %d", ErrInvalidArgument, len(tokens), emb != nil, adapterID, lc.m.Embd)
 	}
 	var x []float32
 	nh, nt := 0, 0
@@ -92,17 +93,17 @@ func SaveAdapter(db *store.DB, ns string, ctx *Context, seq int, tokens []uint32
 	} else {
 		adapterID = ""
 	}
-	ctx.Remove(seq, -1, -1)
-	if err := ctx.DecodeEmbd(seq, 0, x); err != nil {
+	lc.Remove(seq, -1, -1)
+	if err := lc.DecodeEmbd(seq, 0, x); err != nil {
 		return id, fmt.Errorf("llamacpp: save adapter: %w", err)
 	}
 	if a != nil && a.HideHeader && nh > 0 {
 		// The header is a prefill-only context: its cells go, and Put
 		// rotates the rest from position nh back to 0.
-		if !ctx.Remove(seq, 0, nh) {
-			return id, fmt.Errorf("%w: save adapter: removing %d header cells: %s", ErrLlama, nh, ctx.lib.takeLog())
+		if !lc.Remove(seq, 0, nh) {
+			return id, fmt.Errorf("%w: save adapter: removing %d header cells: %s", ErrLlama, nh, lc.lib.takeLog())
 		}
 		nh = 0
 	}
-	return save(db, ns, ctx, seq, packetRows{tokens: tokens, adapterID: adapterID, header: nh, trailer: nt})
+	return save(ctx, db, ns, lc, seq, packetRows{tokens: tokens, adapterID: adapterID, header: nh, trailer: nt})
 }

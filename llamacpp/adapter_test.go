@@ -78,7 +78,7 @@ func testSaveAdapter(t *testing.T, hide bool) {
 	if err := ctx.Decode(0, 0, []int32{1}); err != nil {
 		t.Fatal(err)
 	}
-	bos, err := llamacpp.Save(db, "ns", ctx, 0, []uint32{1})
+	bos, err := llamacpp.Save(context.Background(), db, "ns", ctx, 0, []uint32{1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func testSaveAdapter(t *testing.T, hide bool) {
 	off := int64(1)
 	var worst float64
 	for i, d := range docs {
-		id, err := llamacpp.SaveAdapter(db, "ns", ctx, 0, u32s(d), emb, a, aid)
+		id, err := llamacpp.SaveAdapter(context.Background(), db, "ns", ctx, 0, u32s(d), emb, a, aid)
 		if err != nil {
 			t.Fatalf("doc %d: %v", i, err)
 		}
@@ -121,7 +121,7 @@ func testSaveAdapter(t *testing.T, hide bool) {
 	}
 
 	dst := newContext(t, m, o)
-	l, err := llamacpp.Load(db, "ns", dst, 0, items, nil)
+	l, err := llamacpp.Load(context.Background(), db, "ns", dst, 0, items, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,10 +160,10 @@ func testSaveAdapter(t *testing.T, hide bool) {
 		t.Fatalf("assembled logits differ from the Go path by %.3g", d)
 	}
 
-	if _, err := llamacpp.SaveAdapter(db, "ns", ctx, 0, []uint32{1 << 20}, emb, a, aid); !errors.Is(err, llamacpp.ErrInvalidArgument) {
+	if _, err := llamacpp.SaveAdapter(context.Background(), db, "ns", ctx, 0, []uint32{1 << 20}, emb, a, aid); !errors.Is(err, llamacpp.ErrInvalidArgument) {
 		t.Fatalf("a token outside the vocabulary: %v", err)
 	}
-	if _, err := llamacpp.SaveAdapter(db, "ns", ctx, 0, u32s(docs[0]), emb, a, "kvp-unknown"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := llamacpp.SaveAdapter(context.Background(), db, "ns", ctx, 0, u32s(docs[0]), emb, a, "kvp-unknown"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an adapter the store does not hold: %v", err)
 	}
 }

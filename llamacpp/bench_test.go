@@ -3,6 +3,7 @@
 package llamacpp_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -75,7 +76,7 @@ func benchRestore(b *testing.B, m *llamacpp.Model, cache llamacpp.CacheType, n i
 		}
 	}
 	prefill(src)
-	id, err := llamacpp.Save(db, "bench", src, 0, u32s(toks))
+	id, err := llamacpp.Save(context.Background(), db, "bench", src, 0, u32s(toks))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func benchRestore(b *testing.B, m *llamacpp.Model, cache llamacpp.CacheType, n i
 	b.ReportAllocs()
 	kvLoad := func(db *store.DB, o *store.AssembleOptions) time.Duration {
 		t0 := time.Now()
-		if _, err := llamacpp.Load(db, "bench", dst, 0, []store.AssembleItem{{ID: id}}, o); err != nil {
+		if _, err := llamacpp.Load(context.Background(), db, "bench", dst, 0, []store.AssembleItem{{ID: id}}, o); err != nil {
 			b.Fatal(err)
 		}
 		return time.Since(t0)

@@ -19,6 +19,11 @@
 //
 // # Save and Load
 //
+// Save, SaveAdapter and Load take the request's context.Context first and
+// pass it to the store's Put and Assemble, which stop at its cancellation
+// (ctx.Err() wrapped); the libllama calls themselves cannot be
+// interrupted.
+//
 // Save exports a sequence (llama_state_seq_get_data, layout in state.go),
 // turns its token-major K rows and its transposed V (v_trans = 1, flash
 // attention off) or V rows into a packet's [kv_heads][tokens][head_dim]

@@ -11,7 +11,7 @@ import (
 	"github.com/kvstore/kvstore/store"
 )
 
-// Save stores sequence seq of ctx as one packet in namespace ns of db and
+// Save stores sequence seq of lc as one packet in namespace ns of db and
 // returns its id. tokens are the ids of the sequence's cells, in cell
 // order; the cells must sit at consecutive positions p0, p0+1, ... (any
 // p0: Put rotates the keys back to local positions 0..n-1). The values of
@@ -19,11 +19,11 @@ import (
 // as f32 and f16 packets of the model's Spec. A sequence shifted since its
 // last Decode is refused (ErrState): llama.cpp re-rotates its keys only at
 // the next decode.
-func Save(db *store.DB, ns string, ctx *Context, seq int, tokens []uint32) (format.PacketID, error) {
-	if !ctx.seqOK(seq) {
-		return format.PacketID{}, ctx.badSeq("save", seq)
+func Save(ctx context.Context, db *store.DB, ns string, lc *Context, seq int, tokens []uint32) (format.PacketID, error) {
+	if !lc.seqOK(seq) {
+		return format.PacketID{}, lc.badSeq("save", seq)
 	}
-	return save(db, ns, ctx, seq, packetRows{tokens: tokens})
+	return save(ctx, db, ns, lc, seq, packetRows{tokens: tokens})
 }
 
 // packetRows says what a sequence's cells are: header adapter rows, one
@@ -34,17 +34,17 @@ type packetRows struct {
 	header, trailer int
 }
 
-func save(db *store.DB, ns string, ctx *Context, seq int, rows packetRows) (format.PacketID, error) {
+func save(ctx context.Context, db *store.DB, ns string, lc *Context, seq int, rows packetRows) (format.PacketID, error) {
 	var id format.PacketID
 	tokens := rows.tokens
-	if ctx.shifted[seq] {
+	if lc.shifted[seq] {
 		return id, fmt.Errorf("%w: save: sequence %d was shifted and not decoded since; its keys are stale", ErrState, seq)
 	}
-	spec, err := ctx.m.Spec(ctx.opts.Cache)
+	spec, err := lc.m.Spec(lc.opts.Cache)
 	if err != nil {
 		return id, err
 	}
-	st, err := ctx.AppendState(nil, seq)
+	st, err := lc.AppendState(nil, seq)
 	if err != nil {
 		return id, fmt.Errorf("llamacpp: save: %w", err)
 	}
@@ -53,8 +53,8 @@ func save(db *store.DB, ns string, ctx *Context, seq int, rows packetRows) (form
 	if err != nil {
 		return id, fmt.Errorf("llamacpp: save sequence %d: %w", seq, err)
 	}
-	if lay.typ != ctx.opts.Cache.ggml() {
-		return id, fmt.Errorf("%w: save: state of ggml type %d, context cache %d", ErrState, lay.typ, ctx.opts.Cache.ggml())
+	if lay.typ != lc.opts.Cache.ggml() {
+		return id, fmt.Errorf("%w: save: state of ggml type %d, context cache %d", ErrState, lay.typ, lc.opts.Cache.ggml())
 	}
 	n := len(lay.pos)
 	for i, p := range lay.pos {
@@ -79,7 +79,7 @@ func save(db *store.DB, ns string, ctx *Context, seq int, rows packetRows) (form
 		}
 		p.Layers[l] = store.Layer{K: k, V: v}
 	}
-	if id, err = db.Put(context.Background(), p); err != nil {
+	if id, err = db.Put(ctx, p); err != nil {
 		return id, fmt.Errorf("llamacpp: save: %w", err)
 	}
 	return id, nil
@@ -118,30 +118,30 @@ type Loaded struct {
 // Load assembles the packets named by items (store.Assemble: each
 // re-rotated to its Offset) straight into a llama.cpp state of sequence seq
 // and imports it: the sequence then holds exactly those cells, at the
-// positions Assemble chose. Packets are looked up under ctx's model Spec,
+// positions Assemble chose. Packets are looked up under lc's model Spec,
 // so packets of another model are store.ErrModelMismatch. On any failure
 // the sequence is left empty. Pruned packets are refused: a llama.cpp cell
 // has one position for every layer and head.
-func Load(db *store.DB, ns string, ctx *Context, seq int, items []store.AssembleItem, o *store.AssembleOptions) (*Loaded, error) {
-	if !ctx.seqOK(seq) {
-		return nil, ctx.badSeq("load", seq)
+func Load(ctx context.Context, db *store.DB, ns string, lc *Context, seq int, items []store.AssembleItem, o *store.AssembleOptions) (*Loaded, error) {
+	if !lc.seqOK(seq) {
+		return nil, lc.badSeq("load", seq)
 	}
-	ctx.Remove(seq, -1, -1)
-	l, err := load(db, ns, ctx, seq, items, o)
+	lc.Remove(seq, -1, -1)
+	l, err := load(ctx, db, ns, lc, seq, items, o)
 	if err != nil {
-		ctx.Remove(seq, -1, -1)
+		lc.Remove(seq, -1, -1)
 		return nil, fmt.Errorf("llamacpp: load sequence %d: %w", seq, err)
 	}
-	delete(ctx.shifted, seq)
+	delete(lc.shifted, seq)
 	return l, nil
 }
 
-func load(db *store.DB, ns string, ctx *Context, seq int, items []store.AssembleItem, o *store.AssembleOptions) (*Loaded, error) {
-	spec, err := ctx.m.Spec(ctx.opts.Cache)
+func load(ctx context.Context, db *store.DB, ns string, lc *Context, seq int, items []store.AssembleItem, o *store.AssembleOptions) (*Loaded, error) {
+	spec, err := lc.m.Spec(lc.opts.Cache)
 	if err != nil {
 		return nil, err
 	}
-	a, err := db.PrepareAssemble(context.Background(), ns, spec.Fingerprint(), items)
+	a, err := db.PrepareAssemble(ctx, ns, spec.Fingerprint(), items)
 	if err != nil {
 		return nil, err
 	}
@@ -153,8 +153,8 @@ func load(db *store.DB, ns string, ctx *Context, seq int, items []store.Assemble
 		}
 	}
 	n := a.Tokens()
-	if n > ctx.Cells() {
-		return nil, fmt.Errorf("%w: %d cells do not fit a context of %d", ErrInvalidArgument, n, ctx.Cells())
+	if n > lc.Cells() {
+		return nil, fmt.Errorf("%w: %d cells do not fit a context of %d", ErrInvalidArgument, n, lc.Cells())
 	}
 	pos64, err := a.Positions(0, 0)
 	if err != nil {
@@ -169,19 +169,19 @@ func load(db *store.DB, ns string, ctx *Context, seq int, items []store.Assemble
 		pos[i] = int32(p)
 		next = max(next, p+1)
 	}
-	vTrans := !ctx.opts.FlashAttn
+	vTrans := !lc.opts.FlashAttn
 	// The state is built in the context's scratch, kept between loads:
 	// Assemble writes every K and V byte, and set_data copies the state
 	// into the cache, so the buffer is neither cleared nor kept busy.
-	buf, lay, err := buildState(ctx.scratch, int32(seq), 1, pos, spec.Layers, spec.KVHeads*spec.HeadDim, ctx.opts.Cache.ggml(), vTrans)
+	buf, lay, err := buildState(lc.scratch, int32(seq), 1, pos, spec.Layers, spec.KVHeads*spec.HeadDim, lc.opts.Cache.ggml(), vTrans)
 	if err != nil {
 		return nil, err
 	}
-	ctx.scratch = buf
-	if err := a.Run(context.Background(), stateDest(buf, lay), o); err != nil {
+	lc.scratch = buf
+	if err := a.Run(ctx, stateDest(buf, lay), o); err != nil {
 		return nil, err
 	}
-	if err := ctx.SetState(seq, buf); err != nil {
+	if err := lc.SetState(seq, buf); err != nil {
 		return nil, err
 	}
 	return &Loaded{Cells: n, Next: int(next), Packets: packets}, nil

@@ -3,6 +3,7 @@
 package llamacpp_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -41,7 +42,7 @@ func TestSaveLoad(t *testing.T) {
 			if err := src.Decode(0, 0, doc); err != nil {
 				t.Fatal(err)
 			}
-			id, err := llamacpp.Save(db, "ns", src, 0, u32s(doc))
+			id, err := llamacpp.Save(context.Background(), db, "ns", src, 0, u32s(doc))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,7 +52,7 @@ func TestSaveLoad(t *testing.T) {
 			want := src.Logits()
 
 			dst := newContext(t, m, cfg.o)
-			l, err := llamacpp.Load(db, "ns", dst, 0, []store.AssembleItem{{ID: id}}, nil)
+			l, err := llamacpp.Load(context.Background(), db, "ns", dst, 0, []store.AssembleItem{{ID: id}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +85,7 @@ func TestSaveAtOffset(t *testing.T) {
 	if err := a.Decode(0, 0, doc); err != nil {
 		t.Fatal(err)
 	}
-	idA, err := llamacpp.Save(db, "ns", a, 0, u32s(doc))
+	idA, err := llamacpp.Save(context.Background(), db, "ns", a, 0, u32s(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestSaveAtOffset(t *testing.T) {
 	if err := b.Decode(0, 40, doc); err != nil {
 		t.Fatal(err)
 	}
-	idB, err := llamacpp.Save(db, "ns2", b, 0, u32s(doc))
+	idB, err := llamacpp.Save(context.Background(), db, "ns2", b, 0, u32s(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestSaveAtOffset(t *testing.T) {
 		item store.AssembleItem
 	}{{"ns", store.AssembleItem{ID: idA, Offset: 40}}, {"ns2", store.AssembleItem{ID: idB, Offset: 40}}} {
 		c := newContext(t, m, o)
-		if _, err := llamacpp.Load(db, it.ns, c, 0, []store.AssembleItem{it.item}, nil); err != nil {
+		if _, err := llamacpp.Load(context.Background(), db, it.ns, c, 0, []store.AssembleItem{it.item}, nil); err != nil {
 			t.Fatal(err)
 		}
 		if d := maxDiff(want(c), ref); d > 1e-4 {
@@ -142,7 +143,7 @@ func TestAssembleDocuments(t *testing.T) {
 				if err := c.Decode(0, 0, d); err != nil {
 					t.Fatal(err)
 				}
-				id, err := llamacpp.Save(db, "ns", c, 0, u32s(d))
+				id, err := llamacpp.Save(context.Background(), db, "ns", c, 0, u32s(d))
 				if err != nil {
 					t.Fatalf("doc %d: %v", i, err)
 				}
@@ -150,7 +151,7 @@ func TestAssembleDocuments(t *testing.T) {
 				off += len(d)
 			}
 			ours := newContext(t, m, cfg.o)
-			l, err := llamacpp.Load(db, "ns", ours, 0, items, nil)
+			l, err := llamacpp.Load(context.Background(), db, "ns", ours, 0, items, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +259,7 @@ func TestBadInput(t *testing.T) {
 	if err := g.Decode(0, 0, doc); err != nil {
 		t.Fatal(err)
 	}
-	id, err := llamacpp.Save(db, "ns", g, 0, u32s(doc))
+	id, err := llamacpp.Save(context.Background(), db, "ns", g, 0, u32s(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,7 @@ func TestBadInput(t *testing.T) {
 	if err := s.Decode(0, 0, []int32{1, 2, 3}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = llamacpp.Load(db, "ns", s, 0, []store.AssembleItem{{ID: id}}, nil)
+	_, err = llamacpp.Load(context.Background(), db, "ns", s, 0, []store.AssembleItem{{ID: id}}, nil)
 	if !errors.Is(err, store.ErrModelMismatch) {
 		t.Fatalf("gocode packet into stories: %v, want ErrModelMismatch", err)
 	}
@@ -274,36 +275,55 @@ func TestBadInput(t *testing.T) {
 		t.Fatal("sequence not left empty")
 	}
 	// Nothing lost: the packet still loads for its own model.
-	if _, err := llamacpp.Load(db, "ns", g, 0, []store.AssembleItem{{ID: id}}, nil); err != nil {
+	if _, err := llamacpp.Load(context.Background(), db, "ns", g, 0, []store.AssembleItem{{ID: id}}, nil); err != nil {
 		t.Fatalf("after the mismatch: %v", err)
+	}
+	// A cancelled request: the store refuses the Put and the Assemble, the
+	// sequence is left empty, the stored packet stays.
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := llamacpp.Save(cancelled, db, "ns2", g, 0, u32s(doc)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("save with a cancelled context: %v, want context.Canceled", err)
+	}
+	if n := db.Stats().Packets; n != 1 {
+		t.Fatalf("after a cancelled save the store holds %d packets, want 1", n)
+	}
+	if _, err := llamacpp.Load(cancelled, db, "ns", g, 0, []store.AssembleItem{{ID: id}}, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("load with a cancelled context: %v, want context.Canceled", err)
+	}
+	if lo, _ := g.PosRange(0); lo != -1 {
+		t.Fatal("sequence not left empty after a cancelled load")
+	}
+	if _, err := llamacpp.Load(context.Background(), db, "ns", g, 0, []store.AssembleItem{{ID: id}}, nil); err != nil {
+		t.Fatalf("after the cancelled load: %v", err)
 	}
 	// A cache of another dtype is another spec: not found under it.
 	g16 := newContext(t, gocode, llamacpp.ContextOptions{Ctx: 128, Cache: llamacpp.CacheF16})
-	if _, err := llamacpp.Load(db, "ns", g16, 0, []store.AssembleItem{{ID: id}}, nil); err == nil {
+	if _, err := llamacpp.Load(context.Background(), db, "ns", g16, 0, []store.AssembleItem{{ID: id}}, nil); err == nil {
 		t.Fatal("f32 packet loaded into an f16 cache")
 	}
 	// Shifted and not decoded since: the keys are stale.
 	if err := g.Shift(0, 0, -1, 5); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := llamacpp.Save(db, "ns", g, 0, u32s(doc)); !errors.Is(err, llamacpp.ErrState) {
+	if _, err := llamacpp.Save(context.Background(), db, "ns", g, 0, u32s(doc)); !errors.Is(err, llamacpp.ErrState) {
 		t.Fatalf("save after a lazy shift: %v, want ErrState", err)
 	}
 	// Token ids that do not match the cells.
 	if err := g.Decode(0, len(doc)+5, []int32{10}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := llamacpp.Save(db, "ns", g, 0, u32s(doc)); !errors.Is(err, llamacpp.ErrState) && !errors.Is(err, llamacpp.ErrInvalidArgument) {
+	if _, err := llamacpp.Save(context.Background(), db, "ns", g, 0, u32s(doc)); !errors.Is(err, llamacpp.ErrState) && !errors.Is(err, llamacpp.ErrInvalidArgument) {
 		t.Fatalf("save of cells with a gap: %v", err)
 	}
 	// Sequences the context does not have: errors, not llama.cpp's abort.
 	if err := g.Shift(1, 0, -1, 5); !errors.Is(err, llamacpp.ErrInvalidArgument) {
 		t.Fatalf("shift of sequence 1: %v", err)
 	}
-	if _, err := llamacpp.Save(db, "ns", g, 3, u32s(doc)); err == nil {
+	if _, err := llamacpp.Save(context.Background(), db, "ns", g, 3, u32s(doc)); err == nil {
 		t.Fatal("save of sequence 3 accepted")
 	}
-	if _, err := llamacpp.Load(db, "ns", g, -1, []store.AssembleItem{{ID: id}}, nil); !errors.Is(err, llamacpp.ErrInvalidArgument) {
+	if _, err := llamacpp.Load(context.Background(), db, "ns", g, -1, []store.AssembleItem{{ID: id}}, nil); !errors.Is(err, llamacpp.ErrInvalidArgument) {
 		t.Fatalf("load into sequence -1: %v", err)
 	}
 	// A closed context refuses every call.
@@ -312,7 +332,7 @@ func TestBadInput(t *testing.T) {
 	if err := closed.Decode(0, 0, doc); !errors.Is(err, llamacpp.ErrInvalidArgument) {
 		t.Fatalf("decode on a closed context: %v", err)
 	}
-	if _, err := llamacpp.Load(db, "ns", closed, 0, []store.AssembleItem{{ID: id}}, nil); !errors.Is(err, llamacpp.ErrInvalidArgument) {
+	if _, err := llamacpp.Load(context.Background(), db, "ns", closed, 0, []store.AssembleItem{{ID: id}}, nil); !errors.Is(err, llamacpp.ErrInvalidArgument) {
 		t.Fatalf("load into a closed context: %v", err)
 	}
 	// A missing library.

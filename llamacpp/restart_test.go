@@ -3,6 +3,7 @@
 package llamacpp_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,7 +69,7 @@ func restartChild(dir string) error {
 	if err := c.Decode(0, 0, doc); err != nil {
 		return err
 	}
-	id, err := llamacpp.Save(db, "chat", c, 0, u32s(doc))
+	id, err := llamacpp.Save(context.Background(), db, "chat", c, 0, u32s(doc))
 	if err != nil {
 		return err
 	}
@@ -122,7 +123,7 @@ func TestRestart(t *testing.T) {
 	}
 	db := openStore(t, filepath.Join(dir, "store"))
 	c := newContext(t, m, llamacpp.ContextOptions{Ctx: 256, Cache: llamacpp.CacheF32})
-	l, err := llamacpp.Load(db, "chat", c, 0, []store.AssembleItem{{ID: id}}, nil)
+	l, err := llamacpp.Load(context.Background(), db, "chat", c, 0, []store.AssembleItem{{ID: id}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -121,7 +122,7 @@ func run(w io.Writer, cfg config) (*result, error) {
 		if err := ctx.Decode(0, 0, toks); err != nil {
 			return nil, err
 		}
-		id, err := llamacpp.Save(db, "docs", ctx, 0, u32s(toks))
+		id, err := llamacpp.Save(context.Background(), db, "docs", ctx, 0, u32s(toks))
 		if err != nil {
 			return nil, err
 		}
@@ -139,7 +140,7 @@ func run(w io.Writer, cfg config) (*result, error) {
 		items[i] = store.AssembleItem{ID: id, Offset: off}
 		off += int64(lens[i])
 	}
-	l, err := llamacpp.Load(db, "docs", ctx, 0, items, nil)
+	l, err := llamacpp.Load(context.Background(), db, "docs", ctx, 0, items, nil)
 	if err != nil {
 		return nil, err
 	}
