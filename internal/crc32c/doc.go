@@ -72,8 +72,10 @@
 // blocks of blockBytes (15872): 8 KiB folded as above, in 32 steps of 256
 // bytes, while each step also sums 40 bytes of each of six streams of
 // 1280 bytes that follow the 8 KiB, with the CRC32 instruction from a zero
-// register, and prefetches ahead in all seven (the sse kernel does the
-// same with 64-byte steps: blocks of 9728 bytes). At the block's end the
+// register, while a prefetch pointer runs 12 KiB ahead of the block at
+// its pace, so that all seven find their lines in L1 (the sse kernel does
+// the same with 64-byte steps, blocks of 9728 bytes, and prefetches a
+// fixed distance ahead in each of the seven). At the block's end the
 // accumulators fold forward over the streams (d = 8*6*1280 bits) and each
 // stream's register c, which is S*x^32 mod P for its bytes S, is added to
 // the last lane as c*x^(e-65) mod P, e its distance in bits to the block's
