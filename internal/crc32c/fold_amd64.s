@@ -44,10 +44,11 @@
 #define PFS 256
 
 // PFAHEAD is how far ahead of a block's bytes updateAVX512 prefetches
-// them: R14 runs through the input at the block's pace (BLOCKSTEP bytes a
-// step) PFAHEAD bytes ahead of it, so the seven places a step reads all
-// find their lines in L1, fetched in the order the input lies in memory.
-// On 2 MiB inputs, which come from L3, the median of the paired benchmark
+// them: R14 runs through the input at the block's pace (STEPBYTES a step)
+// PFAHEAD bytes ahead of it, so the seven places a step reads all find
+// their lines in L1, fetched in the order the input lies in memory (near
+// the end it runs past the input: a prefetch does not fault). On 2 MiB
+// inputs, which come from L3, the median of paired runs of both kernels
 // rose about 10% against prefetching each of the seven PFV and PFS ahead
 // (9-14 KiB measured alike; 32 KiB, more than L1 holds beside the block,
 // fell below it).
