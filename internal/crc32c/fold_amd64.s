@@ -51,7 +51,10 @@
 // inputs, which come from L3, the median of paired runs of both kernels
 // rose about 10% against prefetching each of the seven PFV and PFS ahead
 // (9-14 KiB measured alike; 32 KiB, more than L1 holds beside the block,
-// fell below it).
+// fell below it). PREFETCHT1 or T2 instead of T0 lost about 20% of the
+// median, and so did a second pointer with PREFETCHT1 or T2 32-64 KiB
+// ahead (20-25%); prefetching the first 12 KiB before the first block
+// gained nothing.
 #define PFAHEAD 12288
 #define STEPBYTES 496
 
