@@ -72,14 +72,25 @@
 // blocks of blockBytes (15872): 8 KiB folded as above, in 32 steps of 256
 // bytes, while each step also sums 40 bytes of each of six streams of
 // 1280 bytes that follow the 8 KiB, with the CRC32 instruction from a zero
-// register, and prefetches ahead in all seven (the sse kernel does the
-// same with 64-byte steps: blocks of 9728 bytes). At the block's end the
-// accumulators fold forward over the streams (d = 8*6*1280 bits) and each
-// stream's register c, which is S*x^32 mod P for its bytes S, is added to
-// the last lane as c*x^(e-65) mod P, e its distance in bits to the block's
-// end: one carry-less product, where the -65 undoes the x^32 of the
-// register, the x^32 of c's place in the low half of a 64-bit operand and
-// the x of the product.
+// register, while a prefetch pointer runs 12 KiB ahead of the block at
+// its pace, so that all seven find their lines in L1 (the sse kernel does
+// the same with 64-byte steps, blocks of 9728 bytes, and prefetches a
+// fixed distance ahead in each of the seven). In the sse kernel, at the
+// block's end the accumulators fold forward over the streams (d = 8*6*1280
+// bits) and each stream's register c, which is S*x^32 mod P for its bytes
+// S, is added to the last lane as c*x^(e-65) mod P, e its distance in bits
+// to the block's end: one carry-less product, where the -65 undoes the
+// x^32 of the register, the x^32 of c's place in the low half of a 64-bit
+// operand and the x of the product.
+//
+// The avx512 kernel ends a block with less of the work that bounds it,
+// VPCLMULQDQ (2 instructions instead of 14): the six registers, two in
+// each of three lanes of a ZMM, join the last accumulator's lanes where
+// they stand, before the streams: a lane that ends f bits before the block's
+// end takes c*x^(e-f-65) (f > e: x is invertible mod P). The fold over the
+// streams is then left to the next block's first step, which folds by
+// 2048 + 8*6*1280 bits instead of 2048, and after the last block to a fold
+// of its own.
 //
 // The balance of the blocks, 240 bytes of CRC32 instructions to 256 of
 // folding, suits a CPU that issues CRC32 twice a cycle; the avx512 kernel

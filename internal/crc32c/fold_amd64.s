@@ -8,9 +8,11 @@
 //
 // Registers: AX the CRC register, SI src, DI dst (in updateAVX512's
 // blocks: the streams), CX bytes left, BX ·foldK, DX and R8 scratch (in
-// the blocks: DX the step count, R8-R13 the stream registers). AVX-512:
+// the blocks: DX the step count, R8-R13 the stream registers, R14 the
+// prefetch pointer). AVX-512:
 // Z0-Z3 accumulators, Z4-Z7 products, Z8 the 256-byte constants, Z9 the
-// 64-byte ones, Z11 the block's, Z10 and X12-X18 the block's stream terms,
+// 64-byte ones, Z11 the fold over a block's streams, Z12 the constants of
+// a block's first step, Z10, X13 and X14 the block's stream registers,
 // Z16-Z19 copied data. SSE: X1-X4 accumulators, X0 constants, X5-X8
 // products, X9-X12 data.
 
@@ -21,6 +23,8 @@
 #define KLANES 48
 #define KBLOCK 112
 #define KSTREAM 128
+#define KJUMP 224
+#define KSTREAMS 240
 
 // The hybrid block (foldk.go's blockIters, blockStreams, blockStream,
 // blockBytes): BLOCKITERS steps of 256 bytes (VECBYTES), then six streams
@@ -34,11 +38,49 @@
 #define SSEBLOCKBYTES 9728
 #define SSEVECBYTES 2048
 
-// Prefetch distances in a block, for the folded bytes and each stream
-// (measured on 2 MiB inputs, which come from L3: 78 GB/s without, 88-90
-// with).
+// Prefetch distances in updateSSE's blocks, for the folded bytes and each
+// stream.
 #define PFV 1024
 #define PFS 256
+
+// PFAHEAD is how far ahead of a block's bytes updateAVX512 prefetches
+// them: R14 runs through the input at the block's pace (STEPBYTES a step)
+// PFAHEAD bytes ahead of it, so the seven places a step reads all find
+// their lines in L1, fetched in the order the input lies in memory (near
+// the end it runs past the input: a prefetch does not fault). On 2 MiB
+// inputs, which come from L3, the median of paired runs of both kernels
+// rose about 10% against prefetching each of the seven PFV and PFS ahead
+// (9-14 KiB measured alike; 32 KiB, more than L1 holds beside the block,
+// fell below it). PREFETCHT1 or T2 instead of T0 lost about 20% of the
+// median, and so did a second pointer with PREFETCHT1 or T2 32-64 KiB
+// ahead (20-25%); prefetching the first 12 KiB before the first block
+// gained nothing.
+#define PFAHEAD 12288
+#define STEPBYTES 496
+
+// HYBRIDSTEP is one step of a hybrid block: 256 bytes folded with the
+// constants in k, 40 bytes of each stream summed, the prefetch.
+#define HYBRIDSTEP(k) \
+	PREFETCHT0 0(R14); \
+	PREFETCHT0 64(R14); \
+	PREFETCHT0 128(R14); \
+	PREFETCHT0 192(R14); \
+	PREFETCHT0 256(R14); \
+	PREFETCHT0 320(R14); \
+	PREFETCHT0 384(R14); \
+	PREFETCHT0 448(R14); \
+	FOLDZ(k, 0(SI), Z0, Z4); \
+	STREAMSTEP(0); \
+	FOLDZ(k, 64(SI), Z1, Z5); \
+	STREAMSTEP(8); \
+	STREAMSTEP(16); \
+	FOLDZ(k, 128(SI), Z2, Z6); \
+	STREAMSTEP(24); \
+	FOLDZ(k, 192(SI), Z3, Z7); \
+	STREAMSTEP(32); \
+	ADDQ $256, SI; \
+	ADDQ $40, DI; \
+	ADDQ $STEPBYTES, R14
 
 // STREAMSTEP sums 8 bytes at off of each of the six streams at DI into
 // R8-R13.
@@ -58,12 +100,6 @@
 	PREFETCHT0 3*STREAM+PFS(DI); \
 	PREFETCHT0 4*STREAM+PFS(DI); \
 	PREFETCHT0 5*STREAM+PFS(DI)
-
-// STREAMREG turns stream register r into its term for the last lane in x:
-// r times its constant, the i-th at KSTREAM+16*i.
-#define STREAMREG(r, koff, x) \
-	VMOVD      r, x; \
-	VPCLMULQDQ $0x00, koff(BX), x, x
 
 // FOLDZ folds each 128-bit lane of acc forward by the distance of k and
 // adds data: acc = acc.lo*k.lo ^ acc.hi*k.hi ^ data. Works on X, Y or Z.
@@ -192,12 +228,17 @@ wide:
 
 	// Hybrid blocks: the vector unit folds BLOCKITERS steps of 256 bytes
 	// while the CRC32 instruction sums the six streams after them from
-	// zero (R8-R13). Then the accumulators fold forward over the streams
-	// and the stream registers, each times x^(its distance to the block
-	// end - 65), are added to the last lane.
+	// zero (R8-R13). The stream registers, times their constants, join
+	// the lanes of Z3 where they stand, before the streams; the
+	// accumulators then fold forward over the streams in the next block's
+	// first step, with the constant in Z12 (KJUMP instead of K2048), or
+	// after the last block with Z11.
+	CMPQ      CX, $BLOCKBYTES
+	JB        loop256
+	LEAQ      PFAHEAD(SI), R14
+	VMOVDQA64 Z8, Z12
+
 block:
-	CMPQ CX, $BLOCKBYTES
-	JB   loop256
 	LEAQ VECBYTES(SI), DI
 	XORL R8, R8
 	XORL R9, R9
@@ -205,52 +246,43 @@ block:
 	XORL R11, R11
 	XORL R12, R12
 	XORL R13, R13
-	MOVL $BLOCKITERS, DX
+	MOVL $(BLOCKITERS-1), DX
+	HYBRIDSTEP(Z12)
 
 blockstep:
-	PREFETCHT0 PFV(SI)
-	PREFETCHT0 PFV+64(SI)
-	PREFETCHT0 PFV+128(SI)
-	PREFETCHT0 PFV+192(SI)
-	STREAMPREFETCH
-	FOLDZ(Z8, 0(SI), Z0, Z4)
-	STREAMSTEP(0)
-	FOLDZ(Z8, 64(SI), Z1, Z5)
-	STREAMSTEP(8)
-	STREAMSTEP(16)
-	FOLDZ(Z8, 128(SI), Z2, Z6)
-	STREAMSTEP(24)
-	FOLDZ(Z8, 192(SI), Z3, Z7)
-	STREAMSTEP(32)
-	ADDQ $256, SI
-	ADDQ $40, DI
+	HYBRIDSTEP(Z8)
 	DECL DX
 	JNZ  blockstep
 
-	STREAMREG(R8, KSTREAM+0, X12)
-	STREAMREG(R9, KSTREAM+16, X13)
-	STREAMREG(R10, KSTREAM+32, X14)
-	STREAMREG(R11, KSTREAM+48, X16)
-	STREAMREG(R12, KSTREAM+64, X17)
-	STREAMREG(R13, KSTREAM+80, X18)
-	VPTERNLOGQ    $0x96, X14, X13, X12
-	VPTERNLOGQ    $0x96, X18, X17, X16
-	VPXORQ        X16, X12, X12
-	VPXORQ        Z10, Z10, Z10
-	VINSERTI32X4  $3, X12, Z10, Z10
-	VPCLMULQDQ    $0x00, Z11, Z0, Z4
-	VPCLMULQDQ    $0x11, Z11, Z0, Z0
-	VPXORQ        Z4, Z0, Z0
-	VPCLMULQDQ    $0x00, Z11, Z1, Z5
-	VPCLMULQDQ    $0x11, Z11, Z1, Z1
-	VPXORQ        Z5, Z1, Z1
-	VPCLMULQDQ    $0x00, Z11, Z2, Z6
-	VPCLMULQDQ    $0x11, Z11, Z2, Z2
-	VPXORQ        Z6, Z2, Z2
-	FOLDZ(Z11, Z10, Z3, Z7)
-	ADDQ          $(6*STREAM), SI
-	SUBQ          $BLOCKBYTES, CX
-	JMP           block
+	VMOVQ           R8, X10
+	VPINSRQ         $1, R9, X10, X10
+	VMOVQ           R10, X13
+	VPINSRQ         $1, R11, X13, X13
+	VMOVQ           R12, X14
+	VPINSRQ         $1, R13, X14, X14
+	VINSERTI32X4    $1, X13, Z10, Z10
+	VINSERTI32X4    $2, X14, Z10, Z10
+	VPCLMULQDQ      $0x00, KSTREAMS(BX), Z10, Z4
+	VPCLMULQDQ      $0x11, KSTREAMS(BX), Z10, Z10
+	VPTERNLOGQ      $0x96, Z4, Z10, Z3
+	VBROADCASTI32X4 KJUMP(BX), Z12
+	ADDQ            $(6*STREAM), SI
+	SUBQ            $BLOCKBYTES, CX
+	CMPQ            CX, $BLOCKBYTES
+	JAE             block
+
+	VPCLMULQDQ $0x00, Z11, Z0, Z4
+	VPCLMULQDQ $0x11, Z11, Z0, Z0
+	VPXORQ     Z4, Z0, Z0
+	VPCLMULQDQ $0x00, Z11, Z1, Z5
+	VPCLMULQDQ $0x11, Z11, Z1, Z1
+	VPXORQ     Z5, Z1, Z1
+	VPCLMULQDQ $0x00, Z11, Z2, Z6
+	VPCLMULQDQ $0x11, Z11, Z2, Z2
+	VPXORQ     Z6, Z2, Z2
+	VPCLMULQDQ $0x00, Z11, Z3, Z7
+	VPCLMULQDQ $0x11, Z11, Z3, Z3
+	VPXORQ     Z7, Z3, Z3
 
 loop256:
 	CMPQ  CX, $256

@@ -50,7 +50,16 @@ func TestFoldConstants(t *testing.T) {
 		e := 8 * (blockStreams - 1 - i) * blockStream
 		w = append(w, rev64(xPowNaive(e-65)), 0)
 	}
-	if [len(foldK)]uint64(w) != foldK {
+	p = foldPair(2048 + 8*blockStreams*blockStream)
+	w = append(w, p[0], p[1])
+	h := hybridShape{blockIters, blockStreams, blockStream, true}
+	for i := range 8 { // Z3's 4 lanes, stream i in qword i
+		w = append(w, 0)
+		if i < blockStreams {
+			w[len(w)-1] = rev64(xPowNaive(streamLaneExp(h, i, 16)))
+		}
+	}
+	if len(w) != len(foldK) || [len(foldK)]uint64(w) != foldK {
 		for i := 0; i < len(w); i += 2 {
 			t.Logf("%3d: %#016x, %#016x,", 8*i, w[i], w[i+1])
 		}

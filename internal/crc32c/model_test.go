@@ -49,16 +49,42 @@ func modelUpdate(crc uint32, p []byte, lanes int) uint32 {
 
 // hybridShape is a hybrid block: steps folding steps of the accumulators,
 // then streams streams of streamLen bytes summed apart (zero: no blocks).
-type hybridShape struct{ steps, streams, streamLen int }
+// joined says how the streams join the accumulators: false as in the sse
+// kernel, true as in the avx512 one (modelHybrid says how).
+type hybridShape struct {
+	steps, streams, streamLen int
+	joined                    bool
+}
 
 // rawCRC is the CRC register of p from a zero register, no inversions.
 func rawCRC(p []byte) uint32 { return ^want(^uint32(0), p) }
 
+// streamLane is the accumulator (of lanes) that stream i of a block joins
+// in the avx512 kernel's way: two a lane, from the first of the last four
+// (Z3's lanes).
+func streamLane(i, lanes int) int { return min(max(lanes-4, 0)+i/2, lanes-1) }
+
+// streamLaneExp is the power of x that stream i's register c is
+// multiplied by to join its lane, streamLane(i, lanes), where the lane
+// stands: before the streams, which the accumulators fold over later.
+// c*x^(e-65) is its term in the block's last lane, after that fold (e its
+// distance in bits to the block's end); the lane ends 128*(lanes-1-lane)
+// bits before the streams, which are s bits long.
+func streamLaneExp(h hybridShape, i, lanes int) int {
+	e := 8 * (h.streams - 1 - i) * h.streamLen
+	s := 8 * h.streams * h.streamLen
+	return e - s - 128*(lanes-1-streamLane(i, lanes)) - 65
+}
+
 // modelHybrid is modelUpdate with the kernels' hybrid blocks of shape h
-// first, while a whole block fits: each stream's register c, summed from
-// zero, joins the last lane as the product c * x^(e-65) mod P, e its
-// distance in bits to the block's end, after the accumulators fold
-// forward over the streams.
+// first, while a whole block fits. Each stream's register c is summed
+// from zero. The sse kernel's way: the accumulators fold forward over the
+// streams and each c joins the last lane as the product c * x^(e-65) mod
+// P, e its distance in bits to the block's end. The avx512 kernel's way
+// (h.joined): each c joins the lane streamLane as the product with
+// x^streamLaneExp, and the fold over the streams is left to the next
+// block's first step, which folds by that much more (or, after the last
+// block, to a fold of its own).
 func modelHybrid(crc uint32, p []byte, lanes int, h hybridShape) uint32 {
 	acc := make([]reg128, lanes)
 	for i := range acc {
@@ -69,22 +95,40 @@ func modelHybrid(crc uint32, p []byte, lanes int, h hybridShape) uint32 {
 	step := 16 * lanes
 	if h.steps > 0 {
 		block := h.steps*step + h.streams*h.streamLen
+		over := 8 * h.streams * h.streamLen // the fold over the streams
+		pending := false                    // h.joined: it is still to do
 		for ; len(p) >= block; p = p[block:] {
 			for s := range h.steps {
+				k := foldPair(128 * lanes)
+				if s == 0 && pending {
+					k = foldPair(128*lanes + over)
+				}
 				for i := range acc {
-					acc[i] = fold128(acc[i], foldPair(128*lanes), load128(p[s*step+16*i:]))
+					acc[i] = fold128(acc[i], k, load128(p[s*step+16*i:]))
 				}
 			}
-			for i := range acc {
-				acc[i] = fold128(acc[i], foldPair(8*h.streams*h.streamLen), reg128{})
+			if !h.joined {
+				for i := range acc {
+					acc[i] = fold128(acc[i], foldPair(over), reg128{})
+				}
 			}
 			streams := p[h.steps*step:]
 			for i := range h.streams {
 				c := rawCRC(streams[i*h.streamLen : (i+1)*h.streamLen])
 				e := 8 * (h.streams - 1 - i) * h.streamLen
-				t := clmul64(uint64(c), rev64(xPowNaive(e-65)))
-				acc[lanes-1][0] ^= t[0]
-				acc[lanes-1][1] ^= t[1]
+				l, x := lanes-1, e-65
+				if h.joined {
+					l, x = streamLane(i, lanes), streamLaneExp(h, i, lanes)
+				}
+				t := clmul64(uint64(c), rev64(xPowNaive(x)))
+				acc[l][0] ^= t[0]
+				acc[l][1] ^= t[1]
+			}
+			pending = h.joined
+		}
+		if pending {
+			for i := range acc {
+				acc[i] = fold128(acc[i], foldPair(over), reg128{})
 			}
 		}
 	}
@@ -129,11 +173,17 @@ func TestModelHybrid(t *testing.T) {
 		lanes int
 		h     hybridShape
 	}{
-		{4, hybridShape{1, 1, 8}},
-		{4, hybridShape{3, 2, 24}},
-		{16, hybridShape{2, 6, 40}},
-		{4, hybridShape{4, 6, 80}},
-		{16, hybridShape{blockIters, blockStreams, blockStream}},
+		{4, hybridShape{1, 1, 8, false}},
+		{4, hybridShape{3, 2, 24, false}},
+		{16, hybridShape{2, 6, 40, false}},
+		{4, hybridShape{4, 6, 80, false}},
+		{4, hybridShape{blockIters, blockStreams, blockStream, false}}, // sse
+		{16, hybridShape{blockIters, blockStreams, blockStream, false}},
+		{4, hybridShape{1, 1, 8, true}},
+		{4, hybridShape{3, 2, 24, true}},
+		{16, hybridShape{2, 6, 40, true}},
+		{4, hybridShape{4, 7, 80, true}},
+		{16, hybridShape{blockIters, blockStreams, blockStream, true}}, // avx512
 	}
 	for _, c := range shapes {
 		block := c.h.steps*16*c.lanes + c.h.streams*c.h.streamLen
