@@ -465,7 +465,7 @@ func TestGoneFiles(t *testing.T) {
 
 // reportEqual compares reports, Problems included.
 func reportEqual(a, b Report) bool {
-	return slices.Equal(a.Problems, b.Problems) && len(a.Problems) == len(b.Problems) &&
+	return slices.Equal(a.Problems, b.Problems) &&
 		a.Scanned == b.Scanned && a.Inserted == b.Inserted && a.Replaced == b.Replaced && a.Deleted == b.Deleted &&
 		a.Stale == b.Stale && a.Repointed == b.Repointed && a.NoRecord == b.NoRecord && a.NewFiles == b.NewFiles &&
 		a.TornBytes == b.TornBytes
