@@ -63,8 +63,8 @@
 //	  gpusource              collector, the GPU prefetcher's byte source
 //	store                    DB, Scope, Options, errors, Put/Get/View, Assemble, artifacts, span memory calls,
 //	                         maintenance calls; write.go: the one writer preamble (db.write, db.exclusive);
-//	                         reconcile.go and recover.go: the catalog brought up to date with, or
-//	                         rebuilt from, the blob log's put records and tombstones
+//	                         reconcile.go and recover.go: Open's reconciliation and Recover admitted,
+//	                         committed or refused, and installed
 //	store/internal/maint     Verify, Check, Compaction (pick, copy, batch), PlanGC; the walk over every
 //	                         catalogued extent (WalkRefs), extent regions and trailers, DiskFiles;
 //	                         reads through maint.Store (catalog, FS, dir, Files registry interface)
@@ -79,6 +79,10 @@
 //	                         Source lends a view to assemble
 //	store/internal/events    the packet event stream: Hub (Subscribe, Publish without blocking, drops
 //	                         counted), Event and Kind
+//	store/internal/recovery  the catalog brought up to date with, or rebuilt from, the blob log's put
+//	                         records and tombstones: Reconcile (load, scan, classify, repoint, apply,
+//	                         account) into a Plan, Commit (one synced batch), GoneFiles; reads through
+//	                         recovery.Store (catalog, FS, dir, the blob files on disk)
 //	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
 //	                         resident rows) from artifacts given as inputs, Check, the extent
 //	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
@@ -94,8 +98,8 @@
 //	                         KVKS, KVPR, KVTS, KVRS, the positions bitmap, FORMAT, blob header, trailer
 //
 // Floors, top to bottom: gpusource, promstore and admin (adapters over the
-// store); store; maint, access, assemble, view and events; spanmem;
-// catalog; bloblog; format and the module's other packages. A package
+// store); store; maint, access, assemble, view, events and recovery;
+// spanmem; catalog; bloblog; format and the module's other packages. A package
 // imports only floors below its own (TestFloors checks it with go list):
 // format knows nothing of the store, and the internal packages know
 // nothing of DB.

@@ -10,6 +10,7 @@ import (
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/catalog"
 	"github.com/kvstore/kvstore/store/internal/maint"
+	"github.com/kvstore/kvstore/store/internal/recovery"
 )
 
 // RecoverReport is what Recover did.
@@ -81,12 +82,7 @@ func Recover(dir string, opts *Options) (*RecoverReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc := &reconciler{fs: fs, dir: fs.PathJoin(dir, blobsDirName), cat: cat, full: true}
-	r, err := rc.run(false)
-	if err == nil {
-		rep.ReconcileReport, rep.NextBlob = *r, rc.nextBlob()
-		rep.GoneFiles, err = goneFiles(fs, rc.dir)
-	}
+	err = rebuild(fs, fs.PathJoin(dir, blobsDirName), cat, rep)
 	if cerr := cat.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("store: recover: close the new catalog: %w", cerr)
 	}
@@ -96,41 +92,20 @@ func Recover(dir string, opts *Options) (*RecoverReport, error) {
 	return rep, nil
 }
 
-// nextBlob is the next blob file number the reconciled catalog holds:
-// past every file on disk after a full rebuild, so that no file is
-// created over one it left uncatalogued.
-func (rc *reconciler) nextBlob() uint32 {
-	n := rc.next
-	for num := range rc.recs {
-		n = max(n, num+1)
-	}
-	if rc.full {
-		n = max(n, rc.lastDisk+1)
-	}
-	return n
-}
-
-// diskMax is the highest blob file number in disk.
-func diskMax(disk map[uint32]uint64) uint32 {
-	keys := maint.SortedKeys(disk)
-	if len(keys) == 0 {
-		return 0
-	}
-	return keys[len(keys)-1]
-}
-
-// goneFiles lists the blob file numbers from 1 to the highest in dir that
-// have no file there.
-func goneFiles(fs vfs.FS, dir string) ([]uint32, error) {
-	disk, err := maint.DiskFiles(fs, dir)
+// rebuild fills the new, empty catalog cat from every blob file in blobs
+// and says what it did in rep.
+func rebuild(fs vfs.FS, blobs string, cat *catalog.Catalog, rep *RecoverReport) error {
+	disk, err := maint.DiskFiles(fs, blobs)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var gone []uint32
-	for num := uint32(1); num < diskMax(disk); num++ {
-		if _, ok := disk[num]; !ok {
-			gone = append(gone, num)
-		}
+	p, err := recovery.Reconcile(&recovery.Store{Catalog: cat, FS: fs, Dir: blobs, Disk: disk, Full: true, DropPacket: deleteOpsKeys})
+	if err != nil {
+		return err
 	}
-	return gone, nil
+	if err := p.Commit(); err != nil {
+		return err
+	}
+	rep.ReconcileReport, rep.NextBlob, rep.GoneFiles = p.Report, p.NextBlob(), recovery.GoneFiles(disk)
+	return nil
 }
