@@ -79,6 +79,10 @@
 //	                         Source lends a view to assemble
 //	store/internal/events    the packet event stream: Hub (Subscribe, Publish without blocking, drops
 //	                         counted), Event and Kind
+//	store/internal/packet    a packet as Put stores it: Desc (Packet's fields) checked against its spec
+//	                         (Check), pruned (Compacted, keep-set, positions chunk), keys rotated to
+//	                         local positions (Normalized), chunks encoded and laid out with room for
+//	                         the put record (Encode), the extent written and its header (Write)
 //	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
 //	                         resident rows) from artifacts given as inputs, Check, the extent
 //	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
@@ -115,7 +119,8 @@
 // KiB aligned (see format/layout.go): one packet's chunks, layer-major, K then
 // V, each ChunkAlignment aligned, zero padding, and a 64-byte trailer ending
 // the extent. A packet stored pruned (Packet.Keep) has compacted K|V chunks,
-// only its kept rows, and a positions chunk after the last V (pruned.go).
+// only its kept rows, and a positions chunk after the last V (drawn in
+// store/internal/packet).
 //
 //	blobs/000001.blob
 //	+-------------+----------------------------------+------------------+-----
