@@ -83,6 +83,8 @@
 //	                         (Check), pruned (Compacted, keep-set, positions chunk), keys rotated to
 //	                         local positions (Normalized), chunks encoded and laid out with room for
 //	                         the put record (Encode), the extent written and its header (Write)
+//	store/internal/artifact  artifact records: names and data checked, the KVAR record framed, parsed and
+//	                         checked against its key (Read), read, listed and batched in the catalog
 //	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
 //	                         resident rows) from artifacts given as inputs, Check, the extent
 //	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
@@ -98,7 +100,7 @@
 //	                         KVKS, KVPR, KVTS, KVRS, the positions bitmap, FORMAT, blob header, trailer
 //
 // Floors, top to bottom: gpusource, promstore and admin (adapters over the
-// store); store; maint, access, assemble, view and events; spanmem;
+// store); store; maint, access, assemble, view, events, packet and artifact; spanmem;
 // catalog; bloblog; format and the module's other packages. A package
 // imports only floors below its own (TestFloors checks it with go list):
 // format knows nothing of the store, and the internal packages know
