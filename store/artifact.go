@@ -5,28 +5,16 @@ import (
 	"time"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/artifact"
 )
 
 // Artifacts are the model-side objects kvstore serves beside packets:
 // KV Packet's adapter soft tokens, SeKV's router W, tau and rank-gate
 // weights. Each is a named byte string bound to one model fingerprint and
 // kept whole in the catalog, framed as record kind "KVAR" (drawn in
-// format/artifact.go):
-//
-//	key   'a' | name len u16 BE | name | model fp (32)   -> the record
-//	      'A' | model fp (32) | name                     -> empty (ListArtifacts)
-//
-// Model and name are repeated in the body, so a value read under another
-// key is detected. Data is at most MaxArtifactSize bytes.
+// format/artifact.go; keys and records in store/internal/artifact).
+// Data is at most MaxArtifactSize bytes.
 const MaxArtifactSize = format.MaxArtifactSize
-
-const (
-	artifactFixed   = format.ArtifactFixedSize
-	maxArtifactRank = format.MaxArtifactRank
-)
-
-var kindArtifact = format.KindArtifact
 
 // ArtifactMeta describes an artifact's data for its readers. The store
 // checks it (a dtype's Shape must account for every byte) but does not
@@ -34,20 +22,7 @@ var kindArtifact = format.KindArtifact
 type ArtifactMeta = format.ArtifactMeta
 
 // ArtifactInfo is an artifact's description as stored.
-type ArtifactInfo struct {
-	Model     format.Fingerprint
-	Name      string
-	Meta      ArtifactMeta
-	Size      int // bytes of data
-	CreatedAt time.Time
-}
-
-func checkArtifactName(name string) error {
-	if name == "" || len(name) > format.MaxNameLen {
-		return fmt.Errorf("%w: artifact name of %d bytes, want 1 to %d", ErrInvalidArgument, len(name), format.MaxNameLen)
-	}
-	return nil
-}
+type ArtifactInfo = artifact.Info
 
 // PutArtifact stores data under (model, name), replacing what was there,
 // in one catalog batch committed with pebble.Sync: when it returns nil the
@@ -56,27 +31,16 @@ func checkArtifactName(name string) error {
 // describe data.
 func (db *DB) PutArtifact(model format.Fingerprint, name string, data []byte, meta ArtifactMeta) error {
 	var v []byte
-	return db.write("put artifact", func() error {
-		if err := checkArtifactName(name); err != nil {
+	return db.write("put artifact", func() (err error) {
+		if err := artifact.Check(name, data, &meta); err != nil {
 			return err
 		}
-		if len(data) > MaxArtifactSize {
-			return fmt.Errorf("%w: artifact %q: %d bytes exceed %d (larger artifacts are out of scope)", ErrInvalidArgument, name, len(data), MaxArtifactSize)
-		}
-		if err := meta.Check(len(data)); err != nil {
-			return fmt.Errorf("%w: artifact %q: meta: %v", ErrInvalidArgument, name, err)
-		}
-		var err error
-		v, err = format.Seal(kindArtifact, encodeArtifact(model, name, data, &meta, time.Now().UnixNano()))
-		if err != nil {
-			return fmt.Errorf("store: artifact %q: %w", name, err)
-		}
-		return nil
+		v, err = artifact.Record(model, name, data, &meta, time.Now().UnixNano())
+		return err
 	}, func() error {
 		b := db.cat.DB.NewBatch()
 		defer b.Close()
-		_ = b.Set(catalog.ArtifactKey(model, name), v, nil)
-		_ = b.Set(catalog.ArtifactIndexKey(model, name), nil, nil)
+		artifact.Set(b, model, name, v)
 		if err := db.commit(b); err != nil {
 			return fmt.Errorf("put artifact %q: %w", name, err)
 		}
@@ -105,52 +69,24 @@ func (db *DB) StatArtifact(model format.Fingerprint, name string) (ArtifactInfo,
 // artifact reads and checks the record of (model, name), calling fn with
 // its body (valid during the call) when not nil.
 func (db *DB) artifact(model format.Fingerprint, name string, fn func([]byte, *ArtifactInfo)) (ArtifactInfo, error) {
-	var info ArtifactInfo
 	if err := db.enter(); err != nil {
-		return info, err
+		return ArtifactInfo{}, err
 	}
 	defer db.leave()
-	if err := checkArtifactName(name); err != nil {
-		return info, err
+	if err := artifact.CheckName(name); err != nil {
+		return ArtifactInfo{}, err
 	}
-	found, err := db.cat.Get(catalog.ArtifactKey(model, name), func(v []byte) error {
-		body, err := format.Unseal(kindArtifact, v)
-		if err != nil {
-			return err
-		}
-		if info, err = decodeArtifact(body); err != nil {
-			return err
-		}
-		if info.Model != model || info.Name != name {
-			return fmt.Errorf("%w: record holds artifact %q of model %s", ErrCorruption, info.Name, info.Model.Short())
-		}
-		if fn != nil {
-			fn(body, &info)
-		}
-		return nil
-	})
-	switch {
-	case err != nil:
-		return info, fmt.Errorf("store: artifact %q of model %s: %w", name, model.Short(), err)
-	case !found:
-		return info, db.artifactMissing(model, name)
+	info, found, err := artifact.Get(db.cat, model, name, fn)
+	if err == nil && !found {
+		err = db.artifactMissing(model, name)
 	}
-	return info, nil
+	return info, err
 }
 
 // artifactMissing is ErrModelMismatch when another model has an artifact
 // named name, else ErrNotFound.
 func (db *DB) artifactMissing(model format.Fingerprint, name string) error {
-	p := catalog.NSPrefix(catalog.TagArtifact, name, 0)
-	var other *format.Fingerprint
-	err := db.cat.Scan(p, catalog.PrefixEnd(p), func(k, _ []byte) (bool, error) {
-		if len(k) == len(p)+len(model) {
-			fp := format.Fingerprint(k[len(p):])
-			other = &fp
-			return false, nil
-		}
-		return true, nil
-	})
+	other, err := artifact.Other(db.cat, model, name)
 	switch {
 	case err != nil:
 		return err
@@ -166,20 +102,14 @@ func (db *DB) ListArtifacts(model format.Fingerprint) ([]string, error) {
 		return nil, err
 	}
 	defer db.leave()
-	p := catalog.ArtifactIndexKey(model, "")
-	var names []string
-	err := db.cat.Scan(p, catalog.PrefixEnd(p), func(k, _ []byte) (bool, error) {
-		names = append(names, string(k[len(p):]))
-		return true, nil
-	})
-	return names, err
+	return artifact.List(db.cat, model)
 }
 
 // DeleteArtifact removes the artifact stored under (model, name) in one
 // synced batch, with GetArtifact's ErrNotFound and ErrModelMismatch.
 func (db *DB) DeleteArtifact(model format.Fingerprint, name string) error {
-	return db.write("delete artifact", func() error { return checkArtifactName(name) }, func() error {
-		found, err := db.cat.Has(catalog.ArtifactKey(model, name))
+	return db.write("delete artifact", func() error { return artifact.CheckName(name) }, func() error {
+		found, err := artifact.Has(db.cat, model, name)
 		switch {
 		case err != nil:
 			return err
@@ -188,23 +118,10 @@ func (db *DB) DeleteArtifact(model format.Fingerprint, name string) error {
 		}
 		b := db.cat.DB.NewBatch()
 		defer b.Close()
-		_ = b.Delete(catalog.ArtifactKey(model, name), nil)
-		_ = b.Delete(catalog.ArtifactIndexKey(model, name), nil)
+		artifact.Delete(b, model, name)
 		if err := db.commit(b); err != nil {
 			return fmt.Errorf("delete artifact %q: %w", name, err)
 		}
 		return nil
 	})
-}
-
-// encodeArtifact returns the body of an artifact record.
-func encodeArtifact(model format.Fingerprint, name string, data []byte, m *ArtifactMeta, created int64) []byte {
-	return format.EncodeArtifact(model, name, data, m, created)
-}
-
-// decodeArtifact parses an artifact body (its frame already checked).
-func decodeArtifact(b []byte) (ArtifactInfo, error) {
-	a, err := format.DecodeArtifact(b)
-	info := ArtifactInfo{Model: a.Model, Name: a.Name, Meta: a.Meta, Size: a.Size, CreatedAt: time.Unix(0, a.CreatedUnixNs)}
-	return info, err
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -195,33 +194,6 @@ func TestArtifactCorruption(t *testing.T) {
 	}
 }
 
-func TestArtifactDecodeRejects(t *testing.T) {
-	good := encodeArtifact(format.Fingerprint{3}, "name", []byte{1, 2, 3, 4}, &ArtifactMeta{DType: format.DTypeBF16, Shape: []int{2}, Note: "n"}, 5)
-	if info, err := decodeArtifact(good); err != nil || info.Name != "name" || info.Size != 4 || info.Meta.Note != "n" {
-		t.Fatalf("decode good: %+v, %v", info, err)
-	}
-	cases := []struct {
-		name string
-		edit func(b []byte) []byte
-	}{
-		{"short", func(b []byte) []byte { return b[:artifactFixed-1] }},
-		{"truncated data", func(b []byte) []byte { return b[:len(b)-1] }},
-		{"trailing byte", func(b []byte) []byte { return append(b, 0) }},
-		{"reserved", func(b []byte) []byte { b[54] = 1; return b }},
-		{"rank", func(b []byte) []byte { b[53] = maxArtifactRank + 1; return b }},
-		{"data len", func(b []byte) []byte { binary.LittleEndian.PutUint64(b[40:], 1<<62); return b }},
-		{"shape vs data", func(b []byte) []byte { binary.LittleEndian.PutUint64(b[artifactFixed:], 3); return b }},
-		{"dtype", func(b []byte) []byte { b[52] = 200; return b }},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if _, err := decodeArtifact(c.edit(bytes.Clone(good))); !errors.Is(err, ErrCorruption) {
-				t.Fatalf("decode: %v, want ErrCorruption", err)
-			}
-		})
-	}
-}
-
 func TestArtifactReadOnly(t *testing.T) {
 	fs := vfs.NewMem()
 	db := openMem(t, fs, nil)
@@ -240,29 +212,4 @@ func TestArtifactReadOnly(t *testing.T) {
 	if err := db.DeleteArtifact(format.Fingerprint{1}, "w"); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("read-only delete: %v", err)
 	}
-}
-
-// FuzzDecodeArtifact: decoding never panics, and whatever decodes
-// re-encodes to the same bytes.
-func FuzzDecodeArtifact(f *testing.F) {
-	good := encodeArtifact(format.Fingerprint{3}, "adapter/header", []byte{1, 2, 3, 4}, &ArtifactMeta{DType: format.DTypeBF16, Shape: []int{2}, Note: "n"}, 5)
-	f.Add(good)
-	f.Add(encodeArtifact(format.Fingerprint{}, "x", nil, &ArtifactMeta{}, 0))
-	f.Add(good[:artifactFixed])
-	bad := bytes.Clone(good)
-	bad[53] = 9
-	f.Add(bad)
-	f.Fuzz(func(t *testing.T, b []byte) {
-		info, err := decodeArtifact(b)
-		if err != nil {
-			if !errors.Is(err, ErrCorruption) {
-				t.Fatalf("error %v does not wrap ErrCorruption", err)
-			}
-			return
-		}
-		again := encodeArtifact(info.Model, info.Name, b[len(b)-info.Size:], &info.Meta, info.CreatedAt.UnixNano())
-		if !bytes.Equal(again, b) {
-			t.Fatalf("decoded %+v re-encodes differently", info)
-		}
-	})
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // Pruned assembly: an item with a keep-set (PrepareAssemblePruned), or a
-// packet stored pruned (Packet.Keep, pruned.go), places k rows per (layer,
+// packet stored pruned (Packet.Keep, store/internal/packet), places k rows per (layer,
 // KV head) at the item's rows [Row, Row+k), keys rotated from their kept
 // local positions t to Offset+t; Positions gives each (layer, KV head)'s
 // index map. store/internal/assemble (prune.go) says how.

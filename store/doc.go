@@ -83,6 +83,12 @@
 //	                         records and tombstones: Reconcile (load, scan, classify, repoint, apply,
 //	                         account) into a Plan, Commit (one synced batch), GoneFiles; reads through
 //	                         recovery.Store (catalog, FS, dir, the blob files on disk)
+//	store/internal/packet    a packet as Put stores it: Desc (Packet's fields) checked against its spec
+//	                         (Check), pruned (Compacted, keep-set, positions chunk), keys rotated to
+//	                         local positions (Normalized), chunks encoded and laid out with room for
+//	                         the put record (Encode), the extent written and its header (Write)
+//	store/internal/artifact  artifact records: names and data checked, the KVAR record framed, parsed and
+//	                         checked against its key (Read), read, listed and batched in the catalog
 //	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
 //	                         resident rows) from artifacts given as inputs, Check, the extent
 //	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
@@ -98,8 +104,8 @@
 //	                         KVKS, KVPR, KVTS, KVRS, the positions bitmap, FORMAT, blob header, trailer
 //
 // Floors, top to bottom: gpusource, promstore and admin (adapters over the
-// store); store; maint, access, assemble, view, events and recovery;
-// spanmem; catalog; bloblog; format and the module's other packages. A package
+// store); store; maint, access, assemble, view, events, recovery, packet and
+// artifact; spanmem; catalog; bloblog; format and the module's other packages. A package
 // imports only floors below its own (TestFloors checks it with go list):
 // format knows nothing of the store, and the internal packages know
 // nothing of DB.
@@ -119,7 +125,8 @@
 // KiB aligned (see format/layout.go): one packet's chunks, layer-major, K then
 // V, each ChunkAlignment aligned, zero padding, and a 64-byte trailer ending
 // the extent. A packet stored pruned (Packet.Keep) has compacted K|V chunks,
-// only its kept rows, and a positions chunk after the last V (pruned.go).
+// only its kept rows, and a positions chunk after the last V (drawn in
+// store/internal/packet).
 //
 //	blobs/000001.blob
 //	+-------------+----------------------------------+------------------+-----

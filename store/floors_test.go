@@ -24,6 +24,8 @@ var floors = map[string]int{
 	"store/internal/view":     2,
 	"store/internal/events":   2,
 	"store/internal/recovery": 2,
+	"store/internal/packet":   2,
+	"store/internal/artifact": 2,
 	"store/internal/spanmem":  3,
 	"store/internal/catalog":  4,
 	"store/internal/bloblog":  5,

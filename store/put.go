@@ -3,11 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/packet"
 )
 
 // Put stores p and returns its id, format.ComputePacketID(namespace, model
@@ -30,6 +30,7 @@ import (
 func (db *DB) Put(ctx context.Context, p *Packet) (format.PacketID, error) {
 	defer db.st.putLatency.timer()()
 	var (
+		d        *packet.Desc
 		id       format.PacketID
 		fp       format.Fingerprint
 		chunkLen uint64
@@ -38,7 +39,8 @@ func (db *DB) Put(ctx context.Context, p *Packet) (format.PacketID, error) {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("put: %w", err)
 		}
-		if chunkLen, err = p.check(); err != nil {
+		d = p.desc()
+		if chunkLen, err = d.Check(); err != nil {
 			return err
 		}
 		fp = p.Model.Fingerprint()
@@ -48,7 +50,7 @@ func (db *DB) Put(ctx context.Context, p *Packet) (format.PacketID, error) {
 		if err := db.checkAdapter(p.AdapterID, fp, id); err != nil {
 			return err
 		}
-		return db.putLocked(p, chunkLen, fp, id)
+		return db.putLocked(d, chunkLen, fp, id)
 	})
 	return id, err
 }
@@ -67,33 +69,26 @@ func (db *DB) checkAdapter(adapterID string, fp format.Fingerprint, id format.Pa
 	return nil
 }
 
-// putLocked is Put once p is checked and its id known; the writer lock is
+// putLocked is Put once d is checked and its id known; the writer lock is
 // held.
-func (db *DB) putLocked(p *Packet, chunkLen uint64, fp format.Fingerprint, id format.PacketID) error {
-	if ok, err := db.cat.Has(catalog.HeaderKey(p.Namespace, id)); err != nil || ok {
+func (db *DB) putLocked(d *packet.Desc, chunkLen uint64, fp format.Fingerprint, id format.PacketID) error {
+	if ok, err := db.cat.Has(catalog.HeaderKey(d.Namespace, id)); err != nil || ok {
 		if ok {
 			db.st.putsDeduped.Add(1)
 		}
 		return err
 	}
-	q, err := p.compacted().normalized()
-	if err != nil {
-		return err
-	}
 	// Encoded first, so that room is made for the extent as it will be
 	// stored (compressed chunks, a pruned packet's positions at their own
 	// size), and a packet the codec refuses evicts nothing.
-	q, lay, err := encodeChunks(q, chunkLen)
+	e, err := packet.Encode(d, chunkLen, fp, id, db.w.Seq, putRecords)
 	if err != nil {
 		return err
 	}
-	if err := reservePutRecord(q, &lay, fp, id, db.w.Seq); err != nil {
+	if err := db.makeRoom(e.Layout.Length); err != nil {
 		return fmt.Errorf("put packet %s: %w", id.Short(), err)
 	}
-	if err := db.makeRoom(lay.Length); err != nil {
-		return fmt.Errorf("put packet %s: %w", id.Short(), err)
-	}
-	if err := db.put(q, &lay, fp, id); err != nil {
+	if err := db.put(&e); err != nil {
 		return fmt.Errorf("put packet %s: %w", id.Short(), err)
 	}
 	return nil
@@ -105,17 +100,17 @@ func (db *DB) putLocked(p *Packet, chunkLen uint64, fp format.Fingerprint, id fo
 // only another model has it).
 func AdapterArtifact(id string) string { return "adapter/" + id }
 
-// put writes, syncs and catalogues a packet known to be new, encoded and
-// laid out as lay.
-func (db *DB) put(p *Packet, lay *bloblog.Layout, fp format.Fingerprint, id format.PacketID) error {
-	a, err := db.w.Prepare(lay.Length)
+// put writes, syncs and catalogues the extent of a packet known to be
+// new.
+func (db *DB) put(e *packet.Extent) error {
+	a, err := db.w.Prepare(e.Layout.Length)
 	if err != nil {
 		return err
 	}
 	if a.Fresh {
 		db.addFile(BlobFileInfo{Num: a.Num, Size: a.End})
 	}
-	if err := db.append(a, lay, p, fp, id); err != nil {
+	if err := db.append(a, e); err != nil {
 		if a.Fresh {
 			db.dropFile(a.Num)
 		}
@@ -129,93 +124,31 @@ func (db *DB) put(p *Packet, lay *bloblog.Layout, fp format.Fingerprint, id form
 // 1.0 did, without a put record.
 var putRecords = true
 
-// reservePutRecord makes room at the start of the extent laid out as lay
-// for the put record (format/put_record.go) that will lead it. The
-// record's length does not depend on the values of the CRCs, offsets and
-// lengths it holds, so a probe header at a stand-in position measures it.
-func reservePutRecord(p *Packet, lay *bloblog.Layout, fp format.Fingerprint, id format.PacketID, seq uint64) error {
-	if !putRecords {
-		return nil
-	}
-	if err := lay.SetPrefix(format.ChunkAlignment); err != nil {
-		return err
-	}
-	probe := newHeader(p, fp, id, 1, format.BlobHeaderSize, lay, make([]uint32, lay.Chunks))
-	rec, err := format.EncodePutRecord(seq, probe, p.Model)
-	if err != nil {
-		return err
-	}
-	return lay.SetPrefix(uint64(len(rec)))
-}
-
 // append writes the extent at the end of a, led by its put record, syncs
-// it and commits the batch.
-func (db *DB) append(a *bloblog.Active, lay *bloblog.Layout, p *Packet, fp format.Fingerprint, id format.PacketID) error {
-	off := a.End
-	var h *format.PacketHeader
-	lead := func(crcs []uint32) ([]byte, error) {
-		h = newHeader(p, fp, id, a.Num, off, lay, crcs)
-		return format.EncodePutRecord(db.w.Seq, h, p.Model)
-	}
-	crcs, err := bloblog.WriteExtent(a.F, db.rawFd(a.F), a.Path, off, lay, p.chunkSource, lead, id)
+// it, commits the batch and installs what it wrote.
+func (db *DB) append(a *bloblog.Active, e *packet.Extent) error {
+	h, err := packet.Write(a, db.rawFd(a.F), e, db.w.Seq)
 	if err != nil {
 		return err
 	}
-	if h == nil { // no put record (putRecords off)
-		h = newHeader(p, fp, id, a.Num, off, lay, crcs)
-	}
-	db.st.bytesWritten.Add(lay.Length)
+	n := e.Layout.Length
+	db.st.bytesWritten.Add(n)
 	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData); err != nil {
 		return fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
 	}
-	recs, err := db.commitPut(h, p.Model, a, lay.Length)
+	m := e.Desc.Model
+	recs, err := db.commitPut(h, m, a, n)
 	if err != nil {
 		return err
 	}
-	db.w.Committed(lay.Length)
+	db.w.Committed(n)
 	db.w.Seq++
 	db.setRecords(recs...)
-	spec := *p.Model
-	db.models.LoadOrStore(fp, &spec)
+	spec := *m
+	db.models.LoadOrStore(e.Model, &spec)
 	db.st.puts.Add(1)
 	db.afterPut(h)
 	return nil
-}
-
-// newHeader describes the extent just written.
-func newHeader(p *Packet, fp format.Fingerprint, id format.PacketID, file uint32, off uint64, lay *bloblog.Layout, crcs []uint32) *format.PacketHeader {
-	m := p.Model
-	tokens := uint32(p.Tokens())
-	h := &format.PacketHeader{
-		Version: format.FormatMajor, Namespace: p.Namespace, ID: id, Model: fp, AdapterID: p.AdapterID,
-		HeaderTokens: uint32(p.HeaderTokens), TrailerTokens: uint32(p.TrailerTokens), Tokens: tokens,
-		TokenIDs: p.TokenIDs, BasePosition: int64(p.BasePosition),
-		Layers: uint32(m.Layers), KVHeads: uint32(m.KVHeads), HeadDim: uint32(m.HeadDim), DType: m.DType,
-		BlobFile: file, ExtentOffset: off, ExtentLength: lay.Length, CreatedUnixNs: time.Now().UnixNano(),
-		Chunks: make([]format.ChunkDesc, lay.Chunks),
-	}
-	shape := []uint32{uint32(m.KVHeads), uint32(p.rows()), uint32(m.HeadDim)}
-	if p.kept > 0 {
-		h.KeptTokens = uint32(p.kept)
-		i := h.PositionsChunk()
-		n := uint64(len(p.positions))
-		h.Chunks[i] = format.ChunkDesc{
-			Layer: h.Layers, Kind: format.ChunkPositions, DType: format.DTypeU8,
-			Shape: h.PositionsShape(), Codec: format.CodecRaw,
-			BlobFile: file, Offset: off + lay.Rel(i), Length: n, RawLength: n, CRC32C: crcs[i],
-		}
-	}
-	for i := range 2 * m.Layers {
-		kind := format.ChunkK
-		if i%2 == 1 {
-			kind = format.ChunkV
-		}
-		h.Chunks[i] = format.ChunkDesc{
-			Layer: uint32(i / 2), Kind: kind, DType: m.DType, Shape: shape, Codec: lay.Codec(i),
-			BlobFile: file, Offset: off + lay.Rel(i), Length: lay.Size(i), RawLength: lay.Raw, CRC32C: crcs[i],
-		}
-	}
-	return h
 }
 
 // commitPut commits, in one synced batch, the header, its index entry, the

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/artifact"
 	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
@@ -183,8 +184,8 @@ func decodeCatalogValue(k, orig, v []byte) (err error) {
 		_, err = decodeSequence(v)
 	case catalog.TagArtifact:
 		var body []byte
-		if body, err = format.Unseal(kindArtifact, v); err == nil {
-			_, err = decodeArtifact(body)
+		if body, err = format.Unseal(format.KindArtifact, v); err == nil {
+			_, err = artifact.Decode(body)
 		}
 	case catalog.TagAccess:
 		_, _, err = decodeAccess(v)

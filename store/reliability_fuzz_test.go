@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/artifact"
 )
 
 // The store's own catalog records are decoded by unexported functions, so
@@ -20,8 +21,8 @@ import (
 // artifactSeeds are good artifact bodies and broken ones.
 func artifactSeeds() [][]byte {
 	fp := format.Fingerprint{1, 2, 3}
-	good := encodeArtifact(fp, "router-w", make([]byte, 24), &ArtifactMeta{DType: format.DTypeF32, Shape: []int{2, 3}, Note: "run 7"}, 5)
-	opaque := encodeArtifact(fp, "tau", []byte{1, 2, 3}, &ArtifactMeta{}, 6)
+	good := artifact.Encode(fp, "router-w", make([]byte, 24), &ArtifactMeta{DType: format.DTypeF32, Shape: []int{2, 3}, Note: "run 7"}, 5)
+	opaque := artifact.Encode(fp, "tau", []byte{1, 2, 3}, &ArtifactMeta{}, 6)
 	huge := bytes.Clone(good)
 	binary.LittleEndian.PutUint64(huge[40:], 1<<40) // claims 2^40 bytes of data
 	rank := bytes.Clone(good)
@@ -67,7 +68,7 @@ func TestArtifactHugeClaims(t *testing.T) {
 			var err error
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			_, err = decodeArtifact(b)
+			_, err = artifact.Decode(b)
 			runtime.ReadMemStats(&after)
 			a := after.TotalAlloc - before.TotalAlloc
 			if err == nil {

@@ -143,7 +143,7 @@ func (db *DB) spanBatch(b *pebble.Batch, ns, name string, m *SpanMemory, meta *S
 		return err
 	}
 	if p := &m.Projection; storeW {
-		rec, err := format.Seal(kindArtifact, encodeArtifact(meta.Model, p.Name, p.Fitted, &p.FittedMeta, time.Now().UnixNano()))
+		rec, err := format.Seal(format.KindArtifact, format.EncodeArtifact(meta.Model, p.Name, p.Fitted, &p.FittedMeta, time.Now().UnixNano()))
 		if err != nil {
 			return fmt.Errorf("store: artifact %q: %w", p.Name, err)
 		}

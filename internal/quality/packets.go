@@ -38,7 +38,7 @@ import (
 // (layer, KV head)). The codecs see a pruned packet's compacted rows: the
 // int8/int4 key groups span kept rows only, and the low-rank codec
 // un-rotates kept keys at rows 0..k-1 rather than at their positions
-// (store/pruned.go), which costs it rank.
+// (store/internal/packet), which costs it rank.
 
 // Policy names of PacketRow.
 const (
