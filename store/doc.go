@@ -38,7 +38,8 @@
 //	                      and shared for read-only opens on the OS's file system,
 //	                      else vfs.FS.Lock (lock.go)
 //	  RESERVE             2 x CatalogMemTableSize preallocated bytes (no content), released
-//	                      by an Open on a full disk so that Delete and GC can run (space.go)
+//	                      by an Open on a full disk so that Delete and GC can run
+//	                      (store/internal/space)
 //	  catalog/            Pebble v2: every small thing, keys below
 //	  blobs/NNNNNN.blob   append-only payload files, sealed at Options.BlobFileSize
 //
@@ -92,12 +93,14 @@
 //	                         WriteRecordExtent), Scan (whole extents found without the catalog),
 //	                         read (File: refs, mmap, copies, verified-chunk cache, Chunk, ChunkError),
 //	                         CRC32C combine and streaming, read-ahead advice
+//	store/internal/space     the disk space reserve (Reserve: Release, Restore, Hold), ErrNoSpace and
+//	                         NoSpace (which errors a full disk caused)
 //	format                   every record's bytes: KVPH, KVMS, KVBF, KVSQ, KVAC, KVAR, KVSP, KVSF,
 //	                         KVKS, KVPR, KVTS, KVRS, the positions bitmap, FORMAT, blob header, trailer
 //
 // Floors, top to bottom: gpusource, promstore and admin (adapters over the
 // store); store; maint, access, assemble, view, events, opstats; spanmem;
-// catalog; bloblog; format and the module's other packages. A package
+// catalog; bloblog; space; format and the module's other packages. A package
 // imports only floors below its own (TestFloors checks it with go list):
 // format knows nothing of the store, and the internal packages know
 // nothing of DB.

@@ -27,6 +27,7 @@ var floors = map[string]int{
 	"store/internal/spanmem":  3,
 	"store/internal/catalog":  4,
 	"store/internal/bloblog":  5,
+	"store/internal/space":    6,
 }
 
 const module = "github.com/kvstore/kvstore/"
