@@ -66,9 +66,11 @@
 //	                         maintenance calls; write.go: the one writer preamble (db.write, db.exclusive);
 //	                         reconcile.go and recover.go: the catalog brought up to date with, or
 //	                         rebuilt from, the blob log's put records and tombstones
-//	store/internal/maint     Verify, Check, Compaction (pick, copy, batch), PlanGC; the walk over every
-//	                         catalogued extent (WalkRefs), extent regions and trailers, DiskFiles;
-//	                         reads through maint.Store (catalog, FS, dir, Files registry interface)
+//	store/internal/maint     Verify, Check, Compaction (pick, copy, batch), PlanGC, and their execution
+//	                         (Writer.Compact: groups committed one at a time; Writer.GC); the walk over
+//	                         every catalogued extent (WalkRefs), extent regions and trailers, DiskFiles,
+//	                         Debt; reads through maint.Store (catalog, FS, dir, Files registry
+//	                         interface), changes through maint.Writer (Registry interface, commit)
 //	store/internal/access    access statistics (sharded Table, Flush, Load), eviction order
 //	                         (Candidates, LRU/LFU) and the room plan (Plan)
 //	store/internal/assemble  Assemble as data: Prepare (headers against the spec, keep-sets, positions)
@@ -173,12 +175,12 @@
 // and checks each chunk's and span block's CRC32C and each trailer. Check
 // (maint/check.go) checks the catalog against the blob files without
 // reading payloads and lists reclaimable space (Garbage) apart from
-// inconsistencies (Finding). Compact (maint/compact.go; the root commits
-// and installs it) rewrites mostly dead blob files into new ones and
+// inconsistencies (Finding). Compact (maint/compact.go, run by
+// maint.Writer through the root's registry) rewrites mostly dead blob files into new ones and
 // repoints the catalog in one synced batch (packet headers, and span
 // memories' root and head records, whose block offsets are relative to
 // their extent and so survive the move); GC (maint.PlanGC, carried out by
-// gc.go) removes what crashes leave and wholly dead files. A blob file leaves the catalog
+// maint.Writer.GC) removes what crashes leave and wholly dead files. A blob file leaves the catalog
 // before it leaves the disk, and is removed only once no view maps it
 // (bloblog.File.MarkObsolete), so every step is crash-safe. Options.MaxBytes
 // evicts unpinned packets in LRU or LFU order (capacity.go) from access
