@@ -71,8 +71,9 @@
 //	                         every catalogued extent (WalkRefs), extent regions and trailers, DiskFiles,
 //	                         Debt; reads through maint.Store (catalog, FS, dir, Files registry
 //	                         interface), changes through maint.Writer (Registry interface, commit)
-//	store/internal/access    access statistics (sharded Table, Flush, Load), eviction order
-//	                         (Candidates, LRU/LFU) and the room plan (Plan)
+//	store/internal/access    access statistics (sharded Table, Flush, Save, Load), eviction order
+//	                         (Candidates, LRU/LFU), the room plan (Plan, Room) and the eviction's
+//	                         batch (Evictor.Evict)
 //	store/internal/assemble  Assemble as data: Prepare (headers against the spec, keep-sets, positions)
 //	                         over opened chunk sources (Source: the root's views), Run (workers, layer
 //	                         reports), the fills (contiguous, paged, transposed V, decoded, pruned) with

@@ -64,6 +64,3 @@ func (r registry) Add(f BlobFileInfo)            { r.db.addFile(f) }
 func (r registry) Drop(num uint32)               { r.db.dropFile(num) }
 func (r registry) Install(rs ...BlobFileInfo)    { r.db.setRecords(rs...) }
 func (r registry) Retire(num uint32)             { r.db.retire(num) }
-
-// blobPath is blob file num's path.
-func blobPath(db *DB, num uint32) string { return db.fs.PathJoin(db.w.Dir, bloblog.FileName(num)) }
