@@ -1,14 +1,12 @@
 package store
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/access"
-	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // Access statistics are eviction's ordering hints: per packet, when it
@@ -36,21 +34,12 @@ func (db *DB) forget(ns string, id format.PacketID) { db.ops.access.Remove(acces
 
 // deleteOpsKeys adds to b the removal of a packet's access and pin
 // records, for the batch that deletes it.
-func deleteOpsKeys(b *pebble.Batch, ns string, id format.PacketID) {
-	_ = b.Delete(catalog.AccessKey(ns, id), nil)
-	_ = b.Delete(catalog.PinKey(ns, id), nil)
-}
+func deleteOpsKeys(b *pebble.Batch, ns string, id format.PacketID) { access.DeleteKeys(b, ns, id) }
 
 // maybeFlushAccess saves the statistics if the flush interval has passed
 // (writer lock held).
 func (db *DB) maybeFlushAccess() {
-	t := &db.ops.access
-	iv := db.opts.AccessFlushInterval
-	if iv < 0 || time.Since(t.LastFlush) < iv {
-		return
-	}
-	if t.LastFlush.IsZero() {
-		t.LastFlush = time.Now() // the first interval starts with the first write
+	if !db.ops.access.Due(db.opts.AccessFlushInterval) {
 		return
 	}
 	if err := db.flushAccess(); err != nil {
@@ -59,23 +48,14 @@ func (db *DB) maybeFlushAccess() {
 }
 
 // flushAccess writes the changed statistics of packets still catalogued
-// in one unsynced batch. The caller holds the writer lock, or the DB is
-// closing.
+// in one unsynced batch (access.Table.Save). The caller holds the writer
+// lock, or the DB is closing.
 func (db *DB) flushAccess() error {
-	t := &db.ops.access
 	if db.opts.ReadOnly || db.failed != nil {
-		t.LastFlush = time.Now()
+		db.ops.access.LastFlush = time.Now()
 		return nil
 	}
-	b := db.cat.DB.NewBatch()
-	defer b.Close()
-	if err := t.Flush(db.cat, b); err != nil || b.Empty() {
-		return err
-	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("store: save access statistics: %w", err)
-	}
-	return nil
+	return db.ops.access.Save(db.cat)
 }
 
 func decodeAccess(v []byte) (last int64, uses uint64, err error) { return format.DecodeAccess(v) }

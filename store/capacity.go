@@ -105,9 +105,7 @@ func (db *DB) pinnedCount() int {
 		return 0
 	}
 	defer db.leave()
-	n := 0
-	_ = catalog.Iterate(db.cat.DB, []byte{catalog.TagPin}, func(_, _ []byte) error { n++; return nil })
-	return n
+	return access.CountPins(db.cat.DB)
 }
 
 // closeAccess saves the statistics at Close (the gate is closed).
@@ -124,54 +122,21 @@ func (db *DB) makeRoom(need uint64) error {
 	for _, r := range db.BlobFiles() {
 		live += r.LiveBytes
 	}
-	if live+need <= max {
-		return nil
-	}
-	if err := db.ops.access.Load(db.cat.DB); err != nil {
+	vs, err := db.ops.access.Room(db.cat.DB, live, need, max, db.opts.Eviction == EvictLFU)
+	if err != nil || len(vs) == 0 {
 		return err
 	}
-	vs := db.ops.access.Candidates(db.opts.Eviction == EvictLFU)
-	n, freed, ok := access.Plan(vs, live, need, max)
-	if !ok {
-		return fmt.Errorf("%w: %d live bytes + %d needed exceed %d, and only %d bytes are evictable",
-			ErrNoSpace, live, need, max, freed)
-	}
-	return db.evict(vs[:n])
+	return db.evict(vs)
 }
 
-// evict deletes vs in one synced batch.
+// evict deletes vs in one synced batch (access.Evictor) and installs it.
 func (db *DB) evict(vs []access.Victim) error {
-	b := db.cat.DB.NewBatch()
-	defer b.Close()
-	recs := map[uint32]BlobFileInfo{}
-	var hs []*format.PacketHeader
-	for _, v := range vs {
-		h, err := db.header(v.Key.NS, v.Key.ID)
-		if err != nil {
-			return fmt.Errorf("evict packet %s: %w", v.Key.ID.Short(), err)
-		}
-		r, ok := recs[h.BlobFile]
-		if !ok {
-			if r, ok = db.record(h.BlobFile); !ok {
-				return fmt.Errorf("%w: evict packet %s: blob file %06d is not catalogued", ErrCorruption, h.ID.Short(), h.BlobFile)
-			}
-		}
-		killExtent(&r, h.ExtentLength)
-		recs[r.Num] = r
-		_ = b.Delete(catalog.HeaderKey(h.Namespace, h.ID), nil)
-		_ = b.Delete(catalog.IndexKey(h.Namespace, h.Model, h.ID), nil)
-		deleteOpsKeys(b, h.Namespace, h.ID)
-		hs = append(hs, h)
+	e := access.Evictor{Catalog: db.cat, Header: db.header, Record: db.record, Commit: db.commit}
+	hs, recs, err := e.Evict(vs)
+	if err != nil {
+		return err
 	}
-	for _, r := range recs {
-		_ = b.Set(catalog.BlobFileKey(r.Num), encodeBlobRecord(&r), nil)
-	}
-	if err := db.commit(b); err != nil {
-		return fmt.Errorf("evict: %w", err)
-	}
-	for _, r := range recs {
-		db.setRecords(r)
-	}
+	db.setRecords(recs...)
 	var bytes uint64
 	for _, h := range hs {
 		bytes += h.ExtentLength

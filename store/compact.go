@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/maint"
 )
 
 // Compaction (store/internal/maint draws its steps) rewrites blob files
-// that are mostly dead; the root admits it, holds the writer lock, commits
-// its batch and installs the result in the registry.
+// that are mostly dead; the root admits it and holds the writer lock, and
+// maint.Writer runs it, committing each group and installing it through
+// the root's registry.
 
 // CompactOptions tune Compact. The zero value uses the store's options.
 type CompactOptions = maint.CompactOptions
@@ -69,43 +71,16 @@ func (db *DB) Compact(ctx context.Context, o CompactOptions) (*CompactReport, er
 }
 
 // compactLocked runs a compaction, group by group, or reports what it
-// would do; the writer lock is held. On an error the report says what the
-// groups before the failing one did.
+// would do (maint.Writer.Compact); the writer lock is held. On an error
+// the report says what the groups before the failing one did.
 func (db *DB) compactLocked(ctx context.Context, o *CompactOptions) (*CompactReport, error) {
-	plan := maint.NewCompaction(db.maintStore(true), o, db.BlobFiles(), db.w.Next, uint64(db.opts.BlobFileSize))
-	rep := plan.Report()
-	srcs := plan.Sources()
-	if o.DryRun {
-		for _, r := range srcs {
-			rep.Rewritten = append(rep.Rewritten, r.Num)
-			rep.Extents += int(r.LiveExtents)
-			rep.BytesCopied += r.LiveBytes
-			rep.BytesReclaimed += r.Size - r.LiveBytes
-		}
-		return rep, nil
+	w := db.maintWriter()
+	rep, err := w.Compact(ctx, o)
+	db.w.Next = w.Next
+	if !o.DryRun {
+		db.countCompaction(rep)
 	}
-	var total, done int64
-	for _, r := range srcs {
-		total += int64(r.LiveBytes)
-	}
-	for _, g := range compactGroups(srcs, uint64(db.opts.BlobFileSize)) {
-		step := CompactOptions{Files: g}
-		if o.Progress != nil {
-			base := done
-			step.Progress = func(d, _ int64) { o.Progress(base+d, total) }
-		}
-		srep, err := db.compactStep(ctx, &step)
-		if srep != nil {
-			mergeCompactReport(rep, srep)
-			done += int64(srep.BytesCopied)
-		}
-		if err != nil {
-			db.countCompaction(rep)
-			return rep, err
-		}
-	}
-	db.countCompaction(rep)
-	return rep, nil
+	return rep, err
 }
 
 // countCompaction counts a Compact (all its groups) that rewrote a file.
@@ -115,79 +90,22 @@ func (db *DB) countCompaction(rep *CompactReport) {
 	}
 }
 
-// compactGroups splits the sources, in order, into the groups Compact
-// commits one at a time: as many files as hold at most limit live bytes
-// together (a file holding more is a group of its own). Each group's
-// outputs are about one blob file, so packing is kept and a compaction's
-// extra space stays bounded.
-func compactGroups(srcs []BlobFileInfo, limit uint64) [][]uint32 {
-	var groups [][]uint32
-	var cur []uint32
-	var live uint64
-	for _, r := range srcs {
-		if len(cur) > 0 && live+r.LiveBytes > limit {
-			groups = append(groups, cur)
-			cur, live = nil, 0
-		}
-		cur = append(cur, r.Num)
-		live += r.LiveBytes
-	}
-	if len(cur) > 0 {
-		groups = append(groups, cur)
-	}
-	return groups
+// maintWriter is what maintenance that changes the store gets of db (the
+// writer lock held): maintStore(true), the registry, the commit, the next
+// blob file number, and what installs a committed compaction group's
+// effects (counters, log, events) and drops the active file.
+func (db *DB) maintWriter() *maint.Writer {
+	return &maint.Writer{Store: db.maintStore(true), Registry: registry{db}, Commit: db.commit,
+		Next: db.w.Next, FileSize: uint64(db.opts.BlobFileSize), Compacted: db.compacted,
+		DropActive: func() { _ = db.w.Close(); db.w.Cur = nil }}
 }
 
-// mergeCompactReport adds what one group did to the whole report.
-func mergeCompactReport(rep, step *CompactReport) {
-	rep.Rewritten = append(rep.Rewritten, step.Rewritten...)
-	rep.Created = append(rep.Created, step.Created...)
-	rep.Extents += step.Extents
-	rep.BytesCopied += step.BytesCopied
-	rep.BytesReclaimed += step.BytesReclaimed
-	rep.Skipped = append(rep.Skipped, step.Skipped...)
-}
-
-// compactStep compacts one group of files in one synced batch.
-func (db *DB) compactStep(ctx context.Context, o *CompactOptions) (*CompactReport, error) {
-	c := maint.NewCompaction(db.maintStore(true), o, db.BlobFiles(), db.w.Next, uint64(db.opts.BlobFileSize))
-	if c.Empty() {
-		return c.Report(), nil
-	}
-	if err := c.Run(ctx); err != nil {
-		return nil, err
-	}
-	b := db.cat.DB.NewBatch()
-	defer b.Close()
-	if err := c.Batch(b); err != nil {
-		return nil, err
-	}
-	outs := c.Outputs()
-	for _, r := range outs {
-		db.addFile(r)
-	}
-	if err := db.commit(b); err != nil {
-		c.Close()
-		for _, r := range outs {
-			db.dropFile(r.Num)
-		}
-		return nil, fmt.Errorf("compact: %w", err)
-	}
-	c.Close()
-	db.setRecords(outs...)
-	if len(outs) > 0 {
-		db.w.Next = outs[len(outs)-1].Num + 1
-	}
-	retire := c.Finish()
-	for _, num := range retire {
-		db.retire(num)
-	}
-	rep := c.Report()
+// compacted counts, logs and publishes one committed compaction group.
+func (db *DB) compacted(rep *CompactReport, moved []*format.PacketHeader) {
 	db.st.compactedBytes.Add(rep.BytesCopied)
 	db.st.reclaimedBytes.Add(rep.BytesReclaimed)
 	db.logCompaction(rep)
-	for _, h := range c.Moved() {
+	for _, h := range moved {
 		db.publish(Event{Kind: EventCompacted, Namespace: h.Namespace, Model: h.Model, ID: h.ID})
 	}
-	return rep, nil
 }

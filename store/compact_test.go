@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 func mustCompact(t *testing.T, db *DB, o CompactOptions) *CompactReport {
@@ -414,3 +415,6 @@ func onlyActiveSkipped(db *DB, rep *CompactReport) bool {
 	}
 	return true
 }
+
+// blobPath is blob file num's path.
+func blobPath(db *DB, num uint32) string { return db.fs.PathJoin(db.w.Dir, bloblog.FileName(num)) }

@@ -38,7 +38,8 @@
 //	                      and shared for read-only opens on the OS's file system,
 //	                      else vfs.FS.Lock (lock.go)
 //	  RESERVE             2 x CatalogMemTableSize preallocated bytes (no content), released
-//	                      by an Open on a full disk so that Delete and GC can run (space.go)
+//	                      by an Open on a full disk so that Delete and GC can run
+//	                      (store/internal/space)
 //	  catalog/            Pebble v2: every small thing, keys below
 //	  blobs/NNNNNN.blob   append-only payload files, sealed at Options.BlobFileSize
 //
@@ -65,11 +66,14 @@
 //	                         maintenance calls; write.go: the one writer preamble (db.write, db.exclusive);
 //	                         reconcile.go and recover.go: Open's reconciliation and Recover admitted,
 //	                         committed or refused, and installed
-//	store/internal/maint     Verify, Check, Compaction (pick, copy, batch), PlanGC; the walk over every
-//	                         catalogued extent (WalkRefs), extent regions and trailers, DiskFiles;
-//	                         reads through maint.Store (catalog, FS, dir, Files registry interface)
-//	store/internal/access    access statistics (sharded Table, Flush, Load), eviction order
-//	                         (Candidates, LRU/LFU) and the room plan (Plan)
+//	store/internal/maint     Verify, Check, Compaction (pick, copy, batch), PlanGC, and their execution
+//	                         (Writer.Compact: groups committed one at a time; Writer.GC); the walk over
+//	                         every catalogued extent (WalkRefs), extent regions and trailers, DiskFiles,
+//	                         Debt; reads through maint.Store (catalog, FS, dir, Files registry
+//	                         interface), changes through maint.Writer (Registry interface, commit)
+//	store/internal/access    access statistics (sharded Table, Flush, Save, Load), eviction order
+//	                         (Candidates, LRU/LFU), the room plan (Plan, Room) and the eviction's
+//	                         batch (Evictor.Evict)
 //	store/internal/assemble  Assemble as data: Prepare (headers against the spec, keep-sets, positions)
 //	                         over opened chunk sources (Source: the root's views), Run (workers, layer
 //	                         reports), the fills (contiguous, paged, transposed V, decoded, pruned) with
@@ -89,6 +93,8 @@
 //	                         the put record (Encode), the extent written and its header (Write)
 //	store/internal/artifact  artifact records: names and data checked, the KVAR record framed, parsed and
 //	                         checked against its key (Read), read, listed and batched in the catalog
+//	store/internal/opstats   operation statistics: latency histograms (Hist, LatencyBuckets), fsync
+//	                         counters (Sync, SyncBuckets), the snapshot types (Stats, Latency)
 //	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
 //	                         resident rows) from artifacts given as inputs, Check, the extent
 //	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
@@ -100,12 +106,15 @@
 //	                         WriteRecordExtent), Scan (whole extents found without the catalog),
 //	                         read (File: refs, mmap, copies, verified-chunk cache, Chunk, ChunkError),
 //	                         CRC32C combine and streaming, read-ahead advice
+//	store/internal/space     the disk space reserve (Reserve: Release, Restore, Hold), ErrNoSpace and
+//	                         NoSpace (which errors a full disk caused)
 //	format                   every record's bytes: KVPH, KVMS, KVBF, KVSQ, KVAC, KVAR, KVSP, KVSF,
 //	                         KVKS, KVPR, KVTS, KVRS, the positions bitmap, FORMAT, blob header, trailer
 //
 // Floors, top to bottom: gpusource, promstore and admin (adapters over the
-// store); store; maint, access, assemble, view, events, recovery, packet and
-// artifact; spanmem; catalog; bloblog; format and the module's other packages. A package
+// store); store; maint, access, assemble, view, events, recovery, packet,
+// artifact and opstats; spanmem; catalog; bloblog; space; format and the
+// module's other packages. A package
 // imports only floors below its own (TestFloors checks it with go list):
 // format knows nothing of the store, and the internal packages know
 // nothing of DB.
@@ -179,12 +188,12 @@
 // and checks each chunk's and span block's CRC32C and each trailer. Check
 // (maint/check.go) checks the catalog against the blob files without
 // reading payloads and lists reclaimable space (Garbage) apart from
-// inconsistencies (Finding). Compact (maint/compact.go; the root commits
-// and installs it) rewrites mostly dead blob files into new ones and
+// inconsistencies (Finding). Compact (maint/compact.go, run by
+// maint.Writer through the root's registry) rewrites mostly dead blob files into new ones and
 // repoints the catalog in one synced batch (packet headers, and span
 // memories' root and head records, whose block offsets are relative to
 // their extent and so survive the move); GC (maint.PlanGC, carried out by
-// gc.go) removes what crashes leave and wholly dead files. A blob file leaves the catalog
+// maint.Writer.GC) removes what crashes leave and wholly dead files. A blob file leaves the catalog
 // before it leaves the disk, and is removed only once no view maps it
 // (bloblog.File.MarkObsolete), so every step is crash-safe. Options.MaxBytes
 // evicts unpinned packets in LRU or LFU order (capacity.go) from access

@@ -6,6 +6,7 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/space"
 )
 
 // Sentinel errors. Every error the store returns wraps one of these (or an
@@ -43,7 +44,7 @@ var (
 	// would take the store past Options.MaxBytes and evicting every
 	// unpinned packet (other than the one being put) could not make room;
 	// nothing was then written or evicted.
-	ErrNoSpace = errors.New("kvstore/store: no space")
+	ErrNoSpace = space.ErrNoSpace
 )
 
 // ChunkError reports a chunk whose stored bytes do not match the CRC32C in

@@ -26,9 +26,11 @@ var floors = map[string]int{
 	"store/internal/recovery": 2,
 	"store/internal/packet":   2,
 	"store/internal/artifact": 2,
+	"store/internal/opstats":  2,
 	"store/internal/spanmem":  3,
 	"store/internal/catalog":  4,
 	"store/internal/bloblog":  5,
+	"store/internal/space":    6,
 }
 
 const module = "github.com/kvstore/kvstore/"

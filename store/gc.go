@@ -2,11 +2,7 @@ package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	iofs "io/fs"
 
-	"github.com/kvstore/kvstore/store/internal/catalog"
 	"github.com/kvstore/kvstore/store/internal/maint"
 )
 
@@ -43,40 +39,18 @@ func (db *DB) GC(ctx context.Context, o GCOptions) (*GCReport, error) {
 }
 
 // GCOptions tune GC. The zero value reclaims everything GC can.
-type GCOptions struct {
-	// DryRun reports what would be reclaimed and writes nothing.
-	DryRun bool
-	// Progress, if not nil, is passed to the compaction of tails (see
-	// CompactOptions.Progress).
-	Progress func(done, total int64)
-}
+type GCOptions = maint.GCOptions
 
-// gcLocked is GC; the writer lock is held.
+// gcLocked is GC (maint.Writer.GC); the writer lock is held.
 func (db *DB) gcLocked(ctx context.Context, o *GCOptions) (*GCReport, error) {
-	rep := &GCReport{}
-	disk, err := db.blobFilesOnDisk()
-	if err != nil {
-		return nil, err
+	w := db.maintWriter()
+	rep, err := w.GC(ctx, o, db.w.Hold != nil)
+	db.w.Next = w.Next
+	if rep != nil && rep.Compaction != nil && !o.DryRun {
+		db.countCompaction(rep.Compaction)
 	}
-	active := uint32(0)
-	if db.w.Cur != nil {
-		active = db.w.Cur.Num
-	}
-	plan := maint.PlanGC(db.BlobFiles(), disk, active, db.isRetiring)
-	if o.DryRun {
-		return db.gcDryRun(ctx, plan, disk)
-	}
-	if err := db.removeUnreferenced(rep, plan.Orphans, disk); err != nil {
-		return nil, err
-	}
-	if err := db.dropDeadRecords(rep, plan.Dead, active, disk); err != nil {
-		return nil, err
-	}
-	if tails := plan.Tails; len(tails) > 0 && db.w.Hold == nil {
-		if rep.Compaction, err = db.compactLocked(ctx, &CompactOptions{Files: tails, Progress: o.Progress}); err != nil {
-			return rep, err
-		}
-		rep.BytesReclaimed += rep.Compaction.BytesReclaimed
+	if err != nil || o.DryRun {
+		return rep, err
 	}
 	db.restoreReserve()
 	db.st.gcRuns.Add(1)
@@ -84,31 +58,6 @@ func (db *DB) gcLocked(ctx context.Context, o *GCOptions) (*GCReport, error) {
 	if len(rep.FilesRemoved)+len(rep.RecordsRemoved) > 0 || rep.Compaction != nil {
 		db.log.Info("store: gc", "dir", db.dir, "files_removed", rep.FilesRemoved, "records_removed", rep.RecordsRemoved,
 			"reclaimed_bytes", rep.BytesReclaimed)
-	}
-	return rep, nil
-}
-
-// gcDryRun is the report plan would give, nothing changed.
-func (db *DB) gcDryRun(ctx context.Context, plan *maint.GCPlan, disk map[uint32]uint64) (*GCReport, error) {
-	rep := &GCReport{}
-	for _, num := range plan.Orphans {
-		rep.FilesRemoved = append(rep.FilesRemoved, num)
-		rep.BytesReclaimed += disk[num]
-	}
-	for _, r := range plan.Dead {
-		rep.RecordsRemoved = append(rep.RecordsRemoved, r.Num)
-		if size, onDisk := disk[r.Num]; onDisk {
-			rep.FilesRemoved = append(rep.FilesRemoved, r.Num)
-			rep.BytesReclaimed += size
-		}
-	}
-	if len(plan.Tails) > 0 && db.w.Hold == nil {
-		c, err := db.compactLocked(ctx, &CompactOptions{Files: plan.Tails, DryRun: true})
-		if err != nil {
-			return nil, err
-		}
-		rep.Compaction = c
-		rep.BytesReclaimed += c.BytesReclaimed
 	}
 	return rep, nil
 }
@@ -123,51 +72,3 @@ func compactReclaimed(r *CompactReport) uint64 {
 // blobFilesOnDisk returns the size of every NNNNNN.blob in blobs/
 // (maint.DiskFiles).
 func (db *DB) blobFilesOnDisk() (map[uint32]uint64, error) { return maint.DiskFiles(db.fs, db.w.Dir) }
-
-// removeUnreferenced removes the orphans GC planned: blob files that
-// have no record and that no view maps.
-func (db *DB) removeUnreferenced(rep *GCReport, orphans []uint32, disk map[uint32]uint64) error {
-	for _, num := range orphans {
-		err := db.fs.Remove(blobPath(db, num))
-		if err != nil && !errors.Is(err, iofs.ErrNotExist) {
-			return fmt.Errorf("store: remove unreferenced blob file %s: %w", blobPath(db, num), err)
-		}
-		rep.FilesRemoved = append(rep.FilesRemoved, num)
-		rep.BytesReclaimed += disk[num]
-		delete(disk, num)
-	}
-	return nil
-}
-
-// dropDeadRecords deletes, in one synced batch, the records GC planned to
-// drop (files with no live extent), then retires those files.
-func (db *DB) dropDeadRecords(rep *GCReport, dead []BlobFileInfo, active uint32, disk map[uint32]uint64) error {
-	if len(dead) == 0 {
-		return nil
-	}
-	b := db.cat.DB.NewBatch()
-	defer b.Close()
-	for _, r := range dead {
-		_ = b.Delete(catalog.BlobFileKey(r.Num), nil)
-	}
-	if err := db.commit(b); err != nil {
-		return fmt.Errorf("gc: %w", err)
-	}
-	for _, r := range dead {
-		rep.RecordsRemoved = append(rep.RecordsRemoved, r.Num)
-		if size, onDisk := disk[r.Num]; onDisk {
-			rep.FilesRemoved = append(rep.FilesRemoved, r.Num)
-			rep.BytesReclaimed += size
-		}
-		if r.Num == active {
-			_ = db.w.Close()
-			db.w.Cur = nil // its file is gone: the next write starts a new one
-		}
-		if _, onDisk := disk[r.Num]; onDisk {
-			db.retire(r.Num)
-		} else {
-			db.dropFile(r.Num)
-		}
-	}
-	return nil
-}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/testenv"
+	"github.com/kvstore/kvstore/store/internal/space"
 )
 
 // spacePacket is a packet with a 512 KiB extent.
@@ -139,7 +140,7 @@ func TestFullDiskNoReserve(t *testing.T) {
 	}
 	// A store from before the reserve, or one whose reserve is already
 	// spent: no RESERVE to release.
-	if err := os.Remove(dir + "/" + reserveFileName); err != nil {
+	if err := os.Remove(dir + "/" + space.FileName); err != nil {
 		t.Fatal(err)
 	}
 	fill := mnt + "/filler"

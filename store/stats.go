@@ -77,7 +77,7 @@ func (db *DB) Stats() Stats {
 		BlobSyncs: c.blobSyncs.Load(), BlobSyncTime: time.Duration(c.blobSyncNanos.Load()),
 		CatalogSyncs: c.catalogSyncs.Load(), CatalogSyncTime: time.Duration(c.catalogSyncNanos.Load()),
 	}
-	s.ReserveBytes, s.SpaceHeld = uint64(db.space.reserve.Load()), db.space.held.Load()
+	s.ReserveBytes, s.SpaceHeld = uint64(db.space.Bytes()), db.space.Held()
 	db.opsStats(&s)
 	s.Reconciled = db.reconciled
 	s.BlobFiles, s.SpanMemories = db.blobFiles()

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -48,23 +47,6 @@ func TestOpLatencies(t *testing.T) {
 	}
 	if s.Assembles != 1 || s.AssembledPackets != 2 {
 		t.Errorf("Assembles %d, AssembledPackets %d, want 1 and 2", s.Assembles, s.AssembledPackets)
-	}
-}
-
-// observe puts a duration in the first bucket whose bound is not below it;
-// above every bound is the last bucket.
-func TestLatencyBuckets(t *testing.T) {
-	var l latency
-	if len(l.hist) != len(LatencyBuckets)+1 {
-		t.Fatalf("%d buckets for %d bounds", len(l.hist), len(LatencyBuckets))
-	}
-	for _, d := range []time.Duration{0, 10 * time.Microsecond, 11 * time.Microsecond, time.Second, time.Minute} {
-		l.observe(d)
-	}
-	s := l.snapshot()
-	if s.Count != 5 || s.Buckets[0] != 2 || s.Buckets[1] != 1 || s.Buckets[15] != 1 || s.Buckets[18] != 1 ||
-		s.Sum != 21*time.Microsecond+time.Second+time.Minute {
-		t.Fatalf("snapshot %+v", s)
 	}
 }
 

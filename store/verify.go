@@ -59,6 +59,8 @@ type registry struct{ db *DB }
 
 func (r registry) File(num uint32) *bloblog.File { return r.db.file(num) }
 func (r registry) Retiring(num uint32) bool      { return r.db.isRetiring(num) }
-
-// blobPath is blob file num's path.
-func blobPath(db *DB, num uint32) string { return db.fs.PathJoin(db.w.Dir, bloblog.FileName(num)) }
+func (r registry) Records() []BlobFileInfo       { return r.db.BlobFiles() }
+func (r registry) Add(f BlobFileInfo)            { r.db.addFile(f) }
+func (r registry) Drop(num uint32)               { r.db.dropFile(num) }
+func (r registry) Install(rs ...BlobFileInfo)    { r.db.setRecords(rs...) }
+func (r registry) Retire(num uint32)             { r.db.retire(num) }

@@ -9,10 +9,15 @@
 // in a crash loses only ordering hints, never data. Once loaded
 // (Table.Load) the table also holds every catalogued packet's extent size
 // and pin state (pins are durable: 'p' | ns | id -> empty), from which
-// Candidates lists the unpinned packets in LRU or LFU order and Plan says
-// how many of them a write of so many bytes must evict.
+// Candidates lists the unpinned packets in LRU or LFU order, Plan says
+// how many of them a write of so many bytes must evict, and Room does both
+// (failing with ErrNoSpace when no eviction makes room). Evictor.Evict
+// deletes them in one synced batch: headers, index entries, access and
+// pin records (DeleteKeys), their extents killed in the blob file records.
 //
-// The package reads the catalog it is given and writes only the batch it
-// is given; the store owns locking (entries' size, model and pin state
-// change under its writer lock) and the eviction itself.
+// The package reads the catalog it is given and writes the batches it is
+// given or builds; Evictor reads headers and blob file records, and
+// commits, through the functions the store gives it. The store owns
+// locking (entries' size, model and pin state change under its writer
+// lock) and installs what an eviction returns.
 package access

@@ -108,3 +108,31 @@ func (t *Table) loadSaved(rd pebble.Reader, tag byte, fn func(*Entry, []byte) er
 		return nil
 	})
 }
+
+// Due reports whether the statistics should be saved now, interval after
+// the last save (a negative interval: never; the first interval starts
+// with the first call).
+func (t *Table) Due(interval time.Duration) bool {
+	if interval < 0 || time.Since(t.LastFlush) < interval {
+		return false
+	}
+	if t.LastFlush.IsZero() {
+		t.LastFlush = time.Now() // the first interval starts with the first write
+		return false
+	}
+	return true
+}
+
+// Save writes the changed statistics of packets still catalogued in cat
+// in one unsynced batch (Flush).
+func (t *Table) Save(cat *catalog.Catalog) error {
+	b := cat.DB.NewBatch()
+	defer b.Close()
+	if err := t.Flush(cat, b); err != nil || b.Empty() {
+		return err
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("store: save access statistics: %w", err)
+	}
+	return nil
+}

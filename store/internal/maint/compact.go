@@ -511,3 +511,24 @@ func (m *movedExtent) repoint(b *pebble.Batch) error {
 	}
 	return nil
 }
+
+// Debt is the dead bytes of the files among recs (every catalogued one)
+// that a compaction at liveRatio would rewrite. The active file is taken
+// to be the highest numbered unsealed one (Stats does not wait for the
+// writer lock).
+func Debt(recs []catalog.BlobFile, liveRatio float64) uint64 {
+	active := uint32(0)
+	for _, r := range recs {
+		if !r.Sealed {
+			active = r.Num
+		}
+	}
+	var debt uint64
+	for _, r := range recs {
+		used := r.LiveBytes + r.DeadBytes
+		if r.Num != active && r.DeadBytes > 0 && float64(r.LiveBytes) < liveRatio*float64(used) {
+			debt += r.DeadBytes
+		}
+	}
+	return debt
+}

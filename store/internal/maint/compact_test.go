@@ -90,3 +90,20 @@ func TestCompactionFilesOption(t *testing.T) {
 		t.Fatal("a file named in Files was not chosen")
 	}
 }
+
+// Debt counts the dead bytes of files below the ratio, the highest
+// numbered unsealed file (the active one) excepted.
+func TestDebt(t *testing.T) {
+	recs := []catalog.BlobFile{
+		{Num: 1, LiveBytes: 100, DeadBytes: 300, Sealed: true}, // 25% live: counted
+		{Num: 2, LiveBytes: 300, DeadBytes: 100, Sealed: true}, // 75% live: not
+		{Num: 3, LiveBytes: 0, DeadBytes: 50},                  // unsealed, but not the last: counted
+		{Num: 4, LiveBytes: 0, DeadBytes: 70},                  // the active file: not
+	}
+	if got := Debt(recs, 0.5); got != 350 {
+		t.Fatalf("debt %d, want 350", got)
+	}
+	if got := Debt(recs, 1); got != 450 {
+		t.Fatalf("debt at ratio 1: %d, want 450", got)
+	}
+}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package store
+package space
 
 import (
 	"syscall"
@@ -8,7 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// isDiskFull: on unix a full disk is ENOSPC, which noSpace tests itself.
+// isDiskFull: on unix a full disk is ENOSPC, which NoSpace tests itself.
 func isDiskFull(error) bool { return false }
 
 // allocated reports whether f's blocks cover size bytes, where the FS

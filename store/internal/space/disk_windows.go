@@ -1,4 +1,4 @@
-package store
+package space
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// allocated cannot tell here: writeReserve writes zeros.
+// allocated cannot tell here: Write writes zeros.
 func allocated(f vfs.File, size int64) bool { return false }
 
 // isDiskFull reports Windows' own disk-full errors, which are not ENOSPC.
