@@ -14,38 +14,59 @@ import (
 // for the f16 conversions comes with every AVX2 CPU, but is checked too).
 var shiftAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C
 
-// The kernels rotate rows in place or out of place; n is the pair count per
-// row (half) or the rotated dims (pairs). See shift_amd64.s.
+// The kernels rotate rows in place or out of place at byte strides ds
+// (dst) and ss (src); n is the pair count per row (half) or the rotated
+// dims (pairs). The NT kernels store with non-temporal hints and need dst
+// and ds 32-byte aligned. See shift_amd64.s.
 
 //go:noescape
-func shiftHalfBF16AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+func shiftHalfBF16AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 
 //go:noescape
-func shiftHalfF16AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+func shiftHalfF16AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 
 //go:noescape
-func shiftHalfF32AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+func shiftHalfF32AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 
 //go:noescape
-func shiftPairsBF16AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+func shiftPairsBF16AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 
 //go:noescape
-func shiftPairsF16AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+func shiftPairsF16AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 
 //go:noescape
-func shiftPairsF32AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+func shiftPairsF32AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 
-type shiftKernel func(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+//go:noescape
+func shiftHalfBF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+
+//go:noescape
+func shiftHalfF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+
+//go:noescape
+func shiftHalfF32NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+
+//go:noescape
+func shiftPairsBF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+
+//go:noescape
+func shiftPairsF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+
+//go:noescape
+func shiftPairsF32NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+
+type shiftKernel func(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 
 // shiftRowsFast runs the SIMD kernel for rows of r.HeadDim() elements of dt
 // and reports whether it did; when it did not, nothing was written. rows >= 1.
 func shiftRowsFast(dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE, c, s []float32) bool {
-	k := shiftKernelFor(r, dt)
+	k := shiftKernelFor(r, dt, false)
 	if k == nil {
 		return false
 	}
 	c, s = shiftLaneTable(r, dt, c, s)
-	shiftRun(k, dst, src, dt, rows, r, c, s)
+	rb := r.headDim * dt.Size()
+	shiftRun(k, dst, src, dt, rows, rb, rb, r, c, s)
 	return true
 }
 
@@ -58,10 +79,10 @@ type shiftLanes struct {
 
 func newShiftLanes(r *RoPE, c, s []float32) shiftLanes {
 	var l shiftLanes
-	if shiftKernelFor(r, format.DTypeF32) != nil {
+	if shiftKernelFor(r, format.DTypeF32, false) != nil {
 		l.c, l.s = shiftLaneTable(r, format.DTypeF32, c, s)
 	}
-	if shiftKernelFor(r, format.DTypeBF16) != nil {
+	if shiftKernelFor(r, format.DTypeBF16, false) != nil {
 		l.cb, l.sb = shiftLaneTable(r, format.DTypeBF16, c, s)
 	}
 	return l
@@ -69,7 +90,16 @@ func newShiftLanes(r *RoPE, c, s []float32) shiftLanes {
 
 // rows is shiftRowsFast with the tables of l.
 func (l *shiftLanes) rows(dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE) bool {
-	k := shiftKernelFor(r, dt)
+	rb := r.headDim * dt.Size()
+	return l.strided(dst, src, dt, rows, rb, rb, false, r)
+}
+
+// strided is rows with row i at dst+i*ds and src+i*ss; nt asks for
+// non-temporal stores, which run only where dst and ds are 32-byte
+// aligned (plain stores otherwise).
+func (l *shiftLanes) strided(dst, src unsafe.Pointer, dt format.DType, rows, ds, ss int, nt bool, r *RoPE) bool {
+	nt = nt && uintptr(dst)%32 == 0 && ds%32 == 0
+	k := shiftKernelFor(r, dt, nt)
 	c, s := l.c, l.s
 	if dt == format.DTypeBF16 {
 		c, s = l.cb, l.sb
@@ -77,13 +107,13 @@ func (l *shiftLanes) rows(dst, src unsafe.Pointer, dt format.DType, rows int, r 
 	if k == nil || c == nil {
 		return false
 	}
-	shiftRun(k, dst, src, dt, rows, r, c, s)
+	shiftRun(k, dst, src, dt, rows, ds, ss, r, c, s)
 	return true
 }
 
-// shiftKernelFor is the SIMD kernel for rows of r's heads of dt, nil when
-// none runs here or fits the rotated dims.
-func shiftKernelFor(r *RoPE, dt format.DType) shiftKernel {
+// shiftKernelFor is the SIMD kernel for rows of r's heads of dt (its NT
+// variant when nt), nil when none runs here or fits the rotated dims.
+func shiftKernelFor(r *RoPE, dt format.DType, nt bool) shiftKernel {
 	if !shiftAVX2 {
 		return nil
 	}
@@ -96,6 +126,8 @@ func shiftKernelFor(r *RoPE, dt format.DType) shiftKernel {
 	switch {
 	case half && (r.rot/2)%block != 0, !half && r.rot%block != 0:
 		return nil
+	case nt:
+		return shiftKernelNT(half, dt)
 	case bf16 && half:
 		return shiftHalfBF16AVX2
 	case bf16:
@@ -112,6 +144,26 @@ func shiftKernelFor(r *RoPE, dt format.DType) shiftKernel {
 	return nil
 }
 
+// shiftKernelNT is the NT kernel of a style (half or interleaved pairs)
+// and dtype.
+func shiftKernelNT(half bool, dt format.DType) shiftKernel {
+	switch {
+	case dt == format.DTypeBF16 && half:
+		return shiftHalfBF16NTAVX2
+	case dt == format.DTypeBF16:
+		return shiftPairsBF16NTAVX2
+	case dt == format.DTypeF16 && half:
+		return shiftHalfF16NTAVX2
+	case dt == format.DTypeF16:
+		return shiftPairsF16NTAVX2
+	case dt == format.DTypeF32 && half:
+		return shiftHalfF32NTAVX2
+	case dt == format.DTypeF32:
+		return shiftPairsF32NTAVX2
+	}
+	return nil
+}
+
 // shiftLaneTable lays per-pair c and s out as dt's kernel reads them.
 func shiftLaneTable(r *RoPE, dt format.DType, c, s []float32) (lc, ls []float32) {
 	if r.cfg.Style != format.RoPERotateHalf {
@@ -123,16 +175,16 @@ func shiftLaneTable(r *RoPE, dt format.DType, c, s []float32) (lc, ls []float32)
 	return c, s
 }
 
-// shiftRun runs kernel k with lane tables c and s and copies the
-// pass-through dims out of place.
-func shiftRun(k shiftKernel, dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE, c, s []float32) {
+// shiftRun runs kernel k with lane tables c and s over rows at byte
+// strides ds and ss, and copies the pass-through dims out of place.
+func shiftRun(k shiftKernel, dst, src unsafe.Pointer, dt format.DType, rows, ds, ss int, r *RoPE, c, s []float32) {
 	n := r.rot / 2
 	if r.cfg.Style != format.RoPERotateHalf {
 		n = r.rot
 	}
-	k(dst, src, rows, r.headDim, n, &c[0], &s[0])
+	k(dst, src, rows, ds, ss, n, &c[0], &s[0])
 	if dst != src && r.rot < r.headDim {
-		shiftCopyTails(dst, src, dt.Size(), rows, r.headDim, r.rot)
+		shiftCopyTails(dst, src, dt.Size(), rows, ds, ss, r.headDim, r.rot)
 	}
 }
 
@@ -160,11 +212,13 @@ func shiftPermute16(x []float32) []float32 {
 	return p
 }
 
-// shiftCopyTails copies the pass-through dims of each row, out of place.
-func shiftCopyTails(dst, src unsafe.Pointer, size, rows, hd, rot int) {
-	d := unsafe.Slice((*byte)(dst), rows*hd*size)
-	x := unsafe.Slice((*byte)(src), rows*hd*size)
+// shiftCopyTails copies the pass-through dims of each row, out of place,
+// rows at byte strides ds and ss.
+func shiftCopyTails(dst, src unsafe.Pointer, size, rows, ds, ss, hd, rot int) {
+	rb := hd * size
+	d := unsafe.Slice((*byte)(dst), (rows-1)*ds+rb)
+	x := unsafe.Slice((*byte)(src), (rows-1)*ss+rb)
 	for row := range rows {
-		copy(d[(row*hd+rot)*size:(row+1)*hd*size], x[(row*hd+rot)*size:(row+1)*hd*size])
+		copy(d[row*ds+rot*size:row*ds+rb], x[row*ss+rot*size:row*ss+rb])
 	}
 }

@@ -2,13 +2,14 @@
 
 #include "textflag.h"
 
-// AVX2 kernels for Shift. Each rotates every row of a [rows][hd] tensor in
-// place or out of place with exactly the operations of the Go shiftPair (two
-// rounded products, then one add or subtract; no FMA), so results are
-// bit-identical to the portable code. Pass-through dimensions past the
-// rotated ones are left to the caller. All take
+// AVX2 kernels for Shift. Each rotates rows rows of hd elements, row i read
+// at src + i*ss and written at dst + i*ds (byte strides), in place or out of
+// place, with exactly the operations of the Go shiftPair (two rounded
+// products, then one add or subtract; no FMA), so results are bit-identical
+// to the portable code. Pass-through dimensions past the rotated ones are
+// left to the caller. All take
 //
-//	func(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
+//	func(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 //
 // Half kernels (rotate-half): pair j is (j, j+n); c and s hold n values.
 // Pair kernels (interleaved): pair j is (2j, 2j+1) within the first n dims;
@@ -16,22 +17,38 @@
 // n is a multiple of 8 for f16 and f32, of 16 for bf16 (whose c and s are
 // also permuted, see below). rows >= 1.
 //
-// Registers: DI dst row, SI src row, CX rows left, R8 row bytes, BX = n,
-// R9 = n in bytes (offset of the second half), R10 c, R11 s, R12/R13 second
-// halves of the src/dst row, AX element index; Y0-Y10 math and scratch,
-// Y11-Y15 bf16 constants.
+// The NT kernels store with non-temporal hints (VMOVNTDQ, VMOVNTPS): the
+// rows go to memory without their lines being read into the cache first,
+// and an SFENCE orders those stores before the kernel returns. They need dst
+// and ds to be multiples of 32 bytes; the caller checks.
+//
+// Registers: DI dst row, SI src row, CX rows left, DX dst stride, R8 src
+// stride, BX = n, R9 = n in bytes (offset of the second half), R10 c, R11 s,
+// R12/R13 second halves of the src/dst row, AX element index; Y0-Y10 math
+// and scratch, Y11-Y15 bf16 constants.
 
 #define ARGS(shift) \
 	MOVQ dst+0(FP), DI; \
 	MOVQ src+8(FP), SI; \
 	MOVQ rows+16(FP), CX; \
-	MOVQ hd+24(FP), R8; \
-	SHLQ $shift, R8; \
-	MOVQ n+32(FP), BX; \
+	MOVQ ds+24(FP), DX; \
+	MOVQ ss+32(FP), R8; \
+	MOVQ n+40(FP), BX; \
 	MOVQ BX, R9; \
 	SHLQ $shift, R9; \
-	MOVQ c+40(FP), R10; \
-	MOVQ s+48(FP), R11
+	MOVQ c+48(FP), R10; \
+	MOVQ s+56(FP), R11
+
+// NEXTROW steps to the next row and loops while rows are left.
+#define NEXTROW \
+	ADDQ R8, SI; \
+	ADDQ DX, DI; \
+	DECQ CX; \
+	JNZ row
+
+// FENCE ends an NT kernel; NOFENCE (nothing) ends the others.
+#define FENCE SFENCE
+#define NOFENCE
 
 // Loads of 8 elements at element index AX into a Y register of float32.
 #define LOADF16(base, y) \
@@ -39,11 +56,16 @@
 #define LOADF32(base, y) \
 	VMOVUPS (base)(AX*4), y
 
-// Stores of 8 float32 in register y rounded to nearest even (x is unused).
+// Stores of 8 float32 in register y rounded to nearest even (x is scratch).
 #define STOREF16(y, x, base) \
 	VCVTPS2PH $0, y, (base)(AX*2)
 #define STOREF32(y, x, base) \
 	VMOVUPS y, (base)(AX*4)
+#define STOREF16NT(y, x, base) \
+	VCVTPS2PH $0, y, x; \
+	VMOVNTDQ x, (base)(AX*2)
+#define STOREF32NT(y, x, base) \
+	VMOVNTPS y, (base)(AX*4)
 
 // ROTHALF: (Y0, Y1) = (x1, x2) -> Y4 = x1*c - x2*s, Y6 = x2*c + x1*s.
 #define ROTHALF \
@@ -65,7 +87,7 @@
 	VMULPS Y3, Y1, Y5; \
 	VADDPS Y5, Y4, Y4
 
-#define HALFBODY(LOAD, STORE) \
+#define HALFBODY(LOAD, STORE, END) \
 row: \
 	LEAQ (SI)(R9*1), R12; \
 	LEAQ (DI)(R9*1), R13; \
@@ -79,14 +101,12 @@ loop: \
 	ADDQ $8, AX; \
 	CMPQ AX, BX; \
 	JLT loop; \
-	ADDQ R8, SI; \
-	ADDQ R8, DI; \
-	DECQ CX; \
-	JNZ row; \
+	NEXTROW; \
+	END; \
 	VZEROUPPER; \
 	RET
 
-#define PAIRBODY(LOAD, STORE) \
+#define PAIRBODY(LOAD, STORE, END) \
 row: \
 	XORQ AX, AX; \
 loop: \
@@ -96,32 +116,50 @@ loop: \
 	ADDQ $8, AX; \
 	CMPQ AX, BX; \
 	JLT loop; \
-	ADDQ R8, SI; \
-	ADDQ R8, DI; \
-	DECQ CX; \
-	JNZ row; \
+	NEXTROW; \
+	END; \
 	VZEROUPPER; \
 	RET
 
-// func shiftHalfF16AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
-TEXT ·shiftHalfF16AVX2(SB), NOSPLIT, $0-56
+// func shiftHalfF16AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+TEXT ·shiftHalfF16AVX2(SB), NOSPLIT, $0-64
 	ARGS(1)
-	HALFBODY(LOADF16, STOREF16)
+	HALFBODY(LOADF16, STOREF16, NOFENCE)
 
-// func shiftHalfF32AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
-TEXT ·shiftHalfF32AVX2(SB), NOSPLIT, $0-56
-	ARGS(2)
-	HALFBODY(LOADF32, STOREF32)
-
-// func shiftPairsF16AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
-TEXT ·shiftPairsF16AVX2(SB), NOSPLIT, $0-56
+// func shiftHalfF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+TEXT ·shiftHalfF16NTAVX2(SB), NOSPLIT, $0-64
 	ARGS(1)
-	PAIRBODY(LOADF16, STOREF16)
+	HALFBODY(LOADF16, STOREF16NT, FENCE)
 
-// func shiftPairsF32AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
-TEXT ·shiftPairsF32AVX2(SB), NOSPLIT, $0-56
+// func shiftHalfF32AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+TEXT ·shiftHalfF32AVX2(SB), NOSPLIT, $0-64
 	ARGS(2)
-	PAIRBODY(LOADF32, STOREF32)
+	HALFBODY(LOADF32, STOREF32, NOFENCE)
+
+// func shiftHalfF32NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+TEXT ·shiftHalfF32NTAVX2(SB), NOSPLIT, $0-64
+	ARGS(2)
+	HALFBODY(LOADF32, STOREF32NT, FENCE)
+
+// func shiftPairsF16AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+TEXT ·shiftPairsF16AVX2(SB), NOSPLIT, $0-64
+	ARGS(1)
+	PAIRBODY(LOADF16, STOREF16, NOFENCE)
+
+// func shiftPairsF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+TEXT ·shiftPairsF16NTAVX2(SB), NOSPLIT, $0-64
+	ARGS(1)
+	PAIRBODY(LOADF16, STOREF16NT, FENCE)
+
+// func shiftPairsF32AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+TEXT ·shiftPairsF32AVX2(SB), NOSPLIT, $0-64
+	ARGS(2)
+	PAIRBODY(LOADF32, STOREF32, NOFENCE)
+
+// func shiftPairsF32NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+TEXT ·shiftPairsF32NTAVX2(SB), NOSPLIT, $0-64
+	ARGS(2)
+	PAIRBODY(LOADF32, STOREF32NT, FENCE)
 
 // The bf16 kernels take 16 elements (32 bytes) at a time. Unpacking the words
 // against zero gives two vectors of float32 whose lanes hold elements
@@ -201,54 +239,62 @@ TEXT ·shiftPairsF32AVX2(SB), NOSPLIT, $0-56
 	VMULPS Y5, Y1, Y1; \
 	VADDPS Y1, Y7, Y1
 
-// func shiftHalfBF16AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
-// n is a multiple of 16; c and s are permuted per 16 pairs.
-TEXT ·shiftHalfBF16AVX2(SB), NOSPLIT, $0-56
-	ARGS(1)
-	BF16CONSTS
+// Stores of 16 bf16 words in register y at element index AX.
+#define STBF16(y, base) \
+	VMOVDQU y, (base)(AX*2)
+#define STBF16NT(y, base) \
+	VMOVNTDQ y, (base)(AX*2)
 
-row:
-	LEAQ (SI)(R9*1), R12
-	LEAQ (DI)(R9*1), R13
-	XORQ AX, AX
-
-loop:
-	VMOVDQU (SI)(AX*2), Y8
-	VMOVDQU (R12)(AX*2), Y9
-	NONFINITE16(Y8, Y9)
-	JNZ slow
-	HALF16
-	RNE16(Y6, Y7)
-	RNE16(Y0, Y7)
-	VPACKUSDW Y0, Y6, Y6
-	VMOVDQU Y6, (DI)(AX*2)
-	RNE16(Y2, Y7)
-	RNE16(Y1, Y7)
-	VPACKUSDW Y1, Y2, Y2
-	VMOVDQU Y2, (R13)(AX*2)
-
-next:
-	ADDQ $16, AX
-	CMPQ AX, BX
-	JLT  loop
-	ADDQ R8, SI
-	ADDQ R8, DI
-	DECQ CX
-	JNZ  row
-	VZEROUPPER
-	RET
-
-slow:
-	HALF16
-	RNE16NAN(Y6, Y3, Y4, Y5)
-	RNE16NAN(Y0, Y3, Y4, Y5)
-	VPACKUSDW Y0, Y6, Y6
-	VMOVDQU Y6, (DI)(AX*2)
-	RNE16NAN(Y2, Y3, Y4, Y5)
-	RNE16NAN(Y1, Y3, Y4, Y5)
-	VPACKUSDW Y1, Y2, Y2
-	VMOVDQU Y2, (R13)(AX*2)
+#define HALFBF16BODY(ST, END) \
+	BF16CONSTS; \
+row: \
+	LEAQ (SI)(R9*1), R12; \
+	LEAQ (DI)(R9*1), R13; \
+	XORQ AX, AX; \
+loop: \
+	VMOVDQU (SI)(AX*2), Y8; \
+	VMOVDQU (R12)(AX*2), Y9; \
+	NONFINITE16(Y8, Y9); \
+	JNZ slow; \
+	HALF16; \
+	RNE16(Y6, Y7); \
+	RNE16(Y0, Y7); \
+	VPACKUSDW Y0, Y6, Y6; \
+	ST(Y6, DI); \
+	RNE16(Y2, Y7); \
+	RNE16(Y1, Y7); \
+	VPACKUSDW Y1, Y2, Y2; \
+	ST(Y2, R13); \
+next: \
+	ADDQ $16, AX; \
+	CMPQ AX, BX; \
+	JLT  loop; \
+	NEXTROW; \
+	END; \
+	VZEROUPPER; \
+	RET; \
+slow: \
+	HALF16; \
+	RNE16NAN(Y6, Y3, Y4, Y5); \
+	RNE16NAN(Y0, Y3, Y4, Y5); \
+	VPACKUSDW Y0, Y6, Y6; \
+	ST(Y6, DI); \
+	RNE16NAN(Y2, Y3, Y4, Y5); \
+	RNE16NAN(Y1, Y3, Y4, Y5); \
+	VPACKUSDW Y1, Y2, Y2; \
+	ST(Y2, R13); \
 	JMP next
+
+// func shiftHalfBF16AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+// n is a multiple of 16; c and s are permuted per 16 pairs.
+TEXT ·shiftHalfBF16AVX2(SB), NOSPLIT, $0-64
+	ARGS(1)
+	HALFBF16BODY(STBF16, NOFENCE)
+
+// func shiftHalfBF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+TEXT ·shiftHalfBF16NTAVX2(SB), NOSPLIT, $0-64
+	ARGS(1)
+	HALFBF16BODY(STBF16NT, FENCE)
 
 // PAIRS16: raw x in Y8 (16 words, interleaved pairs) -> x*c + swap(x)*s in
 // (Y0 low lanes, Y1 high lanes).
@@ -264,40 +310,42 @@ slow:
 	VMULPS 32(R11)(AX*4), Y3, Y3; \
 	VADDPS Y3, Y1, Y1
 
-// func shiftPairsBF16AVX2(dst, src unsafe.Pointer, rows, hd, n int, c, s *float32)
-// n is a multiple of 16; c and s are expanded per element and permuted per 16.
-TEXT ·shiftPairsBF16AVX2(SB), NOSPLIT, $0-56
-	ARGS(1)
-	BF16CONSTS
-
-row:
-	XORQ AX, AX
-
-loop:
-	VMOVDQU (SI)(AX*2), Y8
-	NONFINITE16(Y8, Y8)
-	JNZ slow
-	PAIRS16
-	RNE16(Y0, Y7)
-	RNE16(Y1, Y7)
-	VPACKUSDW Y1, Y0, Y0
-	VMOVDQU Y0, (DI)(AX*2)
-
-next:
-	ADDQ $16, AX
-	CMPQ AX, BX
-	JLT  loop
-	ADDQ R8, SI
-	ADDQ R8, DI
-	DECQ CX
-	JNZ  row
-	VZEROUPPER
-	RET
-
-slow:
-	PAIRS16
-	RNE16NAN(Y0, Y3, Y4, Y5)
-	RNE16NAN(Y1, Y3, Y4, Y5)
-	VPACKUSDW Y1, Y0, Y0
-	VMOVDQU Y0, (DI)(AX*2)
+#define PAIRSBF16BODY(ST, END) \
+	BF16CONSTS; \
+row: \
+	XORQ AX, AX; \
+loop: \
+	VMOVDQU (SI)(AX*2), Y8; \
+	NONFINITE16(Y8, Y8); \
+	JNZ slow; \
+	PAIRS16; \
+	RNE16(Y0, Y7); \
+	RNE16(Y1, Y7); \
+	VPACKUSDW Y1, Y0, Y0; \
+	ST(Y0, DI); \
+next: \
+	ADDQ $16, AX; \
+	CMPQ AX, BX; \
+	JLT  loop; \
+	NEXTROW; \
+	END; \
+	VZEROUPPER; \
+	RET; \
+slow: \
+	PAIRS16; \
+	RNE16NAN(Y0, Y3, Y4, Y5); \
+	RNE16NAN(Y1, Y3, Y4, Y5); \
+	VPACKUSDW Y1, Y0, Y0; \
+	ST(Y0, DI); \
 	JMP next
+
+// func shiftPairsBF16AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+// n is a multiple of 16; c and s are expanded per element and permuted per 16.
+TEXT ·shiftPairsBF16AVX2(SB), NOSPLIT, $0-64
+	ARGS(1)
+	PAIRSBF16BODY(STBF16, NOFENCE)
+
+// func shiftPairsBF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+TEXT ·shiftPairsBF16NTAVX2(SB), NOSPLIT, $0-64
+	ARGS(1)
+	PAIRSBF16BODY(STBF16NT, FENCE)

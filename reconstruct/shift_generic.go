@@ -25,3 +25,8 @@ func newShiftLanes(r *RoPE, c, s []float32) shiftLanes { return shiftLanes{} }
 func (l *shiftLanes) rows(dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE) bool {
 	return false
 }
+
+// strided has no SIMD kernel here; the portable code runs.
+func (l *shiftLanes) strided(dst, src unsafe.Pointer, dt format.DType, rows, ds, ss int, nt bool, r *RoPE) bool {
+	return false
+}

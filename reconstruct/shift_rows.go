@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/internal/rowcopy"
 )
 
 // ShiftRows is Shift of rows single-head rows of dtype dt at byte strides:
@@ -19,6 +20,19 @@ import (
 // count, a stride shorter than a row, slices too short for the rows, or a
 // row partially overlapping its source.
 func (sh *Shifter) ShiftRows(dst, src []byte, dt format.DType, rows, dstStride, srcStride int) error {
+	return sh.shiftRows(dst, src, dt, rows, dstStride, srcStride, false)
+}
+
+// StreamRows is ShiftRows storing with non-temporal hints where the CPU
+// has them and dst and dstStride are 32-byte aligned (rowcopy.Stream for a
+// zero delta): for a destination far larger than the cache that is not
+// read back soon, such as a KV cache being assembled. Its bytes and errors
+// are ShiftRows'.
+func (sh *Shifter) StreamRows(dst, src []byte, dt format.DType, rows, dstStride, srcStride int) error {
+	return sh.shiftRows(dst, src, dt, rows, dstStride, srcStride, true)
+}
+
+func (sh *Shifter) shiftRows(dst, src []byte, dt format.DType, rows, dstStride, srcStride int, nt bool) error {
 	if !dt.Float() {
 		return fmt.Errorf("%w: reconstruct: shift rows: dtype %v is not f32, f16 or bf16", format.ErrInvalidArgument, dt)
 	}
@@ -34,25 +48,29 @@ func (sh *Shifter) ShiftRows(dst, src []byte, dt format.DType, rows, dstStride, 
 			format.ErrInvalidArgument, rows, dstStride, srcStride, need(dstStride), need(srcStride), len(dst), len(src))
 	}
 	for i := range rows {
-		d, x := dst[i*dstStride:i*dstStride+rb], src[i*srcStride:i*srcStride+rb]
-		if err := shiftCheckOverlap(unsafe.Pointer(&d[0]), unsafe.Pointer(&x[0]), rb); err != nil {
+		if err := shiftCheckOverlap(unsafe.Pointer(&dst[i*dstStride]), unsafe.Pointer(&src[i*srcStride]), rb); err != nil {
 			return err
 		}
-		sh.row(d, x, dt)
+	}
+	if sh.delta == 0 {
+		if nt {
+			return rowcopy.Stream(dst, src, rows, rb, dstStride, srcStride)
+		}
+		return rowcopy.Copy(dst, src, rows, rb, dstStride, srcStride)
+	}
+	if sh.lanes.strided(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), dt, rows, dstStride, srcStride, nt, sh.r) {
+		return nil
+	}
+	for i := range rows {
+		sh.row(dst[i*dstStride:i*dstStride+rb], src[i*srcStride:i*srcStride+rb], dt)
 	}
 	return nil
 }
 
-// row rotates one checked row x into d with sh's table.
+// row rotates one checked row x into d with sh's table and the portable
+// code; sh.delta != 0.
 func (sh *Shifter) row(d, x []byte, dt format.DType) {
-	if sh.delta == 0 {
-		copy(d, x)
-		return
-	}
 	r := sh.r
-	if sh.lanes.rows(unsafe.Pointer(&d[0]), unsafe.Pointer(&x[0]), dt, 1, r) {
-		return
-	}
 	switch dt {
 	case format.DTypeF32:
 		shiftRowsF32Bytes(d, x, 1, r.headDim, r.rot, r.cfg.Style, sh.c, sh.s)

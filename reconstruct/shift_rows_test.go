@@ -3,16 +3,20 @@ package reconstruct
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/kvstore/kvstore/format"
 )
 
-// TestShiftRowsMatchesShift scatters rows through ShiftRows at strides (a
-// paged layout's [slot][head][dim] from [head][slot][dim]) and compares each
-// row bit for bit with Shifter.Shift of the contiguous rows, out of place
-// and in place; bytes between rows must stay untouched.
+// TestShiftRowsMatchesShift scatters rows through ShiftRows and StreamRows
+// at strides (a paged layout's [slot][head][dim] from [head][slot][dim]),
+// into a destination 32-byte aligned or not (StreamRows' non-temporal
+// kernels run only when aligned), and compares each row bit for bit with
+// Shifter.Shift of the contiguous rows, out of place and in place; bytes
+// between rows must stay untouched.
 func TestShiftRowsMatchesShift(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	const heads, tokens = 3, 7
@@ -30,30 +34,45 @@ func TestShiftRowsMatchesShift(t *testing.T) {
 				if err := sh.Shift(want, src, dt, heads, tokens); err != nil {
 					t.Fatal(err)
 				}
-				got := bytes.Repeat([]byte{0xa5}, len(src)+rb)
-				for h := range heads {
-					if err := sh.ShiftRows(got[h*rb:], src[h*tokens*rb:], dt, tokens, heads*rb, rb); err != nil {
-						t.Fatal(err)
-					}
-				}
-				for h := range heads {
-					for tk := range tokens {
-						g, w := got[(tk*heads+h)*rb:][:rb], want[(h*tokens+tk)*rb:][:rb]
-						if !bytes.Equal(g, w) {
-							t.Fatalf("%s %v delta %d: head %d token %d differs from Shift", sc.name, dt, delta, h, tk)
+				for _, f := range []struct {
+					name string
+					fn   func(dst, src []byte, dt format.DType, rows, dstStride, srcStride int) error
+				}{{"ShiftRows", sh.ShiftRows}, {"StreamRows", sh.StreamRows}} {
+					for _, align := range []int{0, 2, 16, 32} {
+						name := fmt.Sprintf("%s %s %v delta %d dst at 32k+%d", f.name, sc.name, dt, delta, align)
+						got := aligned32(len(src)+rb+align, 0xa5)[align:]
+						for h := range heads {
+							if err := f.fn(got[h*rb:], src[h*tokens*rb:], dt, tokens, heads*rb, rb); err != nil {
+								t.Fatal(err)
+							}
+						}
+						for h := range heads {
+							for tk := range tokens {
+								g, w := got[(tk*heads+h)*rb:][:rb], want[(h*tokens+tk)*rb:][:rb]
+								if !bytes.Equal(g, w) {
+									t.Fatalf("%s: head %d token %d differs from Shift", name, h, tk)
+								}
+							}
+						}
+						if !bytes.Equal(got[len(src):], bytes.Repeat([]byte{0xa5}, rb)) {
+							t.Fatalf("%s: wrote past the last row", name)
+						}
+						in := append(aligned32(len(src)+align, 0)[align:align], src...)
+						if err := f.fn(in, in, dt, heads*tokens, rb, rb); err != nil || !bytes.Equal(in, want) {
+							t.Fatalf("%s: in place differs from Shift (err %v)", name, err)
 						}
 					}
-				}
-				if !bytes.Equal(got[len(src):], bytes.Repeat([]byte{0xa5}, rb)) {
-					t.Fatalf("%s %v delta %d: wrote past the last row", sc.name, dt, delta)
-				}
-				in := append([]byte(nil), src...)
-				if err := sh.ShiftRows(in, in, dt, heads*tokens, rb, rb); err != nil || !bytes.Equal(in, want) {
-					t.Fatalf("%s %v delta %d: in place differs from Shift (err %v)", sc.name, dt, delta, err)
 				}
 			}
 		}
 	}
+}
+
+// aligned32 is n bytes of b starting at a 32-byte boundary.
+func aligned32(n int, b byte) []byte {
+	buf := bytes.Repeat([]byte{b}, n+32)
+	off := int(-uintptr(unsafe.Pointer(&buf[0])) & 31)
+	return buf[off : off+n : off+n]
 }
 
 func TestShiftRowsRejects(t *testing.T) {

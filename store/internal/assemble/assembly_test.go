@@ -211,7 +211,8 @@ func shuffled(layout format.KVLayout) func(t *testing.T, tokens int) *Dest {
 
 func TestRunPlacesRows(t *testing.T) {
 	m := &testSpec
-	rb := m.HeadDim * m.DType.Size()
+	es := m.DType.Size()
+	rb := m.HeadDim * es
 	for _, mapped := range []bool{true, false} {
 		for _, dc := range dests {
 			t.Run(fmt.Sprintf("%s/mapped=%v", dc.name, mapped), func(t *testing.T) {
@@ -240,7 +241,7 @@ func TestRunPlacesRows(t *testing.T) {
 									got := make([]byte, rb)
 									for e := range m.HeadDim {
 										o := index(d, T, kind, h, row+j, e)
-										copy(got[e*4:e*4+4], bufs[l][o:o+4])
+										copy(got[e*es:(e+1)*es], bufs[l][o:o+es])
 									}
 									if string(got) != string(w) {
 										t.Fatalf("layer %d kind %d packet %d row %d head %d differs", l, kind, p, j, h)
@@ -257,6 +258,28 @@ func TestRunPlacesRows(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestRunPlacesRowsKernelShapes is TestRunPlacesRows with shapes whose
+// rows the SIMD kernels place (testSpec's 32-byte f32 rows of 8 dims are
+// copied by rowcopy's kernel but rotated by the portable code): rows of
+// 64 dims, 128 or 256 bytes, rotate-half and interleaved, every layout.
+// The stored bytes are random, so bf16 and f16 rows hold NaNs and
+// infinities, which the kernels' slow paths take. It runs with
+// streamPaged on too, so that the non-temporal kernels place the rows.
+func TestRunPlacesRowsKernelShapes(t *testing.T) {
+	saved := testSpec
+	defer func() { testSpec, streamPaged = saved, false }()
+	for _, stream := range []bool{false, true} {
+		streamPaged = stream
+		for _, dt := range []format.DType{format.DTypeBF16, format.DTypeF16, format.DTypeF32} {
+			for _, style := range []format.RoPEStyle{format.RoPERotateHalf, format.RoPEInterleaved} {
+				testSpec = format.ModelSpec{Layers: 2, KVHeads: 3, HeadDim: 64, DType: dt,
+					RoPE: format.RoPE{Style: style, Theta: 500000}}
+				t.Run(fmt.Sprintf("stream=%v/%v/%v", stream, dt, style), TestRunPlacesRows)
+			}
 		}
 	}
 }

@@ -3,6 +3,8 @@ package assemble
 import (
 	"fmt"
 
+	"github.com/kvstore/kvstore/internal/rowcopy"
+
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/reconstruct"
 )
@@ -17,7 +19,6 @@ const scratch = 256 << 10
 type worker struct {
 	rd   []byte
 	crcs []uint32 // per head, for chunks read in token runs
-	src  [][]byte // per head, a run's rows
 	dec  []byte   // one decoded compressed chunk (decoded.go)
 }
 
@@ -83,18 +84,11 @@ func (a *Assembly) fillContiguous(g *geom, dst []byte, s *chunkSource, row int, 
 
 // fillPaged walks the chunk in runs of tokens, all heads at once (at most
 // scratch bytes), so that destination writes stay within a few blocks:
-// each head's run is checksummed, then its rows go straight to their slots
-// token by token, values copied and keys rotated from the heads' stride in
-// the source (reconstruct.Shifter.ShiftRows) to the heads' stride in the
-// slot.
+// each head's run is checksummed, then the run's rows go straight to their
+// slots (placeTokens).
 func (a *Assembly) fillPaged(w *worker, g *geom, dst []byte, s *chunkSource, row int, sh *reconstruct.Shifter) error {
-	H, rb, hd := g.heads, g.rowBytes, g.head
-	slot := (H-1)*hd + rb // bytes from a slot's first row to the end of its last
+	H, rb := g.heads, g.rowBytes
 	run := max(1, min(s.n, scratch/(H*rb)))
-	if cap(w.src) < H {
-		w.src = make([][]byte, H)
-	}
-	src := w.src[:H]
 	for t0 := 0; t0 < s.n; t0 += run {
 		k := min(run, s.n-t0)
 		var rd []byte
@@ -102,31 +96,56 @@ func (a *Assembly) fillPaged(w *worker, g *geom, dst []byte, s *chunkSource, row
 			rd = w.buf(&w.rd, H*k*rb)
 		}
 		for h := range H {
-			var err error
-			if src[h], err = s.rows(h, t0, k, rd[min(h*k*rb, len(rd)):]); err != nil {
+			if _, err := s.rows(h, t0, k, rd[min(h*k*rb, len(rd)):]); err != nil {
 				return err
 			}
 		}
-		if sh == nil {
-			for t := range k {
-				d := dst[g.offset(0, row+t0+t):][:slot] // the token's slot
-				for h := range H {
-					copy(d[h*hd:h*hd+rb], src[h][t*rb:(t+1)*rb])
-				}
-			}
-			continue
-		}
 		// Head h's rows of the run lie at h*hs in the chunk (mapped) or in
-		// rd; a token's rows across heads are hd apart in its slot.
+		// rd.
 		base, hs := rd, k*rb
 		if s.mapped != nil {
 			base, hs = s.mapped[t0*rb:], s.n*rb
 		}
-		for t := range k {
-			off := g.offset(0, row+t0+t)
-			if err := sh.ShiftRows(dst[off:off+slot], base[t*rb:], a.spec.DType, H, hd, hs); err != nil {
-				return fmt.Errorf("assemble: %w", err) // shapes were checked: a bug
-			}
+		if err := a.placeTokens(g, dst, base, hs, row+t0, k, sh); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// streamPaged makes placeTokens store with non-temporal hints
+// (rowcopy.Stream, Shifter.StreamRows). It is off: on the 2-core AMD EPYC
+// (Turin) VM where BenchmarkFillPaged measures both (its stream cases), a
+// destination far larger than the cache filled no faster that way (slower
+// in most runs), and a destination written around the cache costs
+// whoever reads it next a trip to memory.
+var streamPaged = false
+
+// placeTokens puts k tokens' rows, from destination row t0 on, into their
+// slots: token t's rows across heads are hs apart in src (from t's row of
+// head 0) and g.head apart in its slot, so each token is one strided call
+// over all heads, values copied (rowcopy.Copy) and keys rotated
+// (reconstruct.Shifter.ShiftRows). One call per row cost as much as the
+// bytes: a row is a few hundred bytes.
+func (a *Assembly) placeTokens(g *geom, dst, src []byte, hs, t0, k int, sh *reconstruct.Shifter) error {
+	H, rb, hd := g.heads, g.rowBytes, g.head
+	slot := (H-1)*hd + rb // bytes from a slot's first row to the end of its last
+	for t := range k {
+		off := g.offset(0, t0+t)
+		d, x := dst[off:off+slot], src[t*rb:]
+		var err error
+		switch {
+		case sh == nil && streamPaged:
+			err = rowcopy.Stream(d, x, H, rb, hd, hs)
+		case sh == nil:
+			err = rowcopy.Copy(d, x, H, rb, hd, hs)
+		case streamPaged:
+			err = sh.StreamRows(d, x, a.spec.DType, H, hd, hs)
+		default:
+			err = sh.ShiftRows(d, x, a.spec.DType, H, hd, hs)
+		}
+		if err != nil {
+			return fmt.Errorf("assemble: %w", err) // shapes were checked: a bug
 		}
 	}
 	return nil
