@@ -79,6 +79,10 @@
 //	                         Source lends a view to assemble
 //	store/internal/events    the packet event stream: Hub (Subscribe, Publish without blocking, drops
 //	                         counted), Event and Kind
+//	store/internal/spandb    span memory's calls against the catalog and the blob log: Put (NewPut;
+//	                         Prepare against the catalog; Write: extent, fdatasync, one synced batch,
+//	                         blob file records), Delete, Open (a spanmem.Reader), List and Count;
+//	                         reaches the store only through spandb.Store (catalog, Host interface)
 //	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
 //	                         resident rows) from artifacts given as inputs, Check, the extent
 //	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
@@ -94,7 +98,7 @@
 //	                         KVKS, KVPR, KVTS, KVRS, the positions bitmap, FORMAT, blob header, trailer
 //
 // Floors, top to bottom: gpusource, promstore and admin (adapters over the
-// store); store; maint, access, assemble, view and events; spanmem;
+// store); store; maint, access, assemble, view, events and spandb; spanmem;
 // catalog; bloblog; format and the module's other packages. A package
 // imports only floors below its own (TestFloors checks it with go list):
 // format knows nothing of the store, and the internal packages know

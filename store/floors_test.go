@@ -23,6 +23,7 @@ var floors = map[string]int{
 	"store/internal/assemble": 2,
 	"store/internal/view":     2,
 	"store/internal/events":   2,
+	"store/internal/spandb":   2,
 	"store/internal/spanmem":  3,
 	"store/internal/catalog":  4,
 	"store/internal/bloblog":  5,

@@ -29,20 +29,3 @@ func (db *DB) BuildSpanMemory(in *SpanInput, opts *SpanOptions) (*SpanMemory, er
 	defer db.leave()
 	return spanmem.Build(in, opts, &dbArtifacts{db: db, in: in})
 }
-
-// dbArtifacts reads the SeKV artifacts of in's model from the catalog for
-// spanmem.Build (which checks in before it asks).
-type dbArtifacts struct {
-	db *DB
-	in *SpanInput
-}
-
-func (a *dbArtifacts) Artifact(name string) (spanmem.Artifact, bool, error) {
-	l, ok, err := a.db.loadArtifact(a.in.Model.Fingerprint(), name)
-	return spanmem.Artifact{Data: l.data, Meta: l.meta, Hash: l.hash}, ok, err
-}
-
-func (a *dbArtifacts) HeadValues(name string) ([]float32, error) {
-	m := a.in.Model
-	return a.db.headValues(m.Fingerprint(), name, m.Layers, m.KVHeads)
-}

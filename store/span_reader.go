@@ -2,12 +2,8 @@ package store
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/reconstruct"
-	"github.com/kvstore/kvstore/store/internal/bloblog"
-	"github.com/kvstore/kvstore/store/internal/catalog"
 	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
@@ -44,73 +40,5 @@ func (db *DB) OpenSpanMemory(ctx context.Context, ns string, model format.Finger
 	if err := checkContextName(ns, name); err != nil {
 		return nil, err
 	}
-	for range maxGetAttempts {
-		m, err := db.spanMeta(ns, name)
-		if err != nil {
-			return nil, err
-		}
-		if m.Model != model {
-			return nil, fmt.Errorf("%w: span memory %q in namespace %q was stored for model %s, not %s",
-				ErrModelMismatch, name, ns, m.Model.Short(), model.Short())
-		}
-		f := db.file(m.BlobFile)
-		if f == nil {
-			continue
-		}
-		r, err := db.newSpanReader(ns, name, m, f)
-		if err != nil {
-			f.Release()
-			return nil, err
-		}
-		db.st.views.Add(1)
-		return r, nil
-	}
-	return nil, fmt.Errorf("%w: span memory %q: blob file missing from the catalog", ErrCorruption, name)
+	return db.spans().Open(ns, model, name)
 }
-
-func (db *DB) newSpanReader(ns, name string, m *SpanMeta, f *bloblog.File) (*SpanReader, error) {
-	spec, err := db.Model(m.Model)
-	if err != nil {
-		return nil, fmt.Errorf("span memory %q: %w", name, err)
-	}
-	rope, err := reconstruct.NewRoPE(spec.RoPE, m.HeadDim)
-	if err != nil {
-		return nil, fmt.Errorf("%w: span memory %q: model spec: %v", ErrCorruption, name, err)
-	}
-	blocks, err := spanmem.NewBlocks(name, m, f, !db.opts.DisableChecksums, spanCounters{&db.st})
-	if err != nil {
-		return nil, err
-	}
-	rec := &spanCatalog{dbArtifacts: dbArtifacts{db: db, in: &SpanInput{Model: spec}}, ns: ns, name: name}
-	return spanmem.NewReader(name, m, f, blocks, rope, rec, spanmem.ReaderOptions{
-		Closed: ErrClosed, NotFound: ErrNotFound, Released: func() { db.st.views.Add(-1) },
-		BlockTimer: db.st.spanReadLatency.timer,
-	}), nil
-}
-
-// spanCatalog reads a span memory's records for its reader: head
-// records and the root from the catalog, artifacts as Build reads them.
-type spanCatalog struct {
-	dbArtifacts
-	ns, name string
-}
-
-func (s *spanCatalog) Enter() error { return s.db.enter() }
-func (s *spanCatalog) Leave()       { s.db.leave() }
-
-func (s *spanCatalog) Meta() (*SpanMeta, error) { return s.db.spanMeta(s.ns, s.name) }
-
-func (s *spanCatalog) Head(m *SpanMeta, layer, head int) (h *HeadMeta, found bool, err error) {
-	found, err = s.db.cat.Get(catalog.SpanHeadKey(s.ns, s.name, layer, head), func(v []byte) (err error) {
-		h, err = decodeHeadMeta(v, m)
-		return err
-	})
-	return h, found, err
-}
-
-// spanCounters counts span block reads in the DB's statistics.
-type spanCounters struct{ st *counters }
-
-func (c spanCounters) Read(n uint64)     { c.st.bytesRead.Add(n) }
-func (c spanCounters) Verified(n uint64) { c.st.verifiedBytes.Add(n) }
-func (c spanCounters) Corrupt()          { c.st.corruptions.Add(1) }
