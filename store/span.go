@@ -25,6 +25,34 @@ type SpanHead = spanmem.Head
 // projected with.
 type ProjectionRef = spanmem.ProjectionRef
 
+// SpanInput is a long context's KV cache as BuildSpanMemory takes it.
+type SpanInput = spanmem.Input
+
+// SpanOptions configure BuildSpanMemory. The zero value is SeKV's defaults.
+type SpanOptions = spanmem.Options
+
+// BuildSpanMemory builds the span memory of a context from its KV cache
+// (spanmem.Build), reading the model's SeKV artifacts from db: keys are
+// un-rotated at their positions, the context is segmented by surprisal,
+// every span is summarised per (layer, KV head) and its summary key
+// projected by W, and each factored span's pre-RoPE keys and values get
+// truncated SVD factors.
+//
+// W is the trained ArtifactRouterW when stored, else a default
+// ArtifactRouterWPCA stored earlier, else it is fitted here by PCA of this
+// context's pre-RoPE keys per (layer, KV head) and carried in the result
+// (ProjectionRef.Fitted) for PutSpanMemory to store, so that every later
+// memory of the model routes with the same W. It is deterministic: the
+// same input, options and artifacts give the same memory. in's slices are
+// only read. Errors wrap ErrInvalidArgument.
+func (db *DB) BuildSpanMemory(in *SpanInput, opts *SpanOptions) (*SpanMemory, error) {
+	if err := db.enter(); err != nil {
+		return nil, err
+	}
+	defer db.leave()
+	return spanmem.Build(in, opts, &dbArtifacts{db: db, in: in})
+}
+
 // PutSpanMemory stores m as the span memory of context name in namespace
 // ns, replacing any memory stored under that name (for any model), and
 // returns its id, ComputeContextID(ns, fingerprint, name). It is one
@@ -114,6 +142,42 @@ func (db *DB) DeleteSpanMemory(ctx context.Context, ns string, model format.Fing
 		}
 		return err
 	})
+}
+
+// SpanReader reads one stored span memory piece by piece: the root record
+// is read when it is opened, each (layer, KV head)'s record on first use,
+// and each block (one layer's resident rows, one span's K or V factors of
+// one head) only when asked for, verified against its own CRC32C. Nothing
+// else of the memory is touched.
+//
+// Like a View it pins its blob file: the bytes stay valid, even if the
+// memory is deleted, replaced or moved by compaction, until Release. Head
+// records come from the catalog on first use, so the first Head, Summaries
+// or Factors call of each head needs the DB open, and is ErrNotFound if the
+// memory was deleted or replaced since the reader was opened (heads
+// already read stay readable); a memory only moved by compaction reads
+// on. Returned byte slices may alias a read-only mapping: do not write to
+// them or use them after Release. A SpanReader is safe for concurrent use.
+//
+// It is store/internal/spanmem's Reader.
+type SpanReader = spanmem.Reader
+
+// OpenSpanMemory opens the span memory of context name in namespace ns,
+// stored for model. It is ErrNotFound if absent and ErrModelMismatch if
+// stored for another model (nothing of it is read). Release the reader
+// when done.
+func (db *DB) OpenSpanMemory(ctx context.Context, ns string, model format.Fingerprint, name string) (*SpanReader, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := db.enter(); err != nil {
+		return nil, err
+	}
+	defer db.leave()
+	if err := checkContextName(ns, name); err != nil {
+		return nil, err
+	}
+	return db.spans().Open(ns, model, name)
 }
 
 // spans is what store/internal/spandb reaches of db; callers are
