@@ -14,7 +14,8 @@ import (
 )
 
 // Store is what span memory's calls reach of the store, given explicitly.
-// The store builds one per call; spandb never sees the DB.
+// The store builds one per call; spandb never sees the DB. Every field but
+// BlockTimer is required.
 type Store struct {
 	Catalog *catalog.Catalog
 	Host    Host
