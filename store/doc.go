@@ -95,6 +95,10 @@
 //	                         checked against its key (Read), read, listed and batched in the catalog
 //	store/internal/opstats   operation statistics: latency histograms (Hist, LatencyBuckets), fsync
 //	                         counters (Sync, SyncBuckets), the snapshot types (Stats, Latency)
+//	store/internal/spandb    span memory's calls against the catalog and the blob log: Put (NewPut;
+//	                         Prepare against the catalog; Write: extent, fdatasync, one synced batch,
+//	                         blob file records), Delete, Open (a spanmem.Reader), List and Count;
+//	                         reaches the store only through spandb.Store (catalog, Host interface)
 //	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
 //	                         resident rows) from artifacts given as inputs, Check, the extent
 //	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
@@ -113,8 +117,8 @@
 //
 // Floors, top to bottom: gpusource, promstore and admin (adapters over the
 // store); store; maint, access, assemble, view, events, recovery, packet,
-// artifact and opstats; spanmem; catalog; bloblog; space; format and the
-// module's other packages. A package
+// artifact, opstats and spandb; spanmem; catalog; bloblog; space; format and
+// the module's other packages. A package
 // imports only floors below its own (TestFloors checks it with go list):
 // format knows nothing of the store, and the internal packages know
 // nothing of DB.

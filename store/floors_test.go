@@ -27,6 +27,7 @@ var floors = map[string]int{
 	"store/internal/packet":   2,
 	"store/internal/artifact": 2,
 	"store/internal/opstats":  2,
+	"store/internal/spandb":   2,
 	"store/internal/spanmem":  3,
 	"store/internal/catalog":  4,
 	"store/internal/bloblog":  5,

@@ -2,15 +2,14 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
-	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/spandb"
 	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
@@ -26,8 +25,33 @@ type SpanHead = spanmem.Head
 // projected with.
 type ProjectionRef = spanmem.ProjectionRef
 
-// isAbsent reports a lookup that found nothing for the model asked.
-func isAbsent(err error) bool { return errors.Is(err, ErrNotFound) || errors.Is(err, ErrModelMismatch) }
+// SpanInput is a long context's KV cache as BuildSpanMemory takes it.
+type SpanInput = spanmem.Input
+
+// SpanOptions configure BuildSpanMemory. The zero value is SeKV's defaults.
+type SpanOptions = spanmem.Options
+
+// BuildSpanMemory builds the span memory of a context from its KV cache
+// (spanmem.Build), reading the model's SeKV artifacts from db: keys are
+// un-rotated at their positions, the context is segmented by surprisal,
+// every span is summarised per (layer, KV head) and its summary key
+// projected by W, and each factored span's pre-RoPE keys and values get
+// truncated SVD factors.
+//
+// W is the trained ArtifactRouterW when stored, else a default
+// ArtifactRouterWPCA stored earlier, else it is fitted here by PCA of this
+// context's pre-RoPE keys per (layer, KV head) and carried in the result
+// (ProjectionRef.Fitted) for PutSpanMemory to store, so that every later
+// memory of the model routes with the same W. It is deterministic: the
+// same input, options and artifacts give the same memory. in's slices are
+// only read. Errors wrap ErrInvalidArgument.
+func (db *DB) BuildSpanMemory(in *SpanInput, opts *SpanOptions) (*SpanMemory, error) {
+	if err := db.enter(); err != nil {
+		return nil, err
+	}
+	defer db.leave()
+	return spanmem.Build(in, opts, &dbArtifacts{db: db, in: in})
+}
 
 // PutSpanMemory stores m as the span memory of context name in namespace
 // ns, replacing any memory stored under that name (for any model), and
@@ -43,8 +67,8 @@ func isAbsent(err error) bool { return errors.Is(err, ErrNotFound) || errors.Is(
 // match it. Rebuild m then.
 func (db *DB) PutSpanMemory(ctx context.Context, ns, name string, m *SpanMemory) (ContextID, error) {
 	var (
-		id  ContextID
-		ext *spanmem.Extent
+		id ContextID
+		p  *spandb.Put
 	)
 	err := db.write("put span memory", func() (err error) {
 		if err := ctx.Err(); err != nil {
@@ -57,10 +81,10 @@ func (db *DB) PutSpanMemory(ctx context.Context, ns, name string, m *SpanMemory)
 			return err
 		}
 		id = ComputeContextID(ns, m.Model.Fingerprint(), name)
-		ext, err = spanmem.LayoutExtent(m)
+		p, err = spandb.NewPut(ns, name, m, id)
 		return err
 	}, func() error {
-		if err := db.putSpans(ns, name, m, id, ext); err != nil {
+		if err := db.putSpans(p); err != nil {
 			return fmt.Errorf("put span memory %q: %w", name, err)
 		}
 		return nil
@@ -68,138 +92,33 @@ func (db *DB) PutSpanMemory(ctx context.Context, ns, name string, m *SpanMemory)
 	return id, err
 }
 
-// putSpans writes, syncs and catalogues a span extent (writer lock held).
-func (db *DB) putSpans(ns, name string, m *SpanMemory, id ContextID, ext *spanmem.Extent) error {
-	old, err := db.spanMeta(ns, name)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+// putSpans writes, syncs and catalogues a span extent in the active blob
+// file and installs the records (writer lock held).
+func (db *DB) putSpans(p *spandb.Put) error {
+	s := db.spans()
+	if err := s.Prepare(p); err != nil {
 		return err
 	}
-	storeW, err := db.checkFitted(m)
-	if err != nil {
-		return err
-	}
-	a, err := db.w.Prepare(ext.Length)
+	a, err := db.w.Prepare(p.Extent.Length)
 	if err != nil {
 		return err
 	}
 	if a.Fresh {
 		db.addFile(BlobFileInfo{Num: a.Num, Size: a.End})
 	}
-	if err := db.appendSpans(a, ns, name, m, id, ext, old, storeW); err != nil {
+	recs, added, err := s.Write(p, a, db.w.Sealed)
+	if err != nil {
 		if a.Fresh {
 			db.dropFile(a.Num)
 		}
 		db.w.Abandon()
 		return err
 	}
-	return nil
-}
-
-// appendSpans writes the extent at the end of a, syncs it and commits.
-func (db *DB) appendSpans(a *bloblog.Active, ns, name string, m *SpanMemory, id ContextID, ext *spanmem.Extent, old *SpanMeta, storeW bool) error {
-	off := a.End
-	if err := ext.Write(a.F, a.Path, off, id); err != nil {
-		return err
-	}
-	db.st.bytesWritten.Add(ext.Length)
-	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData); err != nil {
-		return fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
-	}
-	meta := ext.Meta(m, id, a.Num, off)
-	b := db.cat.DB.NewBatch()
-	defer b.Close()
-	if err := db.spanBatch(b, ns, name, m, meta, ext, old, storeW); err != nil {
-		return err
-	}
-	recs := db.spanRecords(a, ext.Length, old)
-	for i := range recs {
-		_ = b.Set(catalog.BlobFileKey(recs[i].Num), encodeBlobRecord(&recs[i]), nil)
-	}
-	if a.Fresh {
-		_ = b.Set(catalog.KeyNextBlob, encodeSequence(a.Num+1), nil)
-	}
-	if err := db.commit(b); err != nil {
-		return err
-	}
-	db.w.Committed(ext.Length)
-	added := int64(1)
-	if old != nil {
-		added = 0 // replaced
-	}
+	db.w.Committed(p.Extent.Length)
 	db.setSpanRecords(added, recs...)
-	spec := m.Model
-	db.models.LoadOrStore(meta.Model, &spec)
+	spec := p.Memory.Model
+	db.models.LoadOrStore(spec.Fingerprint(), &spec)
 	return nil
-}
-
-// spanBatch adds the memory's records to b: the old memory's head records
-// deleted, the new root and heads, the model spec and, if storeW, the
-// fitted W.
-func (db *DB) spanBatch(b *pebble.Batch, ns, name string, m *SpanMemory, meta *SpanMeta, ext *spanmem.Extent, old *SpanMeta, storeW bool) error {
-	if err := spanmem.SetRecords(b, ns, name, m, meta, ext, old); err != nil {
-		return err
-	}
-	if err := db.addModel(b, meta.Model, &m.Model); err != nil {
-		return err
-	}
-	if p := &m.Projection; storeW {
-		rec, err := format.Seal(format.KindArtifact, format.EncodeArtifact(meta.Model, p.Name, p.Fitted, &p.FittedMeta, time.Now().UnixNano()))
-		if err != nil {
-			return fmt.Errorf("store: artifact %q: %w", p.Name, err)
-		}
-		_ = b.Set(catalog.ArtifactKey(meta.Model, p.Name), rec, nil)
-		_ = b.Set(catalog.ArtifactIndexKey(meta.Model, p.Name), nil, nil)
-	}
-	return nil
-}
-
-// checkFitted reports whether m's fitted W must be stored, and refuses one
-// whose name now holds another W.
-func (db *DB) checkFitted(m *SpanMemory) (bool, error) {
-	p := &m.Projection
-	if p.Fitted == nil {
-		return false, nil
-	}
-	a, ok, err := db.loadArtifact(m.Model.Fingerprint(), p.Name)
-	switch {
-	case err != nil:
-		return false, err
-	case ok && a.hash != p.Hash:
-		return false, fmt.Errorf("%w: artifact %q was stored with another W since the memory was built; rebuild it", ErrInvalidArgument, p.Name)
-	}
-	return !ok, nil // the same W may be there already
-}
-
-// spanRecords returns the blob file records after the commit: the active
-// file grown by n live bytes, the old memory's extent (if any) dead, and
-// the files sealed since the last batch.
-func (db *DB) spanRecords(a *bloblog.Active, n uint64, old *SpanMeta) []BlobFileInfo {
-	r, _ := db.record(a.Num)
-	r.Size = a.End + n
-	r.LiveBytes += n
-	r.Extents++
-	r.LiveExtents++
-	recs := []BlobFileInfo{r}
-	for _, num := range db.w.Sealed {
-		if s, ok := db.record(num); ok && num != a.Num {
-			s.Sealed = true
-			recs = append(recs, s)
-		}
-	}
-	if old == nil {
-		return recs
-	}
-	for i := range recs {
-		if recs[i].Num == old.BlobFile {
-			killExtent(&recs[i], old.ExtentLength)
-			return recs
-		}
-	}
-	if o, ok := db.record(old.BlobFile); ok {
-		killExtent(&o, old.ExtentLength)
-		recs = append(recs, o)
-	}
-	return recs
 }
 
 // killExtent moves n bytes and one extent of r from live to dead.
@@ -216,51 +135,82 @@ func (db *DB) DeleteSpanMemory(ctx context.Context, ns string, model format.Fing
 			return err
 		}
 		return checkContextName(ns, name)
-	},
-		func() error { return db.deleteSpansLocked(ns, model, name) })
-}
-
-// deleteSpansLocked is DeleteSpanMemory; the writer lock is held.
-func (db *DB) deleteSpansLocked(ns string, model format.Fingerprint, name string) error {
-	m, err := db.spanMeta(ns, name)
-	if err != nil {
-		return err
-	}
-	if m.Model != model {
-		return fmt.Errorf("%w: delete span memory %q in namespace %q: stored for model %s, not %s",
-			ErrModelMismatch, name, ns, m.Model.Short(), model.Short())
-	}
-	r, ok := db.record(m.BlobFile)
-	if !ok || r.LiveBytes < m.ExtentLength || r.LiveExtents == 0 {
-		return fmt.Errorf("%w: delete span memory %q: blob file %06d's record does not account for its extent", ErrCorruption, name, m.BlobFile)
-	}
-	killExtent(&r, m.ExtentLength)
-	b := db.cat.DB.NewBatch()
-	defer b.Close()
-	_ = b.Delete(catalog.SpanMetaKey(ns, name), nil)
-	spanmem.DeleteHeads(b, ns, name, m)
-	_ = b.Set(catalog.BlobFileKey(r.Num), encodeBlobRecord(&r), nil)
-	if err := db.commit(b); err != nil {
-		return fmt.Errorf("delete span memory %q: %w", name, err)
-	}
-	db.setSpanRecords(-1, r)
-	return nil
-}
-
-// spanMeta reads and checks the root record of (ns, name).
-func (db *DB) spanMeta(ns, name string) (*SpanMeta, error) {
-	var m *SpanMeta
-	found, err := db.cat.Get(catalog.SpanMetaKey(ns, name), func(v []byte) (err error) {
-		m, err = decodeSpanMeta(v)
+	}, func() error {
+		r, err := db.spans().Delete(ns, model, name)
+		if err == nil {
+			db.setSpanRecords(-1, r)
+		}
 		return err
 	})
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("store: span memory %q in namespace %q: %w", name, ns, err)
-	case !found:
-		return nil, fmt.Errorf("%w: span memory %q in namespace %q", ErrNotFound, name, ns)
-	case m.Context != ComputeContextID(ns, m.Model, name):
-		return nil, fmt.Errorf("%w: catalog key of span memory %q in namespace %q holds context %s", ErrCorruption, name, ns, m.Context.Short())
-	}
-	return m, nil
 }
+
+// SpanReader reads one stored span memory piece by piece: the root record
+// is read when it is opened, each (layer, KV head)'s record on first use,
+// and each block (one layer's resident rows, one span's K or V factors of
+// one head) only when asked for, verified against its own CRC32C. Nothing
+// else of the memory is touched.
+//
+// Like a View it pins its blob file: the bytes stay valid, even if the
+// memory is deleted, replaced or moved by compaction, until Release. Head
+// records come from the catalog on first use, so the first Head, Summaries
+// or Factors call of each head needs the DB open, and is ErrNotFound if the
+// memory was deleted or replaced since the reader was opened (heads
+// already read stay readable); a memory only moved by compaction reads
+// on. Returned byte slices may alias a read-only mapping: do not write to
+// them or use them after Release. A SpanReader is safe for concurrent use.
+//
+// It is store/internal/spanmem's Reader.
+type SpanReader = spanmem.Reader
+
+// OpenSpanMemory opens the span memory of context name in namespace ns,
+// stored for model. It is ErrNotFound if absent and ErrModelMismatch if
+// stored for another model (nothing of it is read). Release the reader
+// when done.
+func (db *DB) OpenSpanMemory(ctx context.Context, ns string, model format.Fingerprint, name string) (*SpanReader, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := db.enter(); err != nil {
+		return nil, err
+	}
+	defer db.leave()
+	if err := checkContextName(ns, name); err != nil {
+		return nil, err
+	}
+	return db.spans().Open(ns, model, name)
+}
+
+// spans is what store/internal/spandb reaches of db; callers are
+// inside the gate.
+func (db *DB) spans() *spandb.Store {
+	return &spandb.Store{Catalog: db.cat, Host: spanHost{db}, Verify: !db.opts.DisableChecksums,
+		Closed: ErrClosed, NotFound: ErrNotFound, ModelMismatch: ErrModelMismatch,
+		Counters: spanCounters{&db.st}, Views: &db.st.views, BlockTimer: db.st.spanReadLatency.timer,
+		SyncData: func(f vfs.File) error { return timed(&db.st.blobSyncs, &db.st.blobSyncNanos, f.SyncData) },
+		Wrote:    func(n uint64) { db.st.bytesWritten.Add(n) }}
+}
+
+// spanHost gives spandb the DB's gate, registry, models and commit.
+type spanHost struct{ db *DB }
+
+func (h spanHost) Enter() error                                           { return h.db.enter() }
+func (h spanHost) Leave()                                                 { h.db.leave() }
+func (h spanHost) File(num uint32) *bloblog.File                          { return h.db.file(num) }
+func (h spanHost) Record(num uint32) (BlobFileInfo, bool)                 { return h.db.record(num) }
+func (h spanHost) Commit(b *pebble.Batch) error                           { return h.db.commit(b) }
+func (h spanHost) Model(fp format.Fingerprint) (*format.ModelSpec, error) { return h.db.Model(fp) }
+
+func (h spanHost) AddModel(b *pebble.Batch, fp format.Fingerprint, m *format.ModelSpec) error {
+	return h.db.addModel(b, fp, m)
+}
+
+func (h spanHost) Artifacts(spec *format.ModelSpec) spanmem.Artifacts {
+	return &dbArtifacts{db: h.db, in: &SpanInput{Model: spec}}
+}
+
+// spanCounters counts span block reads in the DB's statistics.
+type spanCounters struct{ st *counters }
+
+func (c spanCounters) Read(n uint64)     { c.st.bytesRead.Add(n) }
+func (c spanCounters) Verified(n uint64) { c.st.verifiedBytes.Add(n) }
+func (c spanCounters) Corrupt()          { c.st.corruptions.Add(1) }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/zeebo/blake3"
@@ -32,37 +33,39 @@ func DecodeHeadValues(data []byte, meta ArtifactMeta, layers, kvHeads int) ([]fl
 	return format.DecodeHeadValues(data, meta, layers, kvHeads)
 }
 
-// loadedArtifact is an artifact's data and meta, read in one catalog read.
-type loadedArtifact struct {
-	data []byte
-	meta ArtifactMeta
-	hash [32]byte
+// dbArtifacts reads the SeKV artifacts of in's model from the catalog for
+// spanmem.Build (which checks in before it asks) and for span memory's
+// other calls.
+type dbArtifacts struct {
+	db *DB
+	in *SpanInput
 }
 
-// loadArtifact reads (model, name); found is false (and err nil) when it is
-// absent for this model.
-func (db *DB) loadArtifact(model format.Fingerprint, name string) (a loadedArtifact, found bool, err error) {
-	_, err = db.artifact(model, name, func(body []byte, info *ArtifactInfo) {
-		a.data = append([]byte{}, body[len(body)-info.Size:]...)
-		a.meta = info.Meta
+// Artifact reads name in one catalog read; found is false (and err nil)
+// when it is absent for this model.
+func (a *dbArtifacts) Artifact(name string) (l spanmem.Artifact, found bool, err error) {
+	_, err = a.db.artifact(a.in.Model.Fingerprint(), name, func(body []byte, info *ArtifactInfo) {
+		l.Data = append([]byte{}, body[len(body)-info.Size:]...)
+		l.Meta = info.Meta
 	})
 	switch {
 	case err == nil:
-		a.hash = blake3.Sum256(a.data)
-		return a, true, nil
-	case isAbsent(err):
-		return a, false, nil
+		l.Hash = blake3.Sum256(l.Data)
+		return l, true, nil
+	case errors.Is(err, ErrNotFound) || errors.Is(err, ErrModelMismatch):
+		return l, false, nil
 	}
-	return a, false, err
+	return l, false, err
 }
 
-// headValues reads a per-head artifact, or returns nil when it is absent.
-func (db *DB) headValues(model format.Fingerprint, name string, layers, kvHeads int) ([]float32, error) {
-	a, ok, err := db.loadArtifact(model, name)
+// HeadValues reads a per-head artifact, or returns nil when it is absent.
+func (a *dbArtifacts) HeadValues(name string) ([]float32, error) {
+	l, ok, err := a.Artifact(name)
 	if err != nil || !ok {
 		return nil, err
 	}
-	v, err := DecodeHeadValues(a.data, a.meta, layers, kvHeads)
+	m := a.in.Model
+	v, err := DecodeHeadValues(l.Data, l.Meta, m.Layers, m.KVHeads)
 	if err != nil {
 		return nil, fmt.Errorf("artifact %q: %w", name, err)
 	}

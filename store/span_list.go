@@ -1,37 +1,10 @@
 package store
 
-import (
-	"fmt"
-	"time"
-
-	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/store/internal/catalog"
-)
+import "github.com/kvstore/kvstore/store/internal/spandb"
 
 // SpanMemoryInfo describes one stored span memory as its root record
 // says, without reading its head records or its extent.
-type SpanMemoryInfo struct {
-	Namespace string
-	Name      string
-	Context   ContextID
-	Model     format.Fingerprint
-	Tokens    int
-	Spans     int // segments of the context
-	Factored  int // spans kept as SVD factors
-	Anchors   int
-	Resident  int // rows kept at full resolution (anchors and unfactored spans' tokens)
-	Layers    int
-	KVHeads   int
-	HeadDim   int
-	ProjDim   int // d' of the routing projection; 0 for none
-	// ResidentDType is the resident rows' dtype, FactorDType the factors'.
-	ResidentDType, FactorDType format.DType
-	Projection                 string // routing artifact name; "" for none
-	BlobFile                   uint32
-	ExtentOffset               uint64
-	ExtentLength               uint64 // bytes of the extent: what the memory occupies
-	Created                    time.Time
-}
+type SpanMemoryInfo = spandb.Info
 
 // SpanMemories calls fn with every stored span memory, in catalog order
 // (namespace, then name), stopping at the first error fn returns, which
@@ -43,49 +16,14 @@ func (db *DB) SpanMemories(fn func(SpanMemoryInfo) error) error {
 		return err
 	}
 	defer db.leave()
-	p := []byte{catalog.TagSpanMeta}
-	return db.cat.Scan(p, catalog.PrefixEnd(p), func(k, v []byte) (bool, error) {
-		ns, name, ok := catalog.ParseSpanMetaKey(k)
-		m, err := decodeSpanMeta(v)
-		if err == nil && (!ok || m.Context != ComputeContextID(ns, m.Model, name)) {
-			err = fmt.Errorf("%w: the key does not name the record's context", ErrCorruption)
-		}
-		if err != nil {
-			return false, fmt.Errorf("store: span memory record under key %x: %w", k, err)
-		}
-		if err := fn(spanMemoryInfo(ns, name, m)); err != nil {
-			return false, err
-		}
-		return true, nil
-	})
-}
-
-// spanMemoryInfo summarises root record m of (ns, name).
-func spanMemoryInfo(ns, name string, m *SpanMeta) SpanMemoryInfo {
-	info := SpanMemoryInfo{Namespace: ns, Name: name, Context: m.Context, Model: m.Model,
-		Tokens: m.Tokens, Spans: len(m.Spans), Anchors: len(m.Anchors), Resident: len(m.Resident),
-		Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim, ProjDim: m.ProjDim,
-		ResidentDType: m.ResidentDType, FactorDType: m.FactorDType, Projection: m.Projection,
-		BlobFile: m.BlobFile, ExtentOffset: m.ExtentOffset, ExtentLength: m.ExtentLength,
-		Created: time.Unix(0, m.CreatedUnixNs).UTC()}
-	for _, s := range m.Spans {
-		if s.Factored {
-			info.Factored++
-		}
-	}
-	return info
+	return spandb.List(db.cat, fn)
 }
 
 // loadSpanCount counts the catalogued span memories at Open, for Stats.
 func (db *DB) loadSpanCount() error {
-	p := []byte{catalog.TagSpanMeta}
-	n := int64(0)
-	err := db.cat.Scan(p, catalog.PrefixEnd(p), func(k, v []byte) (bool, error) {
-		n++
-		return true, nil
-	})
+	n, err := spandb.Count(db.cat)
 	if err != nil {
-		return fmt.Errorf("store: count span memories: %w", err)
+		return err
 	}
 	db.st.spanMemories.Store(n)
 	return nil

@@ -16,14 +16,3 @@ type (
 	// FactorBlock locates one span's K or V factors in the extent.
 	FactorBlock = format.FactorBlock
 )
-
-var (
-	kindSpan = format.KindSpan
-	// errOtherWrite marks a head record of another write of the same
-	// context: the memory was replaced after its root was read.
-	errOtherWrite = format.ErrOtherWrite
-)
-
-func decodeSpanMeta(v []byte) (*SpanMeta, error) { return format.DecodeSpanMeta(v) }
-
-func decodeHeadMeta(v []byte, m *SpanMeta) (*HeadMeta, error) { return format.DecodeHeadMeta(v, m) }

@@ -38,7 +38,7 @@ func spanRecords(t *testing.T) (meta, head []byte) {
 
 func TestSpanRecordsRoundTrip(t *testing.T) {
 	mv, hv := spanRecords(t)
-	m, err := decodeSpanMeta(mv)
+	m, err := format.DecodeSpanMeta(mv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestSpanRecordsRoundTrip(t *testing.T) {
 	if err != nil || !bytes.Equal(again, mv) {
 		t.Fatalf("span meta does not re-encode to its bytes (%v)", err)
 	}
-	h, err := decodeHeadMeta(hv, m)
+	h, err := format.DecodeHeadMeta(hv, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +57,10 @@ func TestSpanRecordsRoundTrip(t *testing.T) {
 	if err != nil || !bytes.Equal(again, hv) {
 		t.Fatalf("head meta does not re-encode to its bytes (%v)", err)
 	}
-	if _, err := decodeHeadMeta(mv, m); !errors.Is(err, ErrCorruption) {
+	if _, err := format.DecodeHeadMeta(mv, m); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("root decoded as a head: %v", err)
 	}
-	if _, err := decodeSpanMeta(hv); !errors.Is(err, ErrCorruption) {
+	if _, err := format.DecodeSpanMeta(hv); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("head decoded as a root: %v", err)
 	}
 }
@@ -69,7 +69,7 @@ func TestSpanRecordsRoundTrip(t *testing.T) {
 // checks, not the CRC, meet it.
 func reseal(t *testing.T, v []byte, mutate func([]byte) []byte) []byte {
 	t.Helper()
-	b, err := format.Seal(kindSpan, mutate(append([]byte(nil), v[format.FrameSize:]...)))
+	b, err := format.Seal(format.KindSpan, mutate(append([]byte(nil), v[format.FrameSize:]...)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func reseal(t *testing.T, v []byte, mutate func([]byte) []byte) []byte {
 
 func TestSpanRecordsMutations(t *testing.T) {
 	mv, hv := spanRecords(t)
-	m, err := decodeSpanMeta(mv)
+	m, err := format.DecodeSpanMeta(mv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestSpanRecordsMutations(t *testing.T) {
 	for i := format.FrameSize; i < len(mv); i++ {
 		for _, bit := range []byte{0x01, 0x80} {
 			v := reseal(t, mv, func(b []byte) []byte { b[i-format.FrameSize] ^= bit; return b })
-			got, err := decodeSpanMeta(v)
+			got, err := format.DecodeSpanMeta(v)
 			if err != nil {
 				if !errors.Is(err, ErrCorruption) {
 					t.Fatalf("meta byte %d: error wraps no sentinel: %v", i, err)
@@ -101,7 +101,7 @@ func TestSpanRecordsMutations(t *testing.T) {
 	}
 	for i := format.FrameSize; i < len(hv); i++ {
 		v := reseal(t, hv, func(b []byte) []byte { b[i-format.FrameSize] ^= 0x40; return b })
-		got, err := decodeHeadMeta(v, m)
+		got, err := format.DecodeHeadMeta(v, m)
 		if err != nil {
 			if !errors.Is(err, ErrCorruption) {
 				t.Fatalf("head byte %d: error wraps no sentinel: %v", i, err)
@@ -113,12 +113,12 @@ func TestSpanRecordsMutations(t *testing.T) {
 		}
 	}
 	for n := 0; n < len(mv); n += 7 {
-		if _, err := decodeSpanMeta(mv[:n]); err == nil {
+		if _, err := format.DecodeSpanMeta(mv[:n]); err == nil {
 			t.Fatalf("meta truncated to %d bytes decoded", n)
 		}
 	}
 	for n := 0; n < len(hv); n += 7 {
-		if _, err := decodeHeadMeta(hv[:n], m); err == nil {
+		if _, err := format.DecodeHeadMeta(hv[:n], m); err == nil {
 			t.Fatalf("head truncated to %d bytes decoded", n)
 		}
 	}
@@ -130,17 +130,17 @@ func TestSpanRecordsHostileCounts(t *testing.T) {
 	// anything is allocated.
 	for _, off := range []int{68, 120, 124, 128} {
 		v := reseal(t, mv, func(b []byte) []byte { binary.LittleEndian.PutUint32(b[off:], 0xffffffff); return b })
-		if _, err := decodeSpanMeta(v); !errors.Is(err, ErrCorruption) {
+		if _, err := format.DecodeSpanMeta(v); !errors.Is(err, ErrCorruption) {
 			t.Fatalf("count at %d set to 2^32-1: %v", off, err)
 		}
 	}
 	v := reseal(t, mv, func(b []byte) []byte { binary.LittleEndian.PutUint16(b[72:], 0xffff); return b })
-	if _, err := decodeSpanMeta(v); !errors.Is(err, ErrCorruption) {
+	if _, err := format.DecodeSpanMeta(v); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("65535 layers: %v", err)
 	}
 	v = append([]byte(nil), mv...)
 	v[20] ^= 1
-	if _, err := decodeSpanMeta(v); !errors.Is(err, ErrCorruption) {
+	if _, err := format.DecodeSpanMeta(v); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("bad crc: %v", err)
 	}
 }

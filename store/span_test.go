@@ -79,6 +79,9 @@ func buildSpans(t testing.TB, db *DB, in *SpanInput, o SpanOptions) *SpanMemory 
 	return m
 }
 
+// spanMeta reads the root record of (ns, name) as the store does.
+func (db *DB) spanMeta(ns, name string) (*SpanMeta, error) { return db.spans().Meta(ns, name) }
+
 func TestSpanMemoryRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		dt, factors format.DType

@@ -38,7 +38,7 @@ import (
 // copy is byte-for-byte (the trailer's offset excepted) and only the
 // records' (blob file, extent offset) change. A SpanReader opened before
 // keeps its pinned source file and, reading a head record first after the
-// move, decodes it against the moved root record (span_reader.go).
+// move, decodes it against the moved root record (spanmem/reader.go).
 
 // CompactOptions tune Compact. The zero value uses the store's options.
 type CompactOptions struct {

@@ -15,7 +15,8 @@
 //
 // It takes the model's SeKV artifacts as inputs (the Artifacts interface)
 // and never reaches into the store: the store reads the artifacts from its
-// catalog, and writes, syncs and catalogues what LayoutExtent produced.
+// catalog, and store/internal/spandb writes, syncs and catalogues what
+// LayoutExtent produced.
 package spanmem
 
 import "github.com/kvstore/kvstore/format"
