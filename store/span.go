@@ -121,9 +121,6 @@ func (db *DB) putSpans(p *spandb.Put) error {
 	return nil
 }
 
-// killExtent moves n bytes and one extent of r from live to dead.
-func killExtent(r *BlobFileInfo, n uint64) { r.KillExtent(n) }
-
 // DeleteSpanMemory removes the span memory of context name in namespace
 // ns, stored for model, in one synced batch: its root and head records go,
 // and its extent's bytes become dead (reclaimed by compaction; readers
