@@ -13,6 +13,15 @@
 // BOS-embedding header (prefilled, not kept) and mean-row trailer rows.
 // -no-train scores the initial adapters only.
 //
+// Training is logged every epoch; -eval-every K scores the held-out
+// requests every K epochs too, -eval-train scores no adapter and each
+// trained adapter on the training requests, -save writes the trained
+// adapters, and -fit-heldout trains on the held-out requests themselves
+// (a bound, not a result). -oracle adds rows that bound what a hidden
+// header could do: each document prefilled after BOS and a context taken
+// from the requests (the true text before it, its last k tokens, or
+// another request's documents), those rows then dropped.
+//
 // Requests are BOS, 2-5 documents and a question (the training requests
 // 2-3 documents, for time); every document is prefilled alone (after its
 // header, before its trailer) and the BOS alone. stories260K's documents
