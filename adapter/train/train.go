@@ -45,6 +45,18 @@ type Options struct {
 	Workers int
 	// Progress, when not nil, is called after every step.
 	Progress func(Progress)
+	// Epoch, when not nil, is called after every epoch with its mean loss
+	// and a copy of the adapter as it stands (to log, evaluate or save);
+	// an error it returns stops training and is returned.
+	Epoch func(EpochEnd) error
+}
+
+// EpochEnd is reported after each epoch.
+type EpochEnd struct {
+	Epoch   int              // 0-based
+	Loss    float64          // the epoch's mean training loss (as Result.EpochLoss)
+	Adapter *adapter.Adapter // the adapter after the epoch's last step (no TrainConfig)
+	Elapsed time.Duration
 }
 
 // EnsureDefaults sets the documented defaults of zero fields.
@@ -189,6 +201,12 @@ func Train(m *llama.Model, examples []*llama.PacketExample, o Options) (*Result,
 			}
 		}
 		res.EpochLoss = append(res.EpochLoss, sum/float64(len(order)))
+		if o.Epoch != nil {
+			cur := &adapter.Adapter{Dim: m.Dim, Header: to32(theta[:nh]), Trailer: to32(theta[nh:]), HideHeader: init.HideHeader}
+			if err := o.Epoch(EpochEnd{Epoch: e, Loss: res.EpochLoss[e], Adapter: cur, Elapsed: time.Since(start)}); err != nil {
+				return nil, fmt.Errorf("train: after epoch %d: %w", e, err)
+			}
+		}
 	}
 	res.Time = time.Since(start)
 	a := &adapter.Adapter{Dim: m.Dim, Header: to32(theta[:nh]), Trailer: to32(theta[nh:]), HideHeader: init.HideHeader}

@@ -141,6 +141,43 @@ func TestTrainDeterministic(t *testing.T) {
 	}
 }
 
+// Options.Epoch sees every epoch's loss and adapter, the last one the
+// result's bit for bit, and its error stops training.
+func TestTrainEpochHook(t *testing.T) {
+	m, err := llama.Random(llama.Config{Dim: 16, Hidden: 24, Layers: 2, Heads: 2, KVHeads: 1, Vocab: 32, SeqLen: 256,
+		NormEps: 1e-5, RoPE: format.RoPE{Style: format.RoPEInterleaved, Theta: 10000}}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exs := examples(t, m, rand.New(rand.NewPCG(1, 1)), 4)
+	var seen []EpochEnd
+	o := Options{Header: 1, Trailer: 2, Epochs: 3, Batch: 3, Seed: 9, LR: 1e-2}
+	o.Epoch = func(e EpochEnd) error { seen = append(seen, e); return nil }
+	r, err := Train(m, exs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 3 {
+		t.Fatalf("%d epochs reported, want 3", len(seen))
+	}
+	for i, e := range seen {
+		if e.Epoch != i || e.Loss != r.EpochLoss[i] {
+			t.Fatalf("epoch %d reported as %d, loss %v (result %v)", i, e.Epoch, e.Loss, r.EpochLoss)
+		}
+	}
+	last := seen[2].Adapter
+	for i, v := range append(last.Header, last.Trailer...) {
+		if math.Float32bits(v) != math.Float32bits(append(r.Adapter.Header, r.Adapter.Trailer...)[i]) {
+			t.Fatalf("value %d of the last epoch's adapter differs from the result's", i)
+		}
+	}
+	stop := errors.New("stop")
+	o.Epoch = func(EpochEnd) error { return stop }
+	if _, err := Train(m, exs, o); !errors.Is(err, stop) {
+		t.Fatalf("the hook's error: %v", err)
+	}
+}
+
 // AdamW's first step moves every coordinate by lr against its gradient's
 // sign (bias correction makes m/sqrt(v) = g/|g|).
 func TestAdamWFirstStep(t *testing.T) {

@@ -13,6 +13,15 @@
 // BOS-embedding header (prefilled, not kept) and mean-row trailer rows.
 // -no-train scores the initial adapters only.
 //
+// Training is logged every epoch; -eval-every K scores the held-out
+// requests every K epochs too, -eval-train scores no adapter and each
+// trained adapter on the training requests, -save writes the trained
+// adapters, and -fit-heldout trains on the held-out requests themselves
+// (a bound, not a result). -oracle adds rows that bound what a hidden
+// header could do: each document prefilled after BOS and a context taken
+// from the requests (the true text before it, its last k tokens, or
+// another request's documents), those rows then dropped.
+//
 // Requests are BOS, 2-5 documents and a question (the training requests
 // 2-3 documents, for time); every document is prefilled alone (after its
 // header, before its trailer) and the BOS alone. stories260K's documents
@@ -37,6 +46,7 @@ import (
 
 	"github.com/kvstore/kvstore/adapter"
 	"github.com/kvstore/kvstore/adapter/train"
+	"github.com/kvstore/kvstore/format/safetensors"
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/internal/testenv"
 )
@@ -53,6 +63,10 @@ type config struct {
 	init                   string
 	trailerTok             int
 	noTrain                bool
+	oracles                []oracle
+	evalEvery              int
+	save                   string
+	evalTrain, fitHeldout  bool
 }
 
 func main() {
@@ -74,7 +88,23 @@ func main() {
 	flag.StringVar(&c.init, "init", "stats", "adapter initialisation: stats (N(mean, std) of the embedding columns, the reference's); token (adapter.InitToken: header rows BOS's embedding and hidden from the question, trailer rows the mean embedding); bos, bos-mean, bos-tok (visible header rows BOS's embedding; trailer rows BOS's, the mean, or -trailer-token's)")
 	flag.IntVar(&c.trailerTok, "trailer-token", 13, "with -init bos-tok: the token whose embedding the trailer rows start from")
 	flag.BoolVar(&c.noTrain, "no-train", false, "evaluate the initial adapters only")
+	oracles := flag.String("oracle", "", "oracle rows to add, comma-separated: all (each document prefilled after the true text before it, those rows dropped), k (after its last k tokens), other (after another request's documents)")
+	flag.IntVar(&c.evalEvery, "eval-every", 0, "evaluate the held-out requests every this many epochs while training (0: at the end only); the epoch loss is logged every epoch")
+	flag.StringVar(&c.save, "save", "", "directory to write each trained adapter to (safetensors, f32)")
+	flag.BoolVar(&c.evalTrain, "eval-train", false, "also score no adapter and each trained adapter on the training requests")
+	flag.BoolVar(&c.fitHeldout, "fit-heldout", false, "train on the held-out requests themselves (a bound: the best a shared adapter does on that set)")
 	flag.Parse()
+	for _, s := range strings.Split(*oracles, ",") {
+		if s == "" {
+			continue
+		}
+		o, err := oracleOf(s)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "adapterquality:", err)
+			os.Exit(2)
+		}
+		c.oracles = append(c.oracles, o)
+	}
 	c.seed = *seed
 	c.models = strings.Split(*models, ",")
 	for _, s := range strings.Split(*ns, ",") {
@@ -159,25 +189,26 @@ func measure(w, log io.Writer, c config, name string) error {
 	if err != nil {
 		return err
 	}
-	exs, err := train.Examples(m, trainReqs, c.answer)
+	fitReqs := trainReqs
+	if c.fitHeldout {
+		fitReqs = heldReqs
+	}
+	exs, err := train.Examples(m, fitReqs, c.answer)
 	if err != nil {
 		return err
 	}
-	var refs []reference
-	for _, r := range heldReqs {
-		ref, err := fullReference(m, r, c.cont)
-		if err != nil {
+	refs, err := references(m, heldReqs, c.cont)
+	if err != nil {
+		return err
+	}
+	var trainRefs []reference
+	if c.evalTrain {
+		if trainRefs, err = references(m, trainReqs, c.cont); err != nil {
 			return err
 		}
-		refs = append(refs, ref)
 	}
 	fmt.Fprintf(log, "%s: %d training examples, %d held-out references in %v\n", name, len(exs), len(refs), time.Since(start).Round(time.Millisecond))
 
-	type row struct {
-		label string
-		s     scores
-		cost  string
-	}
 	noneTrain, err := train.Loss(m, nil, exs)
 	if err != nil {
 		return err
@@ -189,6 +220,21 @@ func measure(w, log io.Writer, c config, name string) error {
 		return err
 	}
 	rows = append(rows, row{"no adapter", none, "0 rows"})
+	if c.evalTrain {
+		s, err := evaluate(m, nil, trainReqs, trainRefs)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row{"no adapter, on the training requests", s, "0 rows"})
+	}
+	for _, o := range c.oracles {
+		s, err := o.evaluate(m, heldReqs, refs)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(log, "%s %s: held-out KL next %.4f cont %.4f\n", name, o.label, s.KLNext, s.KLCont)
+		rows = append(rows, row{o.label, s, "0 rows"})
+	}
 	type size struct{ h, t int }
 	var sizes []size
 	for _, n := range c.ns {
@@ -197,54 +243,13 @@ func measure(w, log io.Writer, c config, name string) error {
 	for _, n := range c.headerOnly {
 		sizes = append(sizes, size{n, 0})
 	}
+	ev := evalSet{heldReqs, refs, trainReqs, trainRefs, exs, none, noneTrain}
 	for _, z := range sizes {
-		init, err := initial(m, c, z.h, z.t)
+		r, err := oneAdapter(w, log, c, m, name, z.h, z.t, ev)
 		if err != nil {
 			return err
 		}
-		label := fmt.Sprintf("N = %d", z.h)
-		switch {
-		case init.HideHeader && z.t != z.h:
-			label = fmt.Sprintf("N_h = %d hidden, N_t = %d", z.h, z.t)
-		case init.HideHeader:
-			label = fmt.Sprintf("N = %d, header hidden", z.h)
-		case z.t != z.h:
-			label = fmt.Sprintf("N_h = %d, N_t = %d", z.h, z.t)
-		}
-		o := train.Options{Init: init, LR: c.lr, Epochs: c.epochs, Batch: c.batch, Workers: c.workers, Seed: c.seed}
-		last := time.Now()
-		o.Progress = func(p train.Progress) {
-			if time.Since(last) > 10*time.Second || p.Step == p.Steps {
-				last = time.Now()
-				fmt.Fprintf(log, "%s %s: step %d/%d epoch %d loss %.4f (%v)\n", name, label, p.Step, p.Steps, p.Epoch, p.Loss, p.Elapsed.Round(time.Second))
-			}
-		}
-		initS, err := evaluate(m, init, heldReqs, refs)
-		if err != nil {
-			return err
-		}
-		rowsPer := init.StoredHeaderRows() + z.t
-		if c.noTrain {
-			initTrain, err := train.Loss(m, init, exs)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(log, "%s %s initial: training loss %.4f, held-out KL next %.4f cont %.4f (none %.4f %.4f)\n", name, label, initTrain, initS.KLNext, initS.KLCont, none.KLNext, none.KLCont)
-			rows = append(rows, row{label + ", initial (untrained)", initS, fmt.Sprintf("%d rows", rowsPer)})
-			continue
-		}
-		res, err := train.Train(m, exs, o)
-		if err != nil {
-			return err
-		}
-		s, err := evaluate(m, res.Adapter, heldReqs, refs)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, row{label + ", initial (untrained)", initS, fmt.Sprintf("%d rows", rowsPer)})
-		rows = append(rows, row{label + ", trained", s, fmt.Sprintf("%d rows, %d B f32 (%d B bf16), trained in %.0f s (%d steps; epoch loss %.3f -> %.3f)",
-			rowsPer, res.Adapter.Bytes(), res.Adapter.Bytes()/2, res.Time.Seconds(), res.Steps, res.EpochLoss[0], res.EpochLoss[len(res.EpochLoss)-1])})
-		fmt.Fprintf(log, "%s %s: held-out KL next %.4f (none %.4f)\n", name, label, s.KLNext, none.KLNext)
+		rows = append(rows, r...)
 	}
 	alone, err := questionAlone(m, heldReqs, refs)
 	if err != nil {
@@ -261,6 +266,136 @@ func measure(w, log io.Writer, c config, name string) error {
 	}
 	fmt.Fprintln(w)
 	return nil
+}
+
+type row struct {
+	label string
+	s     scores
+	cost  string
+}
+
+// evalSet is what every adapter of a model is measured on.
+type evalSet struct {
+	held      []train.Request
+	refs      []reference
+	train     []train.Request
+	trainRefs []reference // nil without -eval-train
+	exs       []*llama.PacketExample
+	none      scores
+	noneLoss  float64
+}
+
+func references(m *llama.Model, rs []train.Request, cont int) ([]reference, error) {
+	var refs []reference
+	for _, r := range rs {
+		ref, err := fullReference(m, r, cont)
+		if err != nil {
+			return nil, err
+		}
+		refs = append(refs, ref)
+	}
+	return refs, nil
+}
+
+func sizeLabel(init *adapter.Adapter, h, t int) string {
+	switch {
+	case init.HideHeader && t != h:
+		return fmt.Sprintf("N_h = %d hidden, N_t = %d", h, t)
+	case init.HideHeader:
+		return fmt.Sprintf("N = %d, header hidden", h)
+	case t != h:
+		return fmt.Sprintf("N_h = %d, N_t = %d", h, t)
+	}
+	return fmt.Sprintf("N = %d", h)
+}
+
+// oneAdapter scores the initial adapter of nh + nt rows and, unless
+// -no-train, trains it and scores the result.
+func oneAdapter(w, log io.Writer, c config, m *llama.Model, name string, nh, nt int, ev evalSet) ([]row, error) {
+	init, err := initial(m, c, nh, nt)
+	if err != nil {
+		return nil, err
+	}
+	label := sizeLabel(init, nh, nt)
+	initS, err := evaluate(m, init, ev.held, ev.refs)
+	if err != nil {
+		return nil, err
+	}
+	initLoss, err := train.Loss(m, init, ev.exs)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "%s %s initial: training loss %.4f (none %.4f), held-out KL next %.4f cont %.4f (none %.4f %.4f)\n",
+		name, label, initLoss, ev.noneLoss, initS.KLNext, initS.KLCont, ev.none.KLNext, ev.none.KLCont)
+	rowsPer := init.StoredHeaderRows() + nt
+	rows := []row{{label + ", initial (untrained)", initS, fmt.Sprintf("%d rows", rowsPer)}}
+	if c.noTrain {
+		return rows, nil
+	}
+	o := train.Options{Init: init, LR: c.lr, Epochs: c.epochs, Batch: c.batch, Workers: c.workers, Seed: c.seed}
+	last := time.Now()
+	o.Progress = func(p train.Progress) {
+		if time.Since(last) > 30*time.Second {
+			last = time.Now()
+			fmt.Fprintf(log, "%s %s: step %d/%d epoch %d loss %.4f (%v)\n", name, label, p.Step, p.Steps, p.Epoch, p.Loss, p.Elapsed.Round(time.Second))
+		}
+	}
+	o.Epoch = func(e train.EpochEnd) error {
+		fmt.Fprintf(log, "%s %s: epoch %d loss %.4f (%v)", name, label, e.Epoch+1, e.Loss, e.Elapsed.Round(time.Second))
+		if c.evalEvery > 0 && (e.Epoch+1)%c.evalEvery == 0 && e.Epoch+1 < c.epochs {
+			s, err := evaluate(m, e.Adapter, ev.held, ev.refs)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(log, "; held-out KL next %.4f top-1 %.3f, cont %.4f top-1 %.3f", s.KLNext, s.Top1Next, s.KLCont, s.Top1Cont)
+		}
+		fmt.Fprintln(log)
+		return nil
+	}
+	res, err := train.Train(m, ev.exs, o)
+	if err != nil {
+		return nil, err
+	}
+	s, err := evaluate(m, res.Adapter, ev.held, ev.refs)
+	if err != nil {
+		return nil, err
+	}
+	endLoss, err := train.Loss(m, res.Adapter, ev.exs)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "%s %s trained: training loss %.4f -> %.4f (none %.4f), held-out KL next %.4f top-1 %.3f, cont %.4f top-1 %.3f (none %.4f %.4f)\n",
+		name, label, initLoss, endLoss, ev.noneLoss, s.KLNext, s.Top1Next, s.KLCont, s.Top1Cont, ev.none.KLNext, ev.none.KLCont)
+	rows = append(rows, row{label + ", trained", s, fmt.Sprintf("%d rows, %d B f32 (%d B bf16), trained in %.0f s (%d steps; epoch loss %.3f -> %.3f; training loss %.3f -> %.3f, no adapter %.3f)",
+		rowsPer, res.Adapter.Bytes(), res.Adapter.Bytes()/2, res.Time.Seconds(), res.Steps, res.EpochLoss[0], res.EpochLoss[len(res.EpochLoss)-1], initLoss, endLoss, ev.noneLoss)})
+	if ev.trainRefs != nil {
+		ts, err := evaluate(m, res.Adapter, ev.train, ev.trainRefs)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(log, "%s %s trained, on the training requests: KL next %.4f top-1 %.3f, cont %.4f top-1 %.3f\n", name, label, ts.KLNext, ts.Top1Next, ts.KLCont, ts.Top1Cont)
+		rows = append(rows, row{label + ", trained, on the training requests", ts, fmt.Sprintf("%d rows", rowsPer)})
+	}
+	if c.save != "" {
+		if err := saveAdapter(c.save, name, c, res.Adapter); err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
+}
+
+// saveAdapter writes a to dir as safetensors (f32), named after the model,
+// its rows and the learning rate.
+func saveAdapter(dir, name string, c config, a *adapter.Adapter) error {
+	b, err := a.Encode(safetensors.F32)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	base := fmt.Sprintf("%s-h%d-t%d-hide%v-lr%g-e%d.safetensors", name, a.HeaderRows(), a.TrailerRows(), a.HideHeader, c.lr, c.epochs)
+	return os.WriteFile(filepath.Join(dir, base), b, 0o644)
 }
 
 func docTokens(rs []train.Request) int {
