@@ -1,6 +1,9 @@
 package format
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // ChunkKind says whether a chunk holds keys, values, or a pruned packet's
 // kept positions. On-disk values; never renumber.
@@ -143,4 +146,18 @@ func (h *PacketHeader) PositionsRowBytes() uint32 { return uint32((uint64(h.Toke
 // [Layers, KVHeads, PositionsRowBytes()] of dtype DTypeU8.
 func (h *PacketHeader) PositionsShape() []uint32 {
 	return []uint32{h.Layers, h.KVHeads, h.PositionsRowBytes()}
+}
+
+// Moved returns a copy of h whose extent starts at off of blob file num,
+// every chunk moved with it (compaction's copy, reconciliation's record of
+// an extent found at a new place). h is not changed.
+func (h *PacketHeader) Moved(num uint32, off uint64) *PacketHeader {
+	n := *h
+	n.Chunks = slices.Clone(h.Chunks)
+	for i := range n.Chunks {
+		n.Chunks[i].BlobFile = num
+		n.Chunks[i].Offset = n.Chunks[i].Offset - h.ExtentOffset + off
+	}
+	n.BlobFile, n.ExtentOffset = num, off
+	return &n
 }

@@ -417,7 +417,7 @@ func (c *Compaction) copyExtent(f *bloblog.File, r *ExtentRef) (movedExtent, str
 		meta.BlobFile, meta.ExtentOffset = out.rec.Num, off
 		m.span = &movedSpan{ns: r.Namespace, name: r.Context, meta: &meta, heads: heads}
 	} else {
-		m.header = repoint(r.Header, out.rec.Num, off)
+		m.header = r.Header.Moved(out.rec.Num, off)
 	}
 	return m, "", nil
 }
@@ -444,18 +444,6 @@ func (c *Compaction) spanHeads(r *ExtentRef) ([]*format.HeadMeta, string, error)
 		}
 	}
 	return heads, "", nil
-}
-
-// repoint returns a copy of h with its extent at off of file num.
-func repoint(h *format.PacketHeader, num uint32, off uint64) *format.PacketHeader {
-	n := *h
-	n.Chunks = slices.Clone(h.Chunks)
-	for i := range n.Chunks {
-		n.Chunks[i].BlobFile = num
-		n.Chunks[i].Offset = n.Chunks[i].Offset - h.ExtentOffset + off
-	}
-	n.BlobFile, n.ExtentOffset = num, off
-	return &n
 }
 
 // output returns the output file an extent of n bytes goes to, starting a

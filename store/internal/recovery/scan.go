@@ -3,7 +3,6 @@ package recovery
 import (
 	"encoding/binary"
 	"fmt"
-	"slices"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
@@ -86,7 +85,7 @@ func (p *Plan) classify(num uint32, path string, e *bloblog.Scanned) {
 			p.problem("%s at %d: put record of %s does not describe its extent", path, e.Offset, r.Header.ID.Short())
 			return
 		}
-		t.seq, t.put, t.spec = r.Seq, repointHeader(r.Header, num, e.Offset), r.Spec
+		t.seq, t.put, t.spec = r.Seq, r.Header.Moved(num, e.Offset), r.Spec
 	case ok && kind.Magic == format.KindTombstone.Magic:
 		ts, err := format.DecodeTombstone(e.Payload)
 		if err != nil || ts.ID != e.Trailer.Packet {
@@ -116,16 +115,4 @@ func framed(b []byte) []byte {
 	}
 	n := uint64(binary.LittleEndian.Uint32(b[8:])) + format.FrameSize
 	return b[:min(n, uint64(len(b)))]
-}
-
-// repointHeader returns h with its extent at off of file num.
-func repointHeader(h *format.PacketHeader, num uint32, off uint64) *format.PacketHeader {
-	n := *h
-	n.Chunks = slices.Clone(h.Chunks)
-	for i := range n.Chunks {
-		n.Chunks[i].BlobFile = num
-		n.Chunks[i].Offset = n.Chunks[i].Offset - h.ExtentOffset + off
-	}
-	n.BlobFile, n.ExtentOffset = num, off
-	return &n
 }
