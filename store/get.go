@@ -73,21 +73,11 @@ func (db *DB) header(ns string, id format.PacketID) (*format.PacketHeader, error
 	if err := checkNamespace(ns); err != nil {
 		return nil, err
 	}
-	var h *format.PacketHeader
-	found, err := db.cat.Get(catalog.HeaderKey(ns, id), func(v []byte) (err error) {
-		h, err = format.DecodeHeader(v)
-		return err
-	})
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("store: header of packet %s in namespace %q: %w", id.Short(), ns, err)
-	case !found:
-		return nil, fmt.Errorf("%w: packet %s in namespace %q", ErrNotFound, id.Short(), ns)
-	case h.ID != id || h.Namespace != ns:
-		return nil, fmt.Errorf("%w: catalog key of packet %s in namespace %q holds the header of packet %s in %q",
-			ErrCorruption, id.Short(), ns, h.ID.Short(), h.Namespace)
+	h, found, err := db.cat.Header(ns, id)
+	if err == nil && !found {
+		err = fmt.Errorf("%w: packet %s in namespace %q", ErrNotFound, id.Short(), ns)
 	}
-	return h, nil
+	return h, err
 }
 
 // Has reports whether packet id is stored in namespace ns for model. A
@@ -127,18 +117,12 @@ func (db *DB) Model(fp format.Fingerprint) (*format.ModelSpec, error) {
 		c := *m.(*format.ModelSpec)
 		return &c, nil
 	}
-	var m *format.ModelSpec
-	found, err := db.cat.Get(catalog.ModelKey(fp), func(v []byte) (err error) {
-		m, err = format.DecodeModelSpec(v)
-		return err
-	})
+	m, found, err := db.cat.Model(fp)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("store: model spec %s: %w", fp.Short(), err)
+		return nil, err
 	case !found:
 		return nil, fmt.Errorf("%w: model spec %s", ErrNotFound, fp.Short())
-	case m.Fingerprint() != fp:
-		return nil, fmt.Errorf("%w: model spec under %s has fingerprint %s", ErrCorruption, fp.Short(), m.Fingerprint().Short())
 	}
 	db.models.Store(fp, m)
 	c := *m
@@ -150,12 +134,5 @@ func (db *DB) addModel(b *pebble.Batch, fp format.Fingerprint, m *format.ModelSp
 	if _, ok := db.models.Load(fp); ok {
 		return nil
 	}
-	if ok, err := db.cat.Has(catalog.ModelKey(fp)); err != nil || ok {
-		return err
-	}
-	v, err := format.EncodeModelSpec(m)
-	if err != nil {
-		return fmt.Errorf("store: encode model spec: %w", err)
-	}
-	return b.Set(catalog.ModelKey(fp), v, nil)
+	return db.cat.AddModel(b, fp, m)
 }
