@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/view"
 )
 
 // Get returns a View of packet id in namespace ns, stored for model. It is
@@ -45,27 +46,14 @@ func (db *DB) Get(ctx context.Context, ns string, model format.Fingerprint, id f
 const maxGetAttempts = 4
 
 func (db *DB) get(ns string, model format.Fingerprint, id format.PacketID) (*View, error) {
-	for range maxGetAttempts {
+	return view.Open(maxGetAttempts, func() (*format.PacketHeader, error) {
 		h, err := db.header(ns, id)
-		if err != nil {
-			return nil, err
-		}
-		if h.Model != model {
-			return nil, fmt.Errorf("%w: packet %s in namespace %q was stored for model %s, not %s",
+		if err == nil && h.Model != model {
+			err = fmt.Errorf("%w: packet %s in namespace %q was stored for model %s, not %s",
 				ErrModelMismatch, id.Short(), ns, h.Model.Short(), model.Short())
 		}
-		f := db.file(h.BlobFile)
-		if f == nil {
-			continue
-		}
-		v, err := db.newView(h, f)
-		if err != nil {
-			f.Release()
-			return nil, err
-		}
-		return v, nil
-	}
-	return nil, fmt.Errorf("%w: packet %s: blob file missing from the catalog", ErrCorruption, id.Short())
+		return h, err
+	}, db.file, db.viewOptions())
 }
 
 // header reads and checks packet id's header in namespace ns.
