@@ -72,15 +72,7 @@ func (db *DB) AssembleInto(ctx context.Context, ns string, model format.Fingerpr
 		return nil, err
 	}
 	defer a.Release()
-	spec := a.Spec()
-	dst, err := NewDest(&spec, a.Tokens(), s)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.Run(ctx, dst, o); err != nil {
-		return nil, err
-	}
-	return dst, nil
+	return a.in.RunInto(ctx, s, o)
 }
 
 // AssembleItem is one packet of an assembly: its id and the position

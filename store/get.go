@@ -8,7 +8,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/store/internal/catalog"
 	"github.com/kvstore/kvstore/store/internal/view"
 )
 
@@ -81,15 +80,9 @@ func (db *DB) Has(ctx context.Context, ns string, model format.Fingerprint, id f
 	if err := checkNamespace(ns); err != nil {
 		return false, err
 	}
-	if ok, err := db.cat.Has(catalog.IndexKey(ns, model, id)); err != nil || ok {
-		return ok, err
-	}
-	_, err := db.header(ns, id)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return false, nil
-	case err != nil:
-		return false, err
+	indexed, other, err := db.cat.Stored(ns, model, id)
+	if err != nil || !other {
+		return indexed, err
 	}
 	return false, fmt.Errorf("%w: packet %s in namespace %q", ErrModelMismatch, id.Short(), ns)
 }
@@ -101,20 +94,11 @@ func (db *DB) Model(fp format.Fingerprint) (*format.ModelSpec, error) {
 		return nil, err
 	}
 	defer db.leave()
-	if m, ok := db.models.Load(fp); ok {
-		c := *m.(*format.ModelSpec)
-		return &c, nil
+	m, found, err := db.cat.CachedModel(&db.models, fp)
+	if err == nil && !found {
+		err = fmt.Errorf("%w: model spec %s", ErrNotFound, fp.Short())
 	}
-	m, found, err := db.cat.Model(fp)
-	switch {
-	case err != nil:
-		return nil, err
-	case !found:
-		return nil, fmt.Errorf("%w: model spec %s", ErrNotFound, fp.Short())
-	}
-	db.models.Store(fp, m)
-	c := *m
-	return &c, nil
+	return m, err
 }
 
 // addModel adds model spec m, fingerprint fp, to b unless it is catalogued.

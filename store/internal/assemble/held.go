@@ -83,3 +83,16 @@ func (h *Held) Run(ctx context.Context, dst *Dest, o *Options) error {
 	}
 	return h.Assembly.Run(ctx, dst, o)
 }
+
+// RunInto is Run into a destination it allocates (New) of shape s, sized
+// for the assembly's rows, and returns it.
+func (h *Held) RunInto(ctx context.Context, s Shape, o *Options) (*Dest, error) {
+	dst, err := New(&h.spec, h.tokens, s)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Run(ctx, dst, o); err != nil {
+		return nil, err
+	}
+	return dst, nil
+}

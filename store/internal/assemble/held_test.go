@@ -71,3 +71,35 @@ func TestPrepareDynamicRoPE(t *testing.T) {
 		t.Fatalf("no dynamic scaling: %v", err)
 	}
 }
+
+// TestRunInto: RunInto allocates the destination of the shape asked for and
+// fills it as Run fills NewContiguous's, which is New's contiguous shape;
+// a shape that does not fit is ErrInvalidArgument.
+func TestRunInto(t *testing.T) {
+	srcs := []*memSource{newMemSource(t, 3, 5, true), newMemSource(t, 4, 6, false)}
+	h, err := Open(2, func(i int) (Item, func(), error) { return Item{Src: srcs[i], Offset: int64(7 * i)}, func() {}, nil },
+		func() (*format.ModelSpec, error) { return &testSpec, nil }, errors.New("closed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	got, err := h.RunInto(context.Background(), Shape{Layout: format.KVLayoutHND}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := NewContiguous(&testSpec, h.Tokens())
+	if sized, err := New(&testSpec, h.Tokens(), Shape{Layout: format.KVLayoutHND}); err != nil || len(sized.K) != len(want.K) || len(sized.K[0]) != len(want.K[0]) || want.Layout != format.KVLayoutHND {
+		t.Fatalf("NewContiguous is not New's contiguous shape: %v", err)
+	}
+	if err := h.Run(context.Background(), want, nil); err != nil {
+		t.Fatal(err)
+	}
+	for l := range want.K {
+		if string(got.K[l]) != string(want.K[l]) || string(got.V[l]) != string(want.V[l]) {
+			t.Fatalf("layer %d: RunInto's destination differs from Run's", l)
+		}
+	}
+	if _, err := h.RunInto(context.Background(), Shape{Layout: format.KVLayoutPagedNHD}, nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("paged shape without a block size: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -58,4 +59,31 @@ func (c *Catalog) AddModel(b *pebble.Batch, fp format.Fingerprint, m *format.Mod
 		return fmt.Errorf("store: encode model spec: %w", err)
 	}
 	return b.Set(ModelKey(fp), v, nil)
+}
+
+// Stored says whether packet id is indexed in namespace ns for model ('i'
+// key) and, when it is not, whether ns holds it for another model (other:
+// its header is there). A header that does not read is Header's error.
+func (c *Catalog) Stored(ns string, model format.Fingerprint, id format.PacketID) (indexed, other bool, err error) {
+	if ok, err := c.Has(IndexKey(ns, model, id)); err != nil || ok {
+		return ok, false, err
+	}
+	_, other, err = c.Header(ns, id)
+	return false, other, err
+}
+
+// CachedModel is Model through cache (fingerprint -> *format.ModelSpec,
+// filled on a catalog read); the spec returned is the caller's copy.
+func (c *Catalog) CachedModel(cache *sync.Map, fp format.Fingerprint) (*format.ModelSpec, bool, error) {
+	if m, ok := cache.Load(fp); ok {
+		cp := *m.(*format.ModelSpec)
+		return &cp, true, nil
+	}
+	m, found, err := c.Model(fp)
+	if err != nil || !found {
+		return nil, found, err
+	}
+	cache.Store(fp, m)
+	cp := *m
+	return &cp, true, nil
 }

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -111,5 +112,68 @@ func TestModel(t *testing.T) {
 	}
 	if _, _, err := c.Model(format.Fingerprint{7}); !errors.Is(err, format.ErrCorruption) {
 		t.Fatalf("spec under another fingerprint: %v", err)
+	}
+}
+
+// TestStored: a packet indexed for the model is stored; one with only a
+// header (indexed for another model) is other; an absent one is neither.
+func TestStored(t *testing.T) {
+	c, err := openMem(t, vfs.NewMem(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := testHeader("ns", 1)
+	putHeaders(t, c, h)
+	b := c.DB.NewBatch()
+	_ = b.Set(IndexKey("ns", h.Model, h.ID), nil, nil)
+	if err := c.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Close()
+	for _, tc := range []struct {
+		ns             string
+		model          format.Fingerprint
+		indexed, other bool
+	}{{"ns", h.Model, true, false}, {"ns", format.Fingerprint{1}, false, true}, {"ns2", h.Model, false, false}} {
+		indexed, other, err := c.Stored(tc.ns, tc.model, h.ID)
+		if err != nil || indexed != tc.indexed || other != tc.other {
+			t.Errorf("%s/%s: indexed %v other %v (%v), want %v %v", tc.ns, tc.model.Short(), indexed, other, err, tc.indexed, tc.other)
+		}
+	}
+}
+
+// TestCachedModel: CachedModel reads a spec once into the cache, serves
+// it from there after, and returns copies the caller may change.
+func TestCachedModel(t *testing.T) {
+	c, err := openMem(t, vfs.NewMem(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := &format.ModelSpec{Architecture: "test", Layers: 2, KVHeads: 1, HeadDim: 8, DType: format.DTypeF32,
+		RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 10000}, WeightsID: "w"}
+	fp := m.Fingerprint()
+	var cache sync.Map
+	if _, found, err := c.CachedModel(&cache, fp); found || err != nil {
+		t.Fatalf("absent model: %v %v", found, err)
+	}
+	b := c.DB.NewBatch()
+	_ = c.AddModel(b, fp, m)
+	if err := c.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Close()
+	got, found, err := c.CachedModel(&cache, fp)
+	if err != nil || !found || got.Layers != 2 {
+		t.Fatalf("stored model: %+v %v %v", got, found, err)
+	}
+	got.Layers = 99
+	if cached, ok := cache.Load(fp); !ok || cached.(*format.ModelSpec).Layers != 2 {
+		t.Fatalf("cache after a read and a change to the copy: %v %v", cached, ok)
+	}
+	cache.Store(fp, &format.ModelSpec{Layers: 5})
+	if got, _, _ := c.CachedModel(&cache, fp); got.Layers != 5 {
+		t.Fatalf("served %d layers, not the cached spec's", got.Layers)
 	}
 }
