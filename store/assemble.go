@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/prune"
@@ -73,15 +72,7 @@ func (db *DB) AssembleInto(ctx context.Context, ns string, model format.Fingerpr
 		return nil, err
 	}
 	defer a.Release()
-	spec := a.Spec()
-	dst, err := NewDest(&spec, a.Tokens(), s)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.Run(ctx, dst, o); err != nil {
-		return nil, err
-	}
-	return dst, nil
+	return a.in.RunInto(ctx, s, o)
 }
 
 // AssembleItem is one packet of an assembly: its id and the position
@@ -118,11 +109,7 @@ type AssembleOptions = assemble.Options
 // distinct destinations). Release it when done; it is safe for concurrent
 // use.
 type Assembly struct {
-	in    *assemble.Assembly
-	views []*View
-
-	mu       sync.RWMutex // Run holds it shared, Release exclusively
-	released bool
+	in *assemble.Held
 }
 
 // PrepareAssemble looks up every item's packet in namespace ns for model
@@ -143,40 +130,21 @@ func (db *DB) prepareAssemble(ctx context.Context, ns string, model format.Finge
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("assemble: %w", err)
 	}
-	if len(items) == 0 {
-		return nil, fmt.Errorf("%w: assemble: no packets", ErrInvalidArgument)
-	}
-	a := &Assembly{}
-	ok := false
-	defer func() {
-		if !ok {
-			a.Release()
-		}
-	}()
-	in := make([]assemble.Item, len(items))
-	for i, it := range items {
-		v, err := db.Get(ctx, ns, model, it.ID)
+	in, err := assemble.Open(len(items), func(i int) (assemble.Item, func(), error) {
+		v, err := db.Get(ctx, ns, model, items[i].ID)
 		if err != nil {
-			return nil, fmt.Errorf("assemble: item %d (packet %s): %w", i, it.ID.Short(), err)
+			return assemble.Item{}, nil, fmt.Errorf("assemble: item %d (packet %s): %w", i, items[i].ID.Short(), err)
 		}
-		a.views = append(a.views, v)
-		in[i] = assemble.Item{Src: view.SourceOf(v), Offset: it.Offset}
+		it := assemble.Item{Src: view.SourceOf(v), Offset: items[i].Offset}
 		if keep != nil {
-			in[i].Keep = keep[i]
+			it.Keep = keep[i]
 		}
-	}
-	spec, err := db.Model(model)
+		return it, v.Release, nil
+	}, func() (*format.ModelSpec, error) { return db.Model(model) }, ErrClosed)
 	if err != nil {
-		return nil, fmt.Errorf("assemble: %w", err)
-	}
-	if a.in, err = assemble.Prepare(spec, in); err != nil {
 		return nil, err
 	}
-	if err := checkDynamicRoPE(spec, items, a.views); err != nil {
-		return nil, err
-	}
-	ok = true
-	return a, nil
+	return &Assembly{in: in}, nil
 }
 
 // Tokens is the number of rows the destination receives: the sum of the
@@ -190,47 +158,10 @@ func (a *Assembly) Spec() format.ModelSpec { return a.in.Spec() }
 func (a *Assembly) Packets() []AssembledPacket { return a.in.Packets() }
 
 // Release drops the views. It is idempotent; Run then returns ErrClosed.
-func (a *Assembly) Release() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.released {
-		return
-	}
-	a.released = true
-	for _, v := range a.views {
-		v.Release()
-	}
-}
+func (a *Assembly) Release() { a.in.Release() }
 
 // Run fills dst (see Assemble) and returns when every layer is complete
 // and reported, or at the first error.
 func (a *Assembly) Run(ctx context.Context, dst *Dest, o *AssembleOptions) error {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	if a.released {
-		return fmt.Errorf("%w: assemble: assembly was released", ErrClosed)
-	}
 	return a.in.Run(ctx, dst, o)
-}
-
-// checkDynamicRoPE refuses an assembly that dynamic NTK scaling would
-// rotate with other frequencies than its packets were prefilled with: a
-// sequence longer than original_max_position_embeddings (M) uses the base
-// of its own length (reconstruct.RoPE.AtLength), so its keys are a
-// re-rotation (reconstruct.ReRotate), not the shift Assemble applies.
-// Up to M positions the shift is exact. Rather than a silent wrong key,
-// ErrInvalidArgument (docs/decisions.md, RoPE variants).
-func checkDynamicRoPE(spec *format.ModelSpec, items []AssembleItem, views []*View) error {
-	if spec.RoPE.Scaling != format.RoPEScalingDynamic {
-		return nil
-	}
-	var end int64
-	for i, it := range items {
-		end = max(end, it.Offset+int64(views[i].Header().Tokens))
-	}
-	if m := int64(spec.RoPE.OriginalMaxPos); end > m {
-		return fmt.Errorf("%w: assemble: dynamic NTK RoPE: the assembled sequence reaches position %d, past original_max_position_embeddings %d; "+
-			"re-rotating packets to the longer sequence's frequencies is not supported", ErrInvalidArgument, end, m)
-	}
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/view"
 )
 
 // BenchmarkAssemble measures Assemble of 10 Llama-3.1-8B-shaped 1,000-token
@@ -143,7 +144,7 @@ func copyAssembly(b *testing.B, a *Assembly, dst *Dest, workers int) {
 			defer wg.Done()
 			for l := w; l < layers; l += workers {
 				for i, p := range packets {
-					k, v, err := a.views[i].Layer(l)
+					k, v, err := a.in.Source(i).(view.Source).Layer(l)
 					if err != nil {
 						b.Error(err)
 						return

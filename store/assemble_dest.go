@@ -56,12 +56,7 @@ type Dest = assemble.Dest
 
 // NewContiguousDest allocates a contiguous Dest for tokens rows of model m.
 func NewContiguousDest(m *format.ModelSpec, tokens int) *Dest {
-	n := m.KVHeads * tokens * m.HeadDim * m.DType.Size()
-	d := &Dest{Layout: LayoutContiguous, K: make([][]byte, m.Layers), V: make([][]byte, m.Layers)}
-	for l := range m.Layers {
-		d.K[l], d.V[l] = make([]byte, n), make([]byte, n)
-	}
-	return d
+	return assemble.NewContiguous(m, tokens)
 }
 
 // DestShape is a destination's Layout and, for the paged layouts

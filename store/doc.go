@@ -74,13 +74,15 @@
 //	store/internal/access    access statistics (sharded Table, Flush, Save, Load), eviction order
 //	                         (Candidates, LRU/LFU), the room plan (Plan, Room) and the eviction's
 //	                         batch (Evictor.Evict)
-//	store/internal/assemble  Assemble as data: Prepare (headers against the spec, keep-sets, positions)
-//	                         over opened chunk sources (Source: the root's views), Run (workers, layer
+//	store/internal/assemble  Assemble as data: Prepare (headers against the spec, keep-sets, positions,
+//	                         dynamic RoPE) over opened chunk sources (Source: the root's views), Open
+//	                         and Held (sources opened through the root's callbacks, held, released),
+//	                         Run and RunInto (workers, layer
 //	                         reports), the fills (contiguous, paged, transposed V, decoded, pruned) with
 //	                         CRC32C while placing, Dest and its geometry checks and constructors
 //	store/internal/view      View: a packet's chunks, mapped or copied, verified on first read, decoded
 //	                         (Decode), a pruned packet's keep-set (Keep, DecodePositions), CopyChunk;
-//	                         Source lends a view to assemble
+//	                         Source lends a view to assemble; Open (header lookup, file pin, retry)
 //	store/internal/events    the packet event stream: Hub (Subscribe, Publish without blocking, drops
 //	                         counted), Event and Kind
 //	store/internal/recovery  the catalog brought up to date with, or rebuilt from, the blob log's put
@@ -105,7 +107,8 @@
 //	                         verified block reads (Blocks), the reader (Reader: head records on first
 //	                         use through Records, factors, resident rows, Routing), ContextID
 //	store/internal/catalog   the Pebble catalog (open, get, scan, synced commit, fatal-error guard),
-//	                         every catalog key, the blob file record (BlobFile), the FORMAT file
+//	                         every catalog key, the blob file record (BlobFile), the FORMAT file,
+//	                         packet headers, model specs, List pages and the Headers walk
 //	store/internal/bloblog   blob files and extents: append (Writer, WriteExtent, pwritev, writeback,
 //	                         WriteRecordExtent), Scan (whole extents found without the catalog),
 //	                         read (File: refs, mmap, copies, verified-chunk cache, Chunk, ChunkError),

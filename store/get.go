@@ -8,7 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/view"
 )
 
 // Get returns a View of packet id in namespace ns, stored for model. It is
@@ -45,27 +45,14 @@ func (db *DB) Get(ctx context.Context, ns string, model format.Fingerprint, id f
 const maxGetAttempts = 4
 
 func (db *DB) get(ns string, model format.Fingerprint, id format.PacketID) (*View, error) {
-	for range maxGetAttempts {
+	return view.Open(maxGetAttempts, func() (*format.PacketHeader, error) {
 		h, err := db.header(ns, id)
-		if err != nil {
-			return nil, err
-		}
-		if h.Model != model {
-			return nil, fmt.Errorf("%w: packet %s in namespace %q was stored for model %s, not %s",
+		if err == nil && h.Model != model {
+			err = fmt.Errorf("%w: packet %s in namespace %q was stored for model %s, not %s",
 				ErrModelMismatch, id.Short(), ns, h.Model.Short(), model.Short())
 		}
-		f := db.file(h.BlobFile)
-		if f == nil {
-			continue
-		}
-		v, err := db.newView(h, f)
-		if err != nil {
-			f.Release()
-			return nil, err
-		}
-		return v, nil
-	}
-	return nil, fmt.Errorf("%w: packet %s: blob file missing from the catalog", ErrCorruption, id.Short())
+		return h, err
+	}, db.file, db.viewOptions())
 }
 
 // header reads and checks packet id's header in namespace ns.
@@ -73,21 +60,11 @@ func (db *DB) header(ns string, id format.PacketID) (*format.PacketHeader, error
 	if err := checkNamespace(ns); err != nil {
 		return nil, err
 	}
-	var h *format.PacketHeader
-	found, err := db.cat.Get(catalog.HeaderKey(ns, id), func(v []byte) (err error) {
-		h, err = format.DecodeHeader(v)
-		return err
-	})
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("store: header of packet %s in namespace %q: %w", id.Short(), ns, err)
-	case !found:
-		return nil, fmt.Errorf("%w: packet %s in namespace %q", ErrNotFound, id.Short(), ns)
-	case h.ID != id || h.Namespace != ns:
-		return nil, fmt.Errorf("%w: catalog key of packet %s in namespace %q holds the header of packet %s in %q",
-			ErrCorruption, id.Short(), ns, h.ID.Short(), h.Namespace)
+	h, found, err := db.cat.Header(ns, id)
+	if err == nil && !found {
+		err = fmt.Errorf("%w: packet %s in namespace %q", ErrNotFound, id.Short(), ns)
 	}
-	return h, nil
+	return h, err
 }
 
 // Has reports whether packet id is stored in namespace ns for model. A
@@ -103,15 +80,9 @@ func (db *DB) Has(ctx context.Context, ns string, model format.Fingerprint, id f
 	if err := checkNamespace(ns); err != nil {
 		return false, err
 	}
-	if ok, err := db.cat.Has(catalog.IndexKey(ns, model, id)); err != nil || ok {
-		return ok, err
-	}
-	_, err := db.header(ns, id)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return false, nil
-	case err != nil:
-		return false, err
+	indexed, other, err := db.cat.Stored(ns, model, id)
+	if err != nil || !other {
+		return indexed, err
 	}
 	return false, fmt.Errorf("%w: packet %s in namespace %q", ErrModelMismatch, id.Short(), ns)
 }
@@ -123,26 +94,11 @@ func (db *DB) Model(fp format.Fingerprint) (*format.ModelSpec, error) {
 		return nil, err
 	}
 	defer db.leave()
-	if m, ok := db.models.Load(fp); ok {
-		c := *m.(*format.ModelSpec)
-		return &c, nil
+	m, found, err := db.cat.CachedModel(&db.models, fp)
+	if err == nil && !found {
+		err = fmt.Errorf("%w: model spec %s", ErrNotFound, fp.Short())
 	}
-	var m *format.ModelSpec
-	found, err := db.cat.Get(catalog.ModelKey(fp), func(v []byte) (err error) {
-		m, err = format.DecodeModelSpec(v)
-		return err
-	})
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("store: model spec %s: %w", fp.Short(), err)
-	case !found:
-		return nil, fmt.Errorf("%w: model spec %s", ErrNotFound, fp.Short())
-	case m.Fingerprint() != fp:
-		return nil, fmt.Errorf("%w: model spec under %s has fingerprint %s", ErrCorruption, fp.Short(), m.Fingerprint().Short())
-	}
-	db.models.Store(fp, m)
-	c := *m
-	return &c, nil
+	return m, err
 }
 
 // addModel adds model spec m, fingerprint fp, to b unless it is catalogued.
@@ -150,12 +106,5 @@ func (db *DB) addModel(b *pebble.Batch, fp format.Fingerprint, m *format.ModelSp
 	if _, ok := db.models.Load(fp); ok {
 		return nil
 	}
-	if ok, err := db.cat.Has(catalog.ModelKey(fp)); err != nil || ok {
-		return err
-	}
-	v, err := format.EncodeModelSpec(m)
-	if err != nil {
-		return fmt.Errorf("store: encode model spec: %w", err)
-	}
-	return b.Set(catalog.ModelKey(fp), v, nil)
+	return db.cat.AddModel(b, fp, m)
 }

@@ -1,10 +1,6 @@
 package store
 
-import (
-	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/store/internal/bloblog"
-	"github.com/kvstore/kvstore/store/internal/view"
-)
+import "github.com/kvstore/kvstore/store/internal/view"
 
 // View is a packet read from the store: its header and, chunk by chunk, its
 // tensors. On an OS file system the bytes alias a read-only mapping of the
@@ -27,12 +23,12 @@ import (
 // that must survive such a file uses CopyChunk or Options.DisableMmap.
 type View = view.View
 
-// newView is a view of packet h in blob file f (the caller's reference),
-// counting into the DB's counters.
-func (db *DB) newView(h *format.PacketHeader, f *bloblog.File) (*View, error) {
+// viewOptions are the views' settings: the DB's checksum option, counters
+// and ErrClosed.
+func (db *DB) viewOptions() view.Options {
 	st := &db.st
-	return view.New(h, f, view.Options{
+	return view.Options{
 		Verify: !db.opts.DisableChecksums, Closed: ErrClosed,
 		Counters: view.Counters{BytesRead: &st.bytesRead, VerifiedBytes: &st.verifiedBytes, Corruptions: &st.corruptions, Views: &st.views},
-	})
+	}
 }

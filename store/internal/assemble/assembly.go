@@ -121,7 +121,33 @@ func Prepare(spec *format.ModelSpec, items []Item) (*Assembly, error) {
 			}
 		}
 	}
+	if err := a.checkDynamicRoPE(); err != nil {
+		return nil, err
+	}
 	return a, nil
+}
+
+// checkDynamicRoPE refuses an assembly that dynamic NTK scaling would
+// rotate with other frequencies than its packets were prefilled with: a
+// sequence longer than original_max_position_embeddings (M) uses the base
+// of its own length (reconstruct.RoPE.AtLength), so its keys are a
+// re-rotation (reconstruct.ReRotate), not the shift Run applies.
+// Up to M positions the shift is exact. Rather than a silent wrong key,
+// ErrInvalidArgument (docs/decisions.md, RoPE variants). The sequence's
+// end is each packet's Offset plus its stored header's Tokens.
+func (a *Assembly) checkDynamicRoPE() error {
+	if a.spec.RoPE.Scaling != format.RoPEScalingDynamic {
+		return nil
+	}
+	var end int64
+	for _, p := range a.packets {
+		end = max(end, p.Offset+int64(p.h.Tokens))
+	}
+	if m := int64(a.spec.RoPE.OriginalMaxPos); end > m {
+		return fmt.Errorf("%w: assemble: dynamic NTK RoPE: the assembled sequence reaches position %d, past original_max_position_embeddings %d; "+
+			"re-rotating packets to the longer sequence's frequencies is not supported", ErrInvalidArgument, end, m)
+	}
+	return nil
 }
 
 // add decides item it's rows and places them after those added before.

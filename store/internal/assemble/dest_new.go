@@ -96,3 +96,14 @@ func NewPooled(m *format.ModelSpec, layout format.KVLayout, pools [][]byte, bloc
 	}
 	return d, nil
 }
+
+// NewContiguous allocates a contiguous (HND) destination for tokens rows
+// of model m, each buffer exactly kv_heads*tokens*head_dim elements.
+func NewContiguous(m *format.ModelSpec, tokens int) *Dest {
+	n := m.KVHeads * tokens * m.HeadDim * m.DType.Size()
+	d := &Dest{Layout: format.KVLayoutHND, K: make([][]byte, m.Layers), V: make([][]byte, m.Layers)}
+	for l := range m.Layers {
+		d.K[l], d.V[l] = make([]byte, n), make([]byte, n)
+	}
+	return d
+}

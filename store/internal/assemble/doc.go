@@ -8,9 +8,9 @@
 // pruned packet stored); Assembly.Run fills a destination on a pool of
 // workers and reports each layer as soon as it is complete.
 //
-// It knows nothing of the store: the store looks the packets up, holds
-// their views and releases them, and keeps the public names (store.Dest is
-// this package's Dest).
+// It knows nothing of the store: the store looks the packets up through
+// Open's callbacks (Held holds the views it returns and releases them),
+// and keeps the public names (store.Dest is this package's Dest).
 //
 // # Destination layouts
 //

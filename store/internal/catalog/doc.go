@@ -3,7 +3,10 @@
 // blob file records, artifacts, span memory records, pins, access
 // statistics; never tensors), its keys and how they are built and parsed,
 // the blob file record (BlobFile: the value under 'b', coded by
-// format/blobrec.go) and the FORMAT file beside it (formatfile.go).
+// format/blobrec.go), the FORMAT file beside it (formatfile.go), and the
+// packet reads the store's Get, Has, Model, List and Headers make
+// (records.go, list.go: header and model spec checked against their keys,
+// List's pages of 'i' keys and their cursors).
 //
 // Keys start with one tag byte. Namespaces and names are length-prefixed,
 // so no namespace's keys are a prefix of another's and a scan of one
