@@ -6,7 +6,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
-	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/packet"
 )
 
 // Delete removes packet id of namespace ns, stored for model: it appends a
@@ -58,10 +58,6 @@ func (db *DB) deleteLocked(ns string, model format.Fingerprint, id format.Packet
 // fdatasyncs it; it returns the file and the extent's length. On error the
 // writer has abandoned the file (the next extent overwrites the bytes).
 func (db *DB) appendTombstone(t *format.Tombstone) (*bloblog.Active, uint64, error) {
-	rec, err := format.EncodeTombstone(t)
-	if err != nil {
-		return nil, 0, err
-	}
 	// A tombstone frees room: it is written even while a full disk holds
 	// new data back (space.go), or a full store could not be emptied.
 	a, err := db.w.PrepareDespiteHold(format.Alignment)
@@ -71,7 +67,7 @@ func (db *DB) appendTombstone(t *format.Tombstone) (*bloblog.Active, uint64, err
 	if a.Fresh {
 		db.addFile(BlobFileInfo{Num: a.Num, Size: a.End})
 	}
-	n, err := bloblog.WriteRecordExtent(a.F, a.Path, a.End, rec, t.ID)
+	n, err := packet.WriteTombstone(a, t)
 	if err == nil {
 		db.st.bytesWritten.Add(n)
 		err = timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData)
@@ -89,47 +85,14 @@ func (db *DB) appendTombstone(t *format.Tombstone) (*bloblog.Active, uint64, err
 	return a, n, nil
 }
 
-// commitDelete commits, in one synced batch, the removal of h's header,
-// index entry and access records, its extent's file record (the extent
-// now dead), the active file's record with the tombstone's n dead bytes,
-// records of files sealed since the last batch, the next record sequence
-// and, for a new file, the next file number.
+// commitDelete commits, in one synced batch, the removal of h, its access
+// and pin records and its extent (packet.AddDelete), with the tombstone's
+// n bytes at the end of a.
 func (db *DB) commitDelete(h *format.PacketHeader, a *bloblog.Active, n uint64) error {
-	recs := map[uint32]BlobFileInfo{}
-	for _, num := range db.w.Sealed {
-		if s, ok := db.record(num); ok {
-			s.Sealed = true
-			recs[num] = s
-		}
-	}
-	r, _ := db.record(h.BlobFile)
-	if s, ok := recs[r.Num]; ok {
-		r = s
-	}
-	r.KillExtent(h.ExtentLength)
-	recs[r.Num] = r
-	t, ok := recs[a.Num]
-	if !ok {
-		t, _ = db.record(a.Num)
-	}
-	t.Size = a.End + n
-	t.DeadBytes += n
-	t.Extents++
-	recs[a.Num] = t
 	b := db.cat.DB.NewBatch()
 	defer b.Close()
-	_ = b.Delete(catalog.HeaderKey(h.Namespace, h.ID), nil)
-	_ = b.Delete(catalog.IndexKey(h.Namespace, h.Model, h.ID), nil)
 	deleteOpsKeys(b, h.Namespace, h.ID)
-	out := make([]BlobFileInfo, 0, len(recs))
-	for _, rec := range recs {
-		_ = b.Set(catalog.BlobFileKey(rec.Num), encodeBlobRecord(&rec), nil)
-		out = append(out, rec)
-	}
-	if a.Fresh {
-		_ = b.Set(catalog.KeyNextBlob, encodeSequence(a.Num+1), nil)
-	}
-	_ = b.Set(catalog.KeyRecordSeq, format.EncodeRecordSeq(db.w.Seq+1), nil)
+	out := packet.AddDelete(b, h, db.appended(a, n))
 	if err := db.commit(b); err != nil {
 		return err
 	}

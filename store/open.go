@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/recovery"
 )
 
 // File and directory names inside a store's directory.
@@ -148,41 +149,21 @@ func (db *DB) prepareDir() error {
 	return bloblog.SyncDir(db.fs, db.fs.PathDir(db.dir))
 }
 
-// load reads the blob file records and the sequence, registers the files
-// and picks the active one: the highest numbered, unless sealed.
+// load registers the catalogued blob files (recovery.Files), takes the
+// next file number and picks the active file: the highest numbered, unless
+// sealed.
 func (db *DB) load() error {
-	p := []byte{catalog.TagBlobFile}
-	var last *BlobFileInfo
-	err := db.cat.Scan(p, catalog.PrefixEnd(p), func(k, v []byte) (bool, error) {
-		num, err := catalog.ParseBlobFileKey(k)
-		if err != nil {
-			return false, err
-		}
-		r, err := decodeBlobRecord(num, v)
-		if err != nil {
-			return false, err
-		}
-		db.addFile(r)
-		last = &r
-		return true, nil
-	})
+	recs, next, err := recovery.Files(db.cat)
 	if err != nil {
-		return fmt.Errorf("store: load blob file records: %w", err)
-	}
-	found, err := db.cat.Get(catalog.KeyNextBlob, func(v []byte) (err error) {
-		db.w.Next, err = decodeSequence(v)
 		return err
-	})
-	if err != nil {
-		return fmt.Errorf("store: load next blob file number: %w", err)
 	}
-	if last != nil {
-		if !found || db.w.Next <= last.Num {
-			return fmt.Errorf("%w: catalog: next blob file number %d, but file %06d is catalogued", ErrCorruption, db.w.Next, last.Num)
-		}
-		if !last.Sealed && !db.opts.ReadOnly {
-			db.w.Cur = &bloblog.Active{Num: last.Num, Path: db.fs.PathJoin(db.w.Dir, bloblog.FileName(last.Num)), End: last.Size}
-		}
+	for _, r := range recs {
+		db.addFile(r)
+	}
+	db.w.Next = next
+	if n := len(recs); n > 0 && !recs[n-1].Sealed && !db.opts.ReadOnly {
+		last := recs[n-1]
+		db.w.Cur = &bloblog.Active{Num: last.Num, Path: db.fs.PathJoin(db.w.Dir, bloblog.FileName(last.Num)), End: last.Size}
 	}
 	return db.loadSpanCount()
 }

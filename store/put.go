@@ -151,45 +151,27 @@ func (db *DB) append(a *bloblog.Active, e *packet.Extent) error {
 	return nil
 }
 
-// commitPut commits, in one synced batch, the header, its index entry, the
-// model spec if it is new, the blob file's record, records of files sealed
-// since the last batch, the next record sequence and, for a new file, the
-// next file number. It
-// returns the records it wrote.
+// commitPut commits, in one synced batch, h and its extent's records
+// (packet.AddPut) and model spec m if it is new; it returns the records
+// it wrote.
 func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *bloblog.Active, n uint64) ([]BlobFileInfo, error) {
-	hv, err := format.EncodeHeader(h)
-	if err != nil {
-		return nil, fmt.Errorf("store: encode header: %w", err)
-	}
 	b := db.cat.DB.NewBatch()
 	defer b.Close()
-	_ = b.Set(catalog.HeaderKey(h.Namespace, h.ID), hv, nil)
-	_ = b.Set(catalog.IndexKey(h.Namespace, h.Model, h.ID), nil, nil)
 	if err := db.addModel(b, h.Model, m); err != nil {
 		return nil, err
 	}
-	r, _ := db.record(a.Num)
-	r.Size = a.End + n
-	r.LiveBytes += n
-	r.Extents++
-	r.LiveExtents++
-	recs := []BlobFileInfo{r}
-	for _, num := range db.w.Sealed {
-		s, ok := db.record(num)
-		if ok {
-			s.Sealed = true
-			recs = append(recs, s)
-		}
+	recs, err := packet.AddPut(b, h, db.appended(a, n))
+	if err != nil {
+		return nil, err
 	}
-	for i := range recs {
-		_ = b.Set(catalog.BlobFileKey(recs[i].Num), encodeBlobRecord(&recs[i]), nil)
-	}
-	if a.Fresh {
-		_ = b.Set(catalog.KeyNextBlob, encodeSequence(a.Num+1), nil)
-	}
-	_ = b.Set(catalog.KeyRecordSeq, format.EncodeRecordSeq(db.w.Seq+1), nil)
 	if err := db.commit(b); err != nil {
 		return nil, err
 	}
 	return recs, nil
+}
+
+// appended describes n bytes just written at the end of a, for the batch
+// that catalogues them (writer lock held).
+func (db *DB) appended(a *bloblog.Active, n uint64) packet.Appended {
+	return packet.Appended{A: a, N: n, Sealed: db.w.Sealed, Seq: db.w.Seq, Record: db.record}
 }
