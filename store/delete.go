@@ -38,51 +38,16 @@ func (db *DB) deleteLocked(ns string, model format.Fingerprint, id format.Packet
 			ErrCorruption, id.Short(), h.BlobFile)
 	}
 	t := &format.Tombstone{Seq: db.w.Seq, Namespace: ns, ID: id, Model: h.Model}
-	a, n, err := db.appendTombstone(t)
-	if err != nil {
-		return fmt.Errorf("delete packet %s: %w", id.Short(), err)
-	}
-	if err := db.commitDelete(h, a, n); err != nil {
-		if a.Fresh {
-			db.dropFile(a.Num)
-		}
-		db.w.Abandon()
+	write := func(a *bloblog.Active) (uint64, error) { return packet.WriteTombstone(a, t) }
+	commit := func(a *bloblog.Active, n uint64) error { return db.commitDelete(h, a, n) }
+	// A tombstone frees room: it is written even while a full disk holds
+	// new data back (space.go), or a full store could not be emptied.
+	if err := db.appendExtent(format.Alignment, true, write, commit); err != nil {
 		return fmt.Errorf("delete packet %s: %w", id.Short(), err)
 	}
 	db.st.deletes.Add(1)
 	db.afterDelete(h, EventPacketRemoved)
 	return nil
-}
-
-// appendTombstone writes t's extent at the end of the active file and
-// fdatasyncs it; it returns the file and the extent's length. On error the
-// writer has abandoned the file (the next extent overwrites the bytes).
-func (db *DB) appendTombstone(t *format.Tombstone) (*bloblog.Active, uint64, error) {
-	// A tombstone frees room: it is written even while a full disk holds
-	// new data back (space.go), or a full store could not be emptied.
-	a, err := db.w.PrepareDespiteHold(format.Alignment)
-	if err != nil {
-		return nil, 0, err
-	}
-	if a.Fresh {
-		db.addFile(BlobFileInfo{Num: a.Num, Size: a.End})
-	}
-	n, err := packet.WriteTombstone(a, t)
-	if err == nil {
-		db.st.bytesWritten.Add(n)
-		err = timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData)
-		if err != nil {
-			err = fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
-		}
-	}
-	if err != nil {
-		if a.Fresh {
-			db.dropFile(a.Num)
-		}
-		db.w.Abandon()
-		return nil, 0, err
-	}
-	return a, n, nil
 }
 
 // commitDelete commits, in one synced batch, the removal of h, its access

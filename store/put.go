@@ -103,53 +103,65 @@ func AdapterArtifact(id string) string { return "adapter/" + id }
 // put writes, syncs and catalogues the extent of a packet known to be
 // new.
 func (db *DB) put(e *packet.Extent) error {
-	a, err := db.w.Prepare(e.Layout.Length)
+	var h *format.PacketHeader
+	return db.appendExtent(e.Layout.Length, false, func(a *bloblog.Active) (n uint64, err error) {
+		h, err = packet.Write(a, db.rawFd(a.F), e, db.w.Seq)
+		return e.Layout.Length, err
+	}, func(a *bloblog.Active, n uint64) error {
+		m := e.Desc.Model
+		recs, err := db.commitPut(h, m, a, n)
+		if err != nil {
+			return err
+		}
+		db.w.Committed(n)
+		db.w.Seq++
+		db.setRecords(recs...)
+		spec := *m
+		db.models.LoadOrStore(e.Model, &spec)
+		db.st.puts.Add(1)
+		db.afterPut(h)
+		return nil
+	})
+}
+
+// appendExtent appends an extent of need bytes at the end of the active
+// file (despite a full disk's hold, space.go, with despiteHold), written by
+// write, fdatasyncs it and catalogues it with commit.
+// On error the writer abandons the file (the next extent overwrites the
+// bytes) and a file it started is dropped.
+func (db *DB) appendExtent(need uint64, despiteHold bool, write func(*bloblog.Active) (uint64, error), commit func(*bloblog.Active, uint64) error) error {
+	prepare := db.w.Prepare
+	if despiteHold {
+		prepare = db.w.PrepareDespiteHold
+	}
+	a, err := prepare(need)
 	if err != nil {
 		return err
 	}
 	if a.Fresh {
 		db.addFile(BlobFileInfo{Num: a.Num, Size: a.End})
 	}
-	if err := db.append(a, e); err != nil {
+	n, err := write(a)
+	if err == nil {
+		db.st.bytesWritten.Add(n)
+		if err = timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData); err != nil {
+			err = fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
+		} else {
+			err = commit(a, n)
+		}
+	}
+	if err != nil {
 		if a.Fresh {
 			db.dropFile(a.Num)
 		}
 		db.w.Abandon()
-		return err
 	}
-	return nil
+	return err
 }
 
 // putRecords is false only in tests that write packet extents as format
 // 1.0 did, without a put record.
 var putRecords = true
-
-// append writes the extent at the end of a, led by its put record, syncs
-// it, commits the batch and installs what it wrote.
-func (db *DB) append(a *bloblog.Active, e *packet.Extent) error {
-	h, err := packet.Write(a, db.rawFd(a.F), e, db.w.Seq)
-	if err != nil {
-		return err
-	}
-	n := e.Layout.Length
-	db.st.bytesWritten.Add(n)
-	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData); err != nil {
-		return fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
-	}
-	m := e.Desc.Model
-	recs, err := db.commitPut(h, m, a, n)
-	if err != nil {
-		return err
-	}
-	db.w.Committed(n)
-	db.w.Seq++
-	db.setRecords(recs...)
-	spec := *m
-	db.models.LoadOrStore(e.Model, &spec)
-	db.st.puts.Add(1)
-	db.afterPut(h)
-	return nil
-}
 
 // commitPut commits, in one synced batch, h and its extent's records
 // (packet.AddPut) and model spec m if it is new; it returns the records
