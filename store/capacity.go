@@ -52,15 +52,10 @@ func (db *DB) Pinned(ns string, model format.Fingerprint, id format.PacketID) (b
 	if err := checkNamespace(ns); err != nil {
 		return false, err
 	}
-	h, err := db.header(ns, id)
-	switch {
-	case errors.Is(err, ErrNotFound):
+	if _, err := db.storedFor("", ns, model, id); errors.Is(err, ErrNotFound) {
 		return false, nil
-	case err != nil:
+	} else if err != nil {
 		return false, err
-	case h.Model != model:
-		return false, fmt.Errorf("%w: packet %s in namespace %q: stored for model %s, not %s",
-			ErrModelMismatch, id.Short(), ns, h.Model.Short(), model.Short())
 	}
 	return access.Pinned(db.cat, ns, id)
 }
@@ -71,13 +66,8 @@ func (db *DB) setPin(ns string, model format.Fingerprint, id format.PacketID, pi
 
 // setPinLocked is setPin; the writer lock is held.
 func (db *DB) setPinLocked(ns string, model format.Fingerprint, id format.PacketID, pin bool) error {
-	h, err := db.header(ns, id)
-	if err != nil {
+	if _, err := db.storedFor("pin ", ns, model, id); err != nil {
 		return err
-	}
-	if h.Model != model {
-		return fmt.Errorf("%w: pin packet %s in namespace %q: stored for model %s, not %s",
-			ErrModelMismatch, id.Short(), ns, h.Model.Short(), model.Short())
 	}
 	b := db.cat.DB.NewBatch()
 	defer b.Close()

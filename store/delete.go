@@ -24,13 +24,9 @@ func (db *DB) Delete(ctx context.Context, ns string, model format.Fingerprint, i
 
 // deleteLocked is Delete; the writer lock is held.
 func (db *DB) deleteLocked(ns string, model format.Fingerprint, id format.PacketID) error {
-	h, err := db.header(ns, id)
+	h, err := db.storedFor("delete ", ns, model, id)
 	if err != nil {
 		return err
-	}
-	if h.Model != model {
-		return fmt.Errorf("%w: delete packet %s in namespace %q: stored for model %s, not %s",
-			ErrModelMismatch, id.Short(), ns, h.Model.Short(), model.Short())
 	}
 	r, ok := db.record(h.BlobFile)
 	if !ok || r.LiveBytes < h.ExtentLength || r.LiveExtents == 0 {
@@ -48,6 +44,18 @@ func (db *DB) deleteLocked(ns string, model format.Fingerprint, id format.Packet
 	db.st.deletes.Add(1)
 	db.afterDelete(h, EventPacketRemoved)
 	return nil
+}
+
+// storedFor reads packet id's header in namespace ns, refusing one stored
+// for another model than model with ErrModelMismatch (op: the call, for
+// the error, "" or ending in a space).
+func (db *DB) storedFor(op, ns string, model format.Fingerprint, id format.PacketID) (*format.PacketHeader, error) {
+	h, err := db.header(ns, id)
+	if err == nil && h.Model != model {
+		return nil, fmt.Errorf("%w: %spacket %s in namespace %q: stored for model %s, not %s",
+			ErrModelMismatch, op, id.Short(), ns, h.Model.Short(), model.Short())
+	}
+	return h, err
 }
 
 // commitDelete commits, in one synced batch, the removal of h, its access

@@ -72,8 +72,8 @@
 //	                         Debt; reads through maint.Store (catalog, FS, dir, Files registry
 //	                         interface), changes through maint.Writer (Registry interface, commit)
 //	store/internal/access    access statistics (sharded Table, Flush, Save, Load), eviction order
-//	                         (Candidates, LRU/LFU), the room plan (Plan, Room) and the eviction's
-//	                         batch (Evictor.Evict)
+//	                         (Candidates, LRU/LFU), the room plan (Plan, Room), the eviction's
+//	                         batch (Evictor.Evict), pin records (SetPin, Pinned, Table.Pin)
 //	store/internal/assemble  Assemble as data: Prepare (headers against the spec, keep-sets, positions)
 //	                         over opened chunk sources (Source: the root's views), Run (workers, layer
 //	                         reports), the fills (contiguous, paged, transposed V, decoded, pruned) with
@@ -86,11 +86,14 @@
 //	store/internal/recovery  the catalog brought up to date with, or rebuilt from, the blob log's put
 //	                         records and tombstones: Reconcile (load, scan, classify, repoint, apply,
 //	                         account) into a Plan, Commit (one synced batch), GoneFiles; reads through
-//	                         recovery.Store (catalog, FS, dir, the blob files on disk)
+//	                         recovery.Store (catalog, FS, dir, the blob files on disk); Open's blob file
+//	                         records and next file number (Files)
 //	store/internal/packet    a packet as Put stores it: Desc (Packet's fields) checked against its spec
 //	                         (Check), pruned (Compacted, keep-set, positions chunk), keys rotated to
 //	                         local positions (Normalized), chunks encoded and laid out with room for
-//	                         the put record (Encode), the extent written and its header (Write)
+//	                         the put record (Encode), the extent written and its header (Write), the
+//	                         tombstone extent (WriteTombstone), the catalog batch of a put or a delete
+//	                         (AddPut, AddDelete: header, index, blob file records, sequences)
 //	store/internal/artifact  artifact records: names and data checked, the KVAR record framed, parsed and
 //	                         checked against its key (Read), read, listed and batched in the catalog
 //	store/internal/opstats   operation statistics: latency histograms (Hist, LatencyBuckets), fsync
@@ -101,7 +104,8 @@
 //	                         verified block reads (Blocks), the reader (Reader: head records on first
 //	                         use through Records, factors, resident rows, Routing), ContextID
 //	store/internal/catalog   the Pebble catalog (open, get, scan, synced commit, fatal-error guard),
-//	                         every catalog key, the blob file record (BlobFile), the FORMAT file
+//	                         every catalog key, the blob file record (BlobFile), the FORMAT file,
+//	                         Open's directory checks (RequireStore, PrepareDir)
 //	store/internal/bloblog   blob files and extents: append (Writer, WriteExtent, pwritev, writeback,
 //	                         WriteRecordExtent), Scan (whole extents found without the catalog),
 //	                         read (File: refs, mmap, copies, verified-chunk cache, Chunk, ChunkError),
