@@ -95,7 +95,8 @@
 //	                         tombstone extent (WriteTombstone), the catalog batch of a put or a delete
 //	                         (AddPut, AddDelete: header, index, blob file records, sequences)
 //	store/internal/artifact  artifact records: names and data checked, the KVAR record framed, parsed and
-//	                         checked against its key (Read), read, listed and batched in the catalog
+//	                         checked against its key (Read), read, listed and batched in the catalog,
+//	                         a read's missing error (Missing)
 //	store/internal/opstats   operation statistics: latency histograms (Hist, LatencyBuckets), fsync
 //	                         counters (Sync, SyncBuckets), the snapshot types (Stats, Latency)
 //	store/internal/spanmem   span memory as data: Build (segmentation, summaries, W, factors,
