@@ -78,22 +78,9 @@ func (db *DB) artifact(model format.Fingerprint, name string, fn func([]byte, *A
 	}
 	info, found, err := artifact.Get(db.cat, model, name, fn)
 	if err == nil && !found {
-		err = db.artifactMissing(model, name)
+		err = artifact.Missing(db.cat, model, name, ErrModelMismatch, ErrNotFound)
 	}
 	return info, err
-}
-
-// artifactMissing is ErrModelMismatch when another model has an artifact
-// named name, else ErrNotFound.
-func (db *DB) artifactMissing(model format.Fingerprint, name string) error {
-	other, err := artifact.Other(db.cat, model, name)
-	switch {
-	case err != nil:
-		return err
-	case other != nil:
-		return fmt.Errorf("%w: artifact %q is stored for model %s, not %s", ErrModelMismatch, name, other.Short(), model.Short())
-	}
-	return fmt.Errorf("%w: artifact %q of model %s", ErrNotFound, name, model.Short())
 }
 
 // ListArtifacts returns the names of model's artifacts in byte order.
@@ -114,7 +101,7 @@ func (db *DB) DeleteArtifact(model format.Fingerprint, name string) error {
 		case err != nil:
 			return err
 		case !found:
-			return db.artifactMissing(model, name)
+			return artifact.Missing(db.cat, model, name, ErrModelMismatch, ErrNotFound)
 		}
 		b := db.cat.DB.NewBatch()
 		defer b.Close()

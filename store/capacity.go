@@ -6,7 +6,6 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/access"
-	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
 // Capacity: with Options.MaxBytes set, a Put that would take the live
@@ -15,11 +14,8 @@ import (
 // packet being put, all in one synced batch; if even evicting every
 // candidate could not make room, the Put fails with ErrNoSpace and
 // nothing is evicted. Span memories count towards the cap but are never
-// evicted. Pins are durable:
-//
-//	'p' | ns len u16 BE | ns | packet id (32) -> empty
-//
-// written and deleted with pebble.Sync, and deleted with the packet.
+// evicted. Pins are durable (store/internal/access draws their record),
+// and deleted with the packet.
 
 // EvictionPolicy picks which packets Options.MaxBytes evicts.
 type EvictionPolicy int
@@ -56,17 +52,12 @@ func (db *DB) Pinned(ns string, model format.Fingerprint, id format.PacketID) (b
 	if err := checkNamespace(ns); err != nil {
 		return false, err
 	}
-	h, err := db.header(ns, id)
-	switch {
-	case errors.Is(err, ErrNotFound):
+	if _, err := db.storedFor("", ns, model, id); errors.Is(err, ErrNotFound) {
 		return false, nil
-	case err != nil:
+	} else if err != nil {
 		return false, err
-	case h.Model != model:
-		return false, fmt.Errorf("%w: packet %s in namespace %q: stored for model %s, not %s",
-			ErrModelMismatch, id.Short(), ns, h.Model.Short(), model.Short())
 	}
-	return db.cat.Has(catalog.PinKey(ns, id))
+	return access.Pinned(db.cat, ns, id)
 }
 
 func (db *DB) setPin(ns string, model format.Fingerprint, id format.PacketID, pin bool) error {
@@ -75,27 +66,16 @@ func (db *DB) setPin(ns string, model format.Fingerprint, id format.PacketID, pi
 
 // setPinLocked is setPin; the writer lock is held.
 func (db *DB) setPinLocked(ns string, model format.Fingerprint, id format.PacketID, pin bool) error {
-	h, err := db.header(ns, id)
-	if err != nil {
+	if _, err := db.storedFor("pin ", ns, model, id); err != nil {
 		return err
-	}
-	if h.Model != model {
-		return fmt.Errorf("%w: pin packet %s in namespace %q: stored for model %s, not %s",
-			ErrModelMismatch, id.Short(), ns, h.Model.Short(), model.Short())
 	}
 	b := db.cat.DB.NewBatch()
 	defer b.Close()
-	if pin {
-		_ = b.Set(catalog.PinKey(ns, id), nil, nil)
-	} else {
-		_ = b.Delete(catalog.PinKey(ns, id), nil)
-	}
+	access.SetPin(b, ns, id, pin)
 	if err := db.commit(b); err != nil {
 		return fmt.Errorf("pin packet %s: %w", id.Short(), err)
 	}
-	if e := db.ops.access.Entry(access.Key{NS: ns, ID: id}, false); e != nil {
-		e.Pinned = pin
-	}
+	db.ops.access.Pin(access.Key{NS: ns, ID: id}, pin)
 	return nil
 }
 

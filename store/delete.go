@@ -6,7 +6,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
-	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/packet"
 )
 
 // Delete removes packet id of namespace ns, stored for model: it appends a
@@ -24,13 +24,9 @@ func (db *DB) Delete(ctx context.Context, ns string, model format.Fingerprint, i
 
 // deleteLocked is Delete; the writer lock is held.
 func (db *DB) deleteLocked(ns string, model format.Fingerprint, id format.PacketID) error {
-	h, err := db.header(ns, id)
+	h, err := db.storedFor("delete ", ns, model, id)
 	if err != nil {
 		return err
-	}
-	if h.Model != model {
-		return fmt.Errorf("%w: delete packet %s in namespace %q: stored for model %s, not %s",
-			ErrModelMismatch, id.Short(), ns, h.Model.Short(), model.Short())
 	}
 	r, ok := db.record(h.BlobFile)
 	if !ok || r.LiveBytes < h.ExtentLength || r.LiveExtents == 0 {
@@ -38,15 +34,11 @@ func (db *DB) deleteLocked(ns string, model format.Fingerprint, id format.Packet
 			ErrCorruption, id.Short(), h.BlobFile)
 	}
 	t := &format.Tombstone{Seq: db.w.Seq, Namespace: ns, ID: id, Model: h.Model}
-	a, n, err := db.appendTombstone(t)
-	if err != nil {
-		return fmt.Errorf("delete packet %s: %w", id.Short(), err)
-	}
-	if err := db.commitDelete(h, a, n); err != nil {
-		if a.Fresh {
-			db.dropFile(a.Num)
-		}
-		db.w.Abandon()
+	write := func(a *bloblog.Active) (uint64, error) { return packet.WriteTombstone(a, t) }
+	commit := func(a *bloblog.Active, n uint64) error { return db.commitDelete(h, a, n) }
+	// A tombstone frees room: it is written even while a full disk holds
+	// new data back (space.go), or a full store could not be emptied.
+	if err := db.appendExtent(format.Alignment, true, write, commit); err != nil {
 		return fmt.Errorf("delete packet %s: %w", id.Short(), err)
 	}
 	db.st.deletes.Add(1)
@@ -54,82 +46,26 @@ func (db *DB) deleteLocked(ns string, model format.Fingerprint, id format.Packet
 	return nil
 }
 
-// appendTombstone writes t's extent at the end of the active file and
-// fdatasyncs it; it returns the file and the extent's length. On error the
-// writer has abandoned the file (the next extent overwrites the bytes).
-func (db *DB) appendTombstone(t *format.Tombstone) (*bloblog.Active, uint64, error) {
-	rec, err := format.EncodeTombstone(t)
-	if err != nil {
-		return nil, 0, err
+// storedFor reads packet id's header in namespace ns, refusing one stored
+// for another model than model with ErrModelMismatch (op: the call, for
+// the error, "" or ending in a space).
+func (db *DB) storedFor(op, ns string, model format.Fingerprint, id format.PacketID) (*format.PacketHeader, error) {
+	h, err := db.header(ns, id)
+	if err == nil && h.Model != model {
+		return nil, fmt.Errorf("%w: %spacket %s in namespace %q: stored for model %s, not %s",
+			ErrModelMismatch, op, id.Short(), ns, h.Model.Short(), model.Short())
 	}
-	// A tombstone frees room: it is written even while a full disk holds
-	// new data back (space.go), or a full store could not be emptied.
-	a, err := db.w.PrepareDespiteHold(format.Alignment)
-	if err != nil {
-		return nil, 0, err
-	}
-	if a.Fresh {
-		db.addFile(BlobFileInfo{Num: a.Num, Size: a.End})
-	}
-	n, err := bloblog.WriteRecordExtent(a.F, a.Path, a.End, rec, t.ID)
-	if err == nil {
-		db.st.bytesWritten.Add(n)
-		err = timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData)
-		if err != nil {
-			err = fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
-		}
-	}
-	if err != nil {
-		if a.Fresh {
-			db.dropFile(a.Num)
-		}
-		db.w.Abandon()
-		return nil, 0, err
-	}
-	return a, n, nil
+	return h, err
 }
 
-// commitDelete commits, in one synced batch, the removal of h's header,
-// index entry and access records, its extent's file record (the extent
-// now dead), the active file's record with the tombstone's n dead bytes,
-// records of files sealed since the last batch, the next record sequence
-// and, for a new file, the next file number.
+// commitDelete commits, in one synced batch, the removal of h, its access
+// and pin records and its extent (packet.AddDelete), with the tombstone's
+// n bytes at the end of a.
 func (db *DB) commitDelete(h *format.PacketHeader, a *bloblog.Active, n uint64) error {
-	recs := map[uint32]BlobFileInfo{}
-	for _, num := range db.w.Sealed {
-		if s, ok := db.record(num); ok {
-			s.Sealed = true
-			recs[num] = s
-		}
-	}
-	r, _ := db.record(h.BlobFile)
-	if s, ok := recs[r.Num]; ok {
-		r = s
-	}
-	r.KillExtent(h.ExtentLength)
-	recs[r.Num] = r
-	t, ok := recs[a.Num]
-	if !ok {
-		t, _ = db.record(a.Num)
-	}
-	t.Size = a.End + n
-	t.DeadBytes += n
-	t.Extents++
-	recs[a.Num] = t
 	b := db.cat.DB.NewBatch()
 	defer b.Close()
-	_ = b.Delete(catalog.HeaderKey(h.Namespace, h.ID), nil)
-	_ = b.Delete(catalog.IndexKey(h.Namespace, h.Model, h.ID), nil)
 	deleteOpsKeys(b, h.Namespace, h.ID)
-	out := make([]BlobFileInfo, 0, len(recs))
-	for _, rec := range recs {
-		_ = b.Set(catalog.BlobFileKey(rec.Num), encodeBlobRecord(&rec), nil)
-		out = append(out, rec)
-	}
-	if a.Fresh {
-		_ = b.Set(catalog.KeyNextBlob, encodeSequence(a.Num+1), nil)
-	}
-	_ = b.Set(catalog.KeyRecordSeq, format.EncodeRecordSeq(db.w.Seq+1), nil)
+	out := packet.AddDelete(b, h, db.appended(a, n))
 	if err := db.commit(b); err != nil {
 		return err
 	}

@@ -72,8 +72,8 @@
 //	                         Debt; reads through maint.Store (catalog, FS, dir, Files registry
 //	                         interface), changes through maint.Writer (Registry interface, commit)
 //	store/internal/access    access statistics (sharded Table, Flush, Save, Load), eviction order
-//	                         (Candidates, LRU/LFU), the room plan (Plan, Room) and the eviction's
-//	                         batch (Evictor.Evict)
+//	                         (Candidates, LRU/LFU), the room plan (Plan, Room), the eviction's
+//	                         batch (Evictor.Evict), pin records (SetPin, Pinned, Table.Pin)
 //	store/internal/assemble  Assemble as data: Prepare (headers against the spec, keep-sets, positions,
 //	                         dynamic RoPE) over opened chunk sources (Source: the root's views), Open
 //	                         and Held (sources opened through the root's callbacks, held, released),
@@ -88,13 +88,17 @@
 //	store/internal/recovery  the catalog brought up to date with, or rebuilt from, the blob log's put
 //	                         records and tombstones: Reconcile (load, scan, classify, repoint, apply,
 //	                         account) into a Plan, Commit (one synced batch), GoneFiles; reads through
-//	                         recovery.Store (catalog, FS, dir, the blob files on disk)
+//	                         recovery.Store (catalog, FS, dir, the blob files on disk); Open's blob file
+//	                         records and next file number (Files)
 //	store/internal/packet    a packet as Put stores it: Desc (Packet's fields) checked against its spec
 //	                         (Check), pruned (Compacted, keep-set, positions chunk), keys rotated to
 //	                         local positions (Normalized), chunks encoded and laid out with room for
-//	                         the put record (Encode), the extent written and its header (Write)
+//	                         the put record (Encode), the extent written and its header (Write), the
+//	                         tombstone extent (WriteTombstone), the catalog batch of a put or a delete
+//	                         (AddPut, AddDelete: header, index, blob file records, sequences)
 //	store/internal/artifact  artifact records: names and data checked, the KVAR record framed, parsed and
-//	                         checked against its key (Read), read, listed and batched in the catalog
+//	                         checked against its key (Read), read, listed and batched in the catalog,
+//	                         a read's missing error (Missing)
 //	store/internal/opstats   operation statistics: latency histograms (Hist, LatencyBuckets), fsync
 //	                         counters (Sync, SyncBuckets), the snapshot types (Stats, Latency)
 //	store/internal/spandb    span memory's calls against the catalog and the blob log: Put (NewPut;
@@ -108,7 +112,8 @@
 //	                         use through Records, factors, resident rows, Routing), ContextID
 //	store/internal/catalog   the Pebble catalog (open, get, scan, synced commit, fatal-error guard),
 //	                         every catalog key, the blob file record (BlobFile), the FORMAT file,
-//	                         packet headers, model specs, List pages and the Headers walk
+//	                         packet headers, model specs, List pages and the Headers walk, Open's
+//	                         directory checks (RequireStore, PrepareDir)
 //	store/internal/bloblog   blob files and extents: append (Writer, WriteExtent, pwritev, writeback,
 //	                         WriteRecordExtent), Scan (whole extents found without the catalog),
 //	                         read (File: refs, mmap, copies, verified-chunk cache, Chunk, ChunkError),

@@ -1,12 +1,11 @@
 package store
 
 import (
-	"errors"
 	"fmt"
-	iofs "io/fs"
 
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/recovery"
 )
 
 // File and directory names inside a store's directory.
@@ -65,10 +64,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 
 // open runs Open's steps; Open undoes them on error.
 func (db *DB) open() error {
-	if err := db.requireStore(); err != nil {
+	if err := catalog.RequireStore(db.fs, db.dir, db.opts.ReadOnly || db.opts.MustExist, ErrNotFound); err != nil {
 		return err
 	}
-	if err := db.prepareDir(); err != nil {
+	if err := catalog.PrepareDir(db.fs, db.dir); err != nil {
 		return err
 	}
 	if err := db.lockStore(); err != nil {
@@ -109,80 +108,21 @@ func (db *DB) open() error {
 	return db.load()
 }
 
-// requireStore, for a read-only or MustExist open, refuses a path that
-// holds no store before anything is created in it or locked: no FORMAT
-// file is ErrNotFound. FORMAT is read and checked again under the lock.
-// A path that is not a directory is refused for every open.
-func (db *DB) requireStore() error {
-	st, err := db.fs.Stat(db.dir)
-	switch {
-	case err == nil && !st.IsDir():
-		return fmt.Errorf("%w: %s is not a directory", ErrInvalidArgument, db.dir)
-	case err != nil && !errors.Is(err, iofs.ErrNotExist):
-		return fmt.Errorf("store: stat %s: %w", db.dir, err)
-	case !db.opts.ReadOnly && !db.opts.MustExist:
-		return nil
-	case err != nil:
-		return fmt.Errorf("%w: no store at %s (no such directory)", ErrNotFound, db.dir)
-	}
-	if _, err := db.fs.Stat(db.fs.PathJoin(db.dir, formatFileName)); errors.Is(err, iofs.ErrNotExist) {
-		return fmt.Errorf("%w: no store at %s (no FORMAT file)", ErrNotFound, db.dir)
-	} else if err != nil {
-		return fmt.Errorf("store: stat %s: %w", db.fs.PathJoin(db.dir, formatFileName), err)
-	}
-	return nil
-}
-
-// prepareDir makes sure dir exists, creating it (and syncing its parent)
-// for a writable store; requireStore has already refused a missing dir for
-// a read-only or MustExist open.
-func (db *DB) prepareDir() error {
-	if _, err := db.fs.Stat(db.dir); err == nil {
-		return nil
-	} else if !errors.Is(err, iofs.ErrNotExist) {
-		return fmt.Errorf("store: stat %s: %w", db.dir, err)
-	}
-	if err := db.fs.MkdirAll(db.dir, 0o755); err != nil {
-		return fmt.Errorf("store: create %s: %w", db.dir, err)
-	}
-	return bloblog.SyncDir(db.fs, db.fs.PathDir(db.dir))
-}
-
-// load reads the blob file records and the sequence, registers the files
-// and picks the active one: the highest numbered, unless sealed.
+// load registers the catalogued blob files (recovery.Files), takes the
+// next file number and picks the active file: the highest numbered, unless
+// sealed.
 func (db *DB) load() error {
-	p := []byte{catalog.TagBlobFile}
-	var last *BlobFileInfo
-	err := db.cat.Scan(p, catalog.PrefixEnd(p), func(k, v []byte) (bool, error) {
-		num, err := catalog.ParseBlobFileKey(k)
-		if err != nil {
-			return false, err
-		}
-		r, err := decodeBlobRecord(num, v)
-		if err != nil {
-			return false, err
-		}
-		db.addFile(r)
-		last = &r
-		return true, nil
-	})
+	recs, next, err := recovery.Files(db.cat)
 	if err != nil {
-		return fmt.Errorf("store: load blob file records: %w", err)
-	}
-	found, err := db.cat.Get(catalog.KeyNextBlob, func(v []byte) (err error) {
-		db.w.Next, err = decodeSequence(v)
 		return err
-	})
-	if err != nil {
-		return fmt.Errorf("store: load next blob file number: %w", err)
 	}
-	if last != nil {
-		if !found || db.w.Next <= last.Num {
-			return fmt.Errorf("%w: catalog: next blob file number %d, but file %06d is catalogued", ErrCorruption, db.w.Next, last.Num)
-		}
-		if !last.Sealed && !db.opts.ReadOnly {
-			db.w.Cur = &bloblog.Active{Num: last.Num, Path: db.fs.PathJoin(db.w.Dir, bloblog.FileName(last.Num)), End: last.Size}
-		}
+	for _, r := range recs {
+		db.addFile(r)
+	}
+	db.w.Next = next
+	if n := len(recs); n > 0 && !recs[n-1].Sealed && !db.opts.ReadOnly {
+		last := recs[n-1]
+		db.w.Cur = &bloblog.Active{Num: last.Num, Path: db.fs.PathJoin(db.w.Dir, bloblog.FileName(last.Num)), End: last.Size}
 	}
 	return db.loadSpanCount()
 }

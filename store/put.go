@@ -103,93 +103,87 @@ func AdapterArtifact(id string) string { return "adapter/" + id }
 // put writes, syncs and catalogues the extent of a packet known to be
 // new.
 func (db *DB) put(e *packet.Extent) error {
-	a, err := db.w.Prepare(e.Layout.Length)
+	var h *format.PacketHeader
+	return db.appendExtent(e.Layout.Length, false, func(a *bloblog.Active) (n uint64, err error) {
+		h, err = packet.Write(a, db.rawFd(a.F), e, db.w.Seq)
+		return e.Layout.Length, err
+	}, func(a *bloblog.Active, n uint64) error {
+		m := e.Desc.Model
+		recs, err := db.commitPut(h, m, a, n)
+		if err != nil {
+			return err
+		}
+		db.w.Committed(n)
+		db.w.Seq++
+		db.setRecords(recs...)
+		spec := *m
+		db.models.LoadOrStore(e.Model, &spec)
+		db.st.puts.Add(1)
+		db.afterPut(h)
+		return nil
+	})
+}
+
+// appendExtent appends an extent of need bytes at the end of the active
+// file (despite a full disk's hold, space.go, with despiteHold), written by
+// write, fdatasyncs it and catalogues it with commit.
+// On error the writer abandons the file (the next extent overwrites the
+// bytes) and a file it started is dropped.
+func (db *DB) appendExtent(need uint64, despiteHold bool, write func(*bloblog.Active) (uint64, error), commit func(*bloblog.Active, uint64) error) error {
+	prepare := db.w.Prepare
+	if despiteHold {
+		prepare = db.w.PrepareDespiteHold
+	}
+	a, err := prepare(need)
 	if err != nil {
 		return err
 	}
 	if a.Fresh {
 		db.addFile(BlobFileInfo{Num: a.Num, Size: a.End})
 	}
-	if err := db.append(a, e); err != nil {
+	n, err := write(a)
+	if err == nil {
+		db.st.bytesWritten.Add(n)
+		if err = timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData); err != nil {
+			err = fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
+		} else {
+			err = commit(a, n)
+		}
+	}
+	if err != nil {
 		if a.Fresh {
 			db.dropFile(a.Num)
 		}
 		db.w.Abandon()
-		return err
 	}
-	return nil
+	return err
 }
 
 // putRecords is false only in tests that write packet extents as format
 // 1.0 did, without a put record.
 var putRecords = true
 
-// append writes the extent at the end of a, led by its put record, syncs
-// it, commits the batch and installs what it wrote.
-func (db *DB) append(a *bloblog.Active, e *packet.Extent) error {
-	h, err := packet.Write(a, db.rawFd(a.F), e, db.w.Seq)
-	if err != nil {
-		return err
-	}
-	n := e.Layout.Length
-	db.st.bytesWritten.Add(n)
-	if err := timed(&db.st.blobSyncs, &db.st.blobSyncNanos, a.F.SyncData); err != nil {
-		return fmt.Errorf("store: sync blob file %s: %w", a.Path, err)
-	}
-	m := e.Desc.Model
-	recs, err := db.commitPut(h, m, a, n)
-	if err != nil {
-		return err
-	}
-	db.w.Committed(n)
-	db.w.Seq++
-	db.setRecords(recs...)
-	spec := *m
-	db.models.LoadOrStore(e.Model, &spec)
-	db.st.puts.Add(1)
-	db.afterPut(h)
-	return nil
-}
-
-// commitPut commits, in one synced batch, the header, its index entry, the
-// model spec if it is new, the blob file's record, records of files sealed
-// since the last batch, the next record sequence and, for a new file, the
-// next file number. It
-// returns the records it wrote.
+// commitPut commits, in one synced batch, h and its extent's records
+// (packet.AddPut) and model spec m if it is new; it returns the records
+// it wrote.
 func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *bloblog.Active, n uint64) ([]BlobFileInfo, error) {
-	hv, err := format.EncodeHeader(h)
-	if err != nil {
-		return nil, fmt.Errorf("store: encode header: %w", err)
-	}
 	b := db.cat.DB.NewBatch()
 	defer b.Close()
-	_ = b.Set(catalog.HeaderKey(h.Namespace, h.ID), hv, nil)
-	_ = b.Set(catalog.IndexKey(h.Namespace, h.Model, h.ID), nil, nil)
 	if err := db.addModel(b, h.Model, m); err != nil {
 		return nil, err
 	}
-	r, _ := db.record(a.Num)
-	r.Size = a.End + n
-	r.LiveBytes += n
-	r.Extents++
-	r.LiveExtents++
-	recs := []BlobFileInfo{r}
-	for _, num := range db.w.Sealed {
-		s, ok := db.record(num)
-		if ok {
-			s.Sealed = true
-			recs = append(recs, s)
-		}
+	recs, err := packet.AddPut(b, h, db.appended(a, n))
+	if err != nil {
+		return nil, err
 	}
-	for i := range recs {
-		_ = b.Set(catalog.BlobFileKey(recs[i].Num), encodeBlobRecord(&recs[i]), nil)
-	}
-	if a.Fresh {
-		_ = b.Set(catalog.KeyNextBlob, encodeSequence(a.Num+1), nil)
-	}
-	_ = b.Set(catalog.KeyRecordSeq, format.EncodeRecordSeq(db.w.Seq+1), nil)
 	if err := db.commit(b); err != nil {
 		return nil, err
 	}
 	return recs, nil
+}
+
+// appended describes n bytes just written at the end of a, for the batch
+// that catalogues them (writer lock held).
+func (db *DB) appended(a *bloblog.Active, n uint64) packet.Appended {
+	return packet.Appended{A: a, N: n, Sealed: db.w.Sealed, Seq: db.w.Seq, Record: db.record}
 }

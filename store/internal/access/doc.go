@@ -8,7 +8,8 @@
 // (format/access.go codes the value; docs/format.md draws it). Losing it
 // in a crash loses only ordering hints, never data. Once loaded
 // (Table.Load) the table also holds every catalogued packet's extent size
-// and pin state (pins are durable: 'p' | ns | id -> empty), from which
+// and pin state (pins are durable: 'p' | ns | id -> empty, written by
+// SetPin, read by Pinned, pin.go), from which
 // Candidates lists the unpinned packets in LRU or LFU order, Plan says
 // how many of them a write of so many bytes must evict, and Room does both
 // (failing with ErrNoSpace when no eviction makes room). Evictor.Evict

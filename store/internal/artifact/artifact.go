@@ -170,3 +170,17 @@ func Delete(b *pebble.Batch, model format.Fingerprint, name string) {
 	_ = b.Delete(catalog.ArtifactKey(model, name), nil)
 	_ = b.Delete(catalog.ArtifactIndexKey(model, name), nil)
 }
+
+// Missing is the error for a read of (model, name) that found no record:
+// an error wrapping mismatch (the store's ErrModelMismatch) when another
+// model has an artifact named name, else one wrapping notFound.
+func Missing(cat *catalog.Catalog, model format.Fingerprint, name string, mismatch, notFound error) error {
+	other, err := Other(cat, model, name)
+	switch {
+	case err != nil:
+		return err
+	case other != nil:
+		return fmt.Errorf("%w: artifact %q is stored for model %s, not %s", mismatch, name, other.Short(), model.Short())
+	}
+	return fmt.Errorf("%w: artifact %q of model %s", notFound, name, model.Short())
+}

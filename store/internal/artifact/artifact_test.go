@@ -156,6 +156,13 @@ func TestCatalog(t *testing.T) {
 	if other, err := Other(cat, b, "x"); err != nil || other != nil {
 		t.Fatalf("Other of an unknown name = %v, %v", other, err)
 	}
+	mismatch, notFound := errors.New("mismatch"), errors.New("not found")
+	if err := Missing(cat, b, "w", mismatch, notFound); !errors.Is(err, mismatch) || errors.Is(err, notFound) {
+		t.Errorf("Missing of a name another model has = %v, want mismatch", err)
+	}
+	if err := Missing(cat, b, "x", mismatch, notFound); !errors.Is(err, notFound) || errors.Is(err, mismatch) {
+		t.Errorf("Missing of an unknown name = %v, want not found", err)
+	}
 	if names, err := List(cat, a); err != nil || strings.Join(names, ",") != "tau,w" {
 		t.Fatalf("List = %v, %v", names, err)
 	}

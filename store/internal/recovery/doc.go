@@ -20,6 +20,9 @@
 // and store.Recover admit it, decide whether to commit, and install what
 // it returns (store.ReconcileReport = recovery.Report).
 //
+// Files reads, once the catalog is reconciled, the blob file records and
+// the next file number that Open registers.
+//
 // The bytes it reads are format's: the blob header
 // (format.DecodeBlobHeader), the extent trailer (format.Trailer, through
 // bloblog.Scan), the put record (format/put_record.go) and the tombstone
