@@ -12,7 +12,7 @@ import (
 // wait for Views: those still held keep their blob files mapped (and open)
 // until released, and stay readable. A second Close returns ErrClosed.
 func (db *DB) Close() error {
-	if !db.gate.close() {
+	if !db.gate.Close() {
 		return ErrClosed
 	}
 	if ferr := db.closeAccess(); ferr != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/gate"
 )
 
 // DB is an open store. It is safe for concurrent use: writers (Put,
@@ -23,11 +24,11 @@ type DB struct {
 	fs   vfs.FS
 	log  *slog.Logger
 	lock io.Closer
-	// sharedLock: lock is a shared flock (a read-only open, lock.go)
+	// sharedLock: lock is a shared flock (a read-only open, store/internal/lock)
 	sharedLock bool
 	cat        *catalog.Catalog
 
-	gate *gate // every call passes it; Close closes it
+	gate *gate.Gate // every call passes it; Close closes it
 
 	writeMu sync.Mutex // serialises writers; guards w and failed
 	w       bloblog.Writer
@@ -48,13 +49,13 @@ type DB struct {
 // enter starts a call: ErrClosed after Close. Every successful enter is
 // paired with leave.
 func (db *DB) enter() error {
-	if !db.gate.enter() {
+	if !db.gate.Enter() {
 		return ErrClosed
 	}
 	return nil
 }
 
-func (db *DB) leave() { db.gate.leave() }
+func (db *DB) leave() { db.gate.Leave() }
 
 // commit commits b durably, counting it; a catalog failure that needs a
 // reopen is remembered so that later writes fail fast. Writers only.

@@ -36,7 +36,7 @@
 //	                      (store/internal/catalog reads and writes it)
 //	  LOCK                held while the store is open: flock, exclusive for read-write
 //	                      and shared for read-only opens on the OS's file system,
-//	                      else vfs.FS.Lock (lock.go)
+//	                      else vfs.FS.Lock (store/internal/lock)
 //	  RESERVE             2 x CatalogMemTableSize preallocated bytes (no content), released
 //	                      by an Open on a full disk so that Delete and GC can run
 //	                      (store/internal/space)
@@ -120,14 +120,16 @@
 //	                         CRC32C combine and streaming, read-ahead advice
 //	store/internal/space     the disk space reserve (Reserve: Release, Restore, Hold), ErrNoSpace and
 //	                         NoSpace (which errors a full disk caused)
+//	store/internal/gate      the calls in flight (Gate: Enter, Leave, Close waits for them)
+//	store/internal/lock      DIR/LOCK: flock, shared for read-only holders, or FS.Lock (Dir, NoLockFS)
 //	format                   every record's bytes: KVPH, KVMS, KVBF, KVSQ, KVAC, KVAR, KVSP, KVSF,
 //	                         KVKS, KVPR, KVTS, KVRS, the positions bitmap, FORMAT, blob header, trailer
 //
 // Floors, top to bottom: gpusource, promstore and admin (adapters over the
 // store); store; maint, access, assemble, view, events, recovery, packet,
-// artifact, opstats and spandb; spanmem; catalog; bloblog; space; format and
-// the module's other packages. A package
-// imports only floors below its own (TestFloors checks it with go list):
+// artifact, opstats and spandb; spanmem; catalog; bloblog; space, gate and
+// lock; format and the module's other packages. A package imports only
+// floors below its own (TestFloors checks it with go list):
 // format knows nothing of the store, and the internal packages know
 // nothing of DB.
 //

@@ -32,6 +32,8 @@ var floors = map[string]int{
 	"store/internal/catalog":  4,
 	"store/internal/bloblog":  5,
 	"store/internal/space":    6,
+	"store/internal/gate":     6,
+	"store/internal/lock":     6,
 }
 
 const module = "github.com/kvstore/kvstore/"

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/catalog"
+	"github.com/kvstore/kvstore/store/internal/gate"
 	"github.com/kvstore/kvstore/store/internal/recovery"
 )
 
@@ -20,7 +21,7 @@ const (
 // Open opens the store in dir, creating it if absent (unless opts.ReadOnly).
 // It holds DIR/LOCK until Close: a second Open of the same store, from this
 // process or another, fails with ErrLocked, except that read-only opens of
-// a store on the OS's file system share it (lock.go). A store written by a newer
+// a store on the OS's file system share it (store/internal/lock). A store written by a newer
 // format major version is refused with an error wrapping ErrVersion, and so
 // is, at its first read, a blob file whose intact header claims one. A
 // directory with blob files or catalog records but no FORMAT file is
@@ -41,7 +42,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	o.EnsureDefaults()
-	db := &DB{dir: dir, opts: o, fs: o.FS, log: o.Logger, gate: newGate(),
+	db := &DB{dir: dir, opts: o, fs: o.FS, log: o.Logger, gate: gate.New(),
 		files: make(map[uint32]*bloblog.File), recs: make(map[uint32]BlobFileInfo)}
 	db.w = bloblog.Writer{FS: o.FS, Dir: o.FS.PathJoin(dir, blobsDirName), Limit: uint64(o.BlobFileSize), Next: 1}
 	if err := db.open(); err != nil {

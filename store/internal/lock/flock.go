@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package store
+package lock
 
 import (
 	"io"
@@ -27,7 +27,7 @@ func flockFile(path string, shared bool) (io.Closer, error) {
 	if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
 		_ = f.Close()
 		if err == unix.EWOULDBLOCK {
-			return nil, errHeld
+			return nil, ErrHeld
 		}
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package store
+package gate
 
 import (
 	"sync"
@@ -7,32 +7,32 @@ import (
 )
 
 func TestGate(t *testing.T) {
-	g := newGate()
-	if !g.enter() || !g.enter() { // nested calls
+	g := New()
+	if !g.Enter() || !g.Enter() { // nested calls
 		t.Fatal("an open gate refused a call")
 	}
 	closed := make(chan bool)
-	go func() { closed <- g.close() }()
+	go func() { closed <- g.Close() }()
 	select {
 	case <-closed:
 		t.Fatal("close returned with calls in flight")
 	case <-time.After(20 * time.Millisecond):
 	}
-	g.leave()
-	g.leave()
+	g.Leave()
+	g.Leave()
 	if ok := <-closed; !ok {
 		t.Fatal("first close reported the gate already closed")
 	}
-	if g.enter() {
+	if g.Enter() {
 		t.Fatal("a closed gate admitted a call")
 	}
-	if g.close() {
+	if g.Close() {
 		t.Fatal("second close reported success")
 	}
 }
 
 func TestGateConcurrent(t *testing.T) {
-	g := newGate()
+	g := New()
 	var wg sync.WaitGroup
 	var inside, admittedAfterClose sync.Map
 	var closedAt time.Time
@@ -40,7 +40,7 @@ func TestGateConcurrent(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			for j := 0; ; j++ {
-				if !g.enter() {
+				if !g.Enter() {
 					return
 				}
 				inside.Store(i, j)
@@ -49,12 +49,12 @@ func TestGateConcurrent(t *testing.T) {
 					admittedAfterClose.Store(i, true)
 				}
 				mu.Unlock()
-				g.leave()
+				g.Leave()
 			}
 		})
 	}
 	time.Sleep(5 * time.Millisecond)
-	g.close()
+	g.Close()
 	mu.Lock()
 	closedAt = time.Now()
 	mu.Unlock()

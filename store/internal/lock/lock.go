@@ -1,0 +1,53 @@
+// Package lock takes a store's directory lock, DIR/LOCK. On the OS's file
+// system (the store's Options.FS is vfs.Default) where flock exists
+// (Linux, the BSDs, macOS), a read-write open takes it exclusively
+// (LOCK_EX) and a read-only open shared (LOCK_SH), both without waiting:
+// read-only opens of a store no writer holds run side by side, in one
+// process or several, while a writer excludes every other open and any
+// reader excludes a writer. flock locks belong to the open file, so two
+// holders in one process conflict as two processes do. Elsewhere (another
+// FS, such as the in-memory one; Windows) every open takes FS.Lock,
+// exclusive.
+//
+// The lock file holds no bytes.
+package lock
+
+import (
+	"errors"
+	"io"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// FlockSupported says whether this platform has flock, so that read-only
+// holders can share the lock.
+const FlockSupported = flockSupported
+
+// ErrHeld: another holder has the lock.
+var ErrHeld = errors.New("held by another open (flock)")
+
+// Dir takes the lock file path of fs, shared when readOnly and the lock
+// is a flock (optsFS, the FS the store was given, is vfs.Default), else
+// exclusive through fs.Lock. Every holder of a store (Open, Recover) takes
+// it here, so that they exclude each other with the same kind of lock:
+// flock and fs.Lock's POSIX record locks do not see each other. The error
+// of a held lock is ErrHeld (flock) or fs.Lock's.
+func Dir(optsFS, fs vfs.FS, path string, readOnly bool) (lock io.Closer, shared bool, err error) {
+	if optsFS == vfs.Default && flockSupported {
+		lock, err = flockFile(path, readOnly)
+		return lock, err == nil && readOnly, err
+	}
+	lock, err = fs.Lock(path)
+	return lock, false, err
+}
+
+// NoLockFS is an FS whose Lock takes nothing: for a read-only catalog
+// under a shared store lock.
+type NoLockFS struct{ vfs.FS }
+
+// Lock takes nothing.
+func (NoLockFS) Lock(string) (io.Closer, error) { return nopCloser{}, nil }
+
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
