@@ -315,3 +315,13 @@ func ComputePacketID(namespace string, model Fingerprint, adapterID string, toke
 	copy(id[:], h.Sum(nil))
 	return id
 }
+
+// CheckNamespace refuses a namespace longer than MaxNameLen bytes
+// (ErrInvalidArgument): the one check of a namespace every store call
+// makes before it builds a key or a header.
+func CheckNamespace(ns string) error {
+	if len(ns) > MaxNameLen {
+		return fmt.Errorf("%w: namespace of %d bytes exceeds %d", ErrInvalidArgument, len(ns), MaxNameLen)
+	}
+	return nil
+}

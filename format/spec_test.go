@@ -2,6 +2,7 @@ package format
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	flatbuffers "github.com/google/flatbuffers/go"
@@ -107,5 +108,14 @@ func TestDecodeModelSpecRejectsBadNoTruncate(t *testing.T) {
 		if _, err := DecodeModelSpec(v); !errors.Is(err, ErrCorruption) {
 			t.Errorf("%s: DecodeModelSpec = %v, want ErrCorruption", name, err)
 		}
+	}
+}
+
+func TestCheckNamespace(t *testing.T) {
+	if err := CheckNamespace(strings.Repeat("n", MaxNameLen)); err != nil {
+		t.Fatalf("namespace of MaxNameLen bytes: %v", err)
+	}
+	if err := CheckNamespace(strings.Repeat("n", MaxNameLen+1)); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("namespace of MaxNameLen+1 bytes: %v, want ErrInvalidArgument", err)
 	}
 }

@@ -49,7 +49,7 @@ func (db *DB) Pinned(ns string, model format.Fingerprint, id format.PacketID) (b
 		return false, err
 	}
 	defer db.leave()
-	if err := checkNamespace(ns); err != nil {
+	if err := format.CheckNamespace(ns); err != nil {
 		return false, err
 	}
 	if _, err := db.storedFor("", ns, model, id); errors.Is(err, ErrNotFound) {

@@ -57,7 +57,7 @@ func (db *DB) get(ns string, model format.Fingerprint, id format.PacketID) (*Vie
 
 // header reads and checks packet id's header in namespace ns.
 func (db *DB) header(ns string, id format.PacketID) (*format.PacketHeader, error) {
-	if err := checkNamespace(ns); err != nil {
+	if err := format.CheckNamespace(ns); err != nil {
 		return nil, err
 	}
 	h, found, err := db.cat.Header(ns, id)
@@ -77,7 +77,7 @@ func (db *DB) Has(ctx context.Context, ns string, model format.Fingerprint, id f
 		return false, err
 	}
 	defer db.leave()
-	if err := checkNamespace(ns); err != nil {
+	if err := format.CheckNamespace(ns); err != nil {
 		return false, err
 	}
 	indexed, other, err := db.cat.Stored(ns, model, id)

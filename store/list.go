@@ -12,7 +12,7 @@ func (db *DB) List(ns string, model format.Fingerprint, cursor []byte, limit int
 		return nil, nil, err
 	}
 	defer db.leave()
-	if err := checkNamespace(ns); err != nil {
+	if err := format.CheckNamespace(ns); err != nil {
 		return nil, nil, err
 	}
 	return db.cat.List(ns, model, cursor, limit)

@@ -23,7 +23,7 @@ type Scope struct {
 // Scope returns the handle of namespace ns for model m (copied). A bad
 // namespace or spec is ErrInvalidArgument.
 func (db *DB) Scope(ns string, m *format.ModelSpec) (*Scope, error) {
-	if err := checkNamespace(ns); err != nil {
+	if err := format.CheckNamespace(ns); err != nil {
 		return nil, err
 	}
 	if m == nil {

@@ -21,7 +21,7 @@ func ComputeContextID(ns string, model format.Fingerprint, name string) ContextI
 
 // checkContextName refuses names that do not fit their u16 length prefix.
 func checkContextName(ns, name string) error {
-	if err := checkNamespace(ns); err != nil {
+	if err := format.CheckNamespace(ns); err != nil {
 		return err
 	}
 	if name == "" || len(name) > format.MaxNameLen {

@@ -78,9 +78,10 @@ func (d *Desc) Check() (uint64, error) {
 	if err := d.Model.Validate(); err != nil {
 		return 0, fmt.Errorf("packet: %w", err)
 	}
+	if err := format.CheckNamespace(d.Namespace); err != nil {
+		return 0, err
+	}
 	switch {
-	case len(d.Namespace) > format.MaxNameLen:
-		return 0, fmt.Errorf("%w: namespace of %d bytes exceeds %d", ErrInvalidArgument, len(d.Namespace), format.MaxNameLen)
 	case len(d.AdapterID) > format.MaxNameLen:
 		return 0, bad("adapter id of %d bytes exceeds %d", len(d.AdapterID), format.MaxNameLen)
 	case d.HeaderTokens < 0 || d.TrailerTokens < 0:
