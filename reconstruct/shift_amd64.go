@@ -16,8 +16,7 @@ var shiftAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C
 
 // The kernels rotate rows in place or out of place at byte strides ds
 // (dst) and ss (src); n is the pair count per row (half) or the rotated
-// dims (pairs). The NT kernels store with non-temporal hints and need dst
-// and ds 32-byte aligned. See shift_amd64.s.
+// dims (pairs). See shift_amd64.s.
 
 //go:noescape
 func shiftHalfBF16AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
@@ -37,30 +36,12 @@ func shiftPairsF16AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float
 //go:noescape
 func shiftPairsF32AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 
-//go:noescape
-func shiftHalfBF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
-
-//go:noescape
-func shiftHalfF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
-
-//go:noescape
-func shiftHalfF32NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
-
-//go:noescape
-func shiftPairsBF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
-
-//go:noescape
-func shiftPairsF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
-
-//go:noescape
-func shiftPairsF32NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
-
 type shiftKernel func(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 
 // shiftRowsFast runs the SIMD kernel for rows of r.HeadDim() elements of dt
 // and reports whether it did; when it did not, nothing was written. rows >= 1.
 func shiftRowsFast(dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE, c, s []float32) bool {
-	k := shiftKernelFor(r, dt, false)
+	k := shiftKernelFor(r, dt)
 	if k == nil {
 		return false
 	}
@@ -79,10 +60,10 @@ type shiftLanes struct {
 
 func newShiftLanes(r *RoPE, c, s []float32) shiftLanes {
 	var l shiftLanes
-	if shiftKernelFor(r, format.DTypeF32, false) != nil {
+	if shiftKernelFor(r, format.DTypeF32) != nil {
 		l.c, l.s = shiftLaneTable(r, format.DTypeF32, c, s)
 	}
-	if shiftKernelFor(r, format.DTypeBF16, false) != nil {
+	if shiftKernelFor(r, format.DTypeBF16) != nil {
 		l.cb, l.sb = shiftLaneTable(r, format.DTypeBF16, c, s)
 	}
 	return l
@@ -91,15 +72,12 @@ func newShiftLanes(r *RoPE, c, s []float32) shiftLanes {
 // rows is shiftRowsFast with the tables of l.
 func (l *shiftLanes) rows(dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE) bool {
 	rb := r.headDim * dt.Size()
-	return l.strided(dst, src, dt, rows, rb, rb, false, r)
+	return l.strided(dst, src, dt, rows, rb, rb, r)
 }
 
-// strided is rows with row i at dst+i*ds and src+i*ss; nt asks for
-// non-temporal stores, which run only where dst and ds are 32-byte
-// aligned (plain stores otherwise).
-func (l *shiftLanes) strided(dst, src unsafe.Pointer, dt format.DType, rows, ds, ss int, nt bool, r *RoPE) bool {
-	nt = nt && uintptr(dst)%32 == 0 && ds%32 == 0
-	k := shiftKernelFor(r, dt, nt)
+// strided is rows with row i at dst+i*ds and src+i*ss.
+func (l *shiftLanes) strided(dst, src unsafe.Pointer, dt format.DType, rows, ds, ss int, r *RoPE) bool {
+	k := shiftKernelFor(r, dt)
 	c, s := l.c, l.s
 	if dt == format.DTypeBF16 {
 		c, s = l.cb, l.sb
@@ -111,9 +89,9 @@ func (l *shiftLanes) strided(dst, src unsafe.Pointer, dt format.DType, rows, ds,
 	return true
 }
 
-// shiftKernelFor is the SIMD kernel for rows of r's heads of dt (its NT
-// variant when nt), nil when none runs here or fits the rotated dims.
-func shiftKernelFor(r *RoPE, dt format.DType, nt bool) shiftKernel {
+// shiftKernelFor is the SIMD kernel for rows of r's heads of dt, nil when
+// none runs here or fits the rotated dims.
+func shiftKernelFor(r *RoPE, dt format.DType) shiftKernel {
 	if !shiftAVX2 {
 		return nil
 	}
@@ -126,8 +104,6 @@ func shiftKernelFor(r *RoPE, dt format.DType, nt bool) shiftKernel {
 	switch {
 	case half && (r.rot/2)%block != 0, !half && r.rot%block != 0:
 		return nil
-	case nt:
-		return shiftKernelNT(half, dt)
 	case bf16 && half:
 		return shiftHalfBF16AVX2
 	case bf16:
@@ -140,26 +116,6 @@ func shiftKernelFor(r *RoPE, dt format.DType, nt bool) shiftKernel {
 		return shiftHalfF32AVX2
 	case dt == format.DTypeF32:
 		return shiftPairsF32AVX2
-	}
-	return nil
-}
-
-// shiftKernelNT is the NT kernel of a style (half or interleaved pairs)
-// and dtype.
-func shiftKernelNT(half bool, dt format.DType) shiftKernel {
-	switch {
-	case dt == format.DTypeBF16 && half:
-		return shiftHalfBF16NTAVX2
-	case dt == format.DTypeBF16:
-		return shiftPairsBF16NTAVX2
-	case dt == format.DTypeF16 && half:
-		return shiftHalfF16NTAVX2
-	case dt == format.DTypeF16:
-		return shiftPairsF16NTAVX2
-	case dt == format.DTypeF32 && half:
-		return shiftHalfF32NTAVX2
-	case dt == format.DTypeF32:
-		return shiftPairsF32NTAVX2
 	}
 	return nil
 }

@@ -17,11 +17,6 @@
 // n is a multiple of 8 for f16 and f32, of 16 for bf16 (whose c and s are
 // also permuted, see below). rows >= 1.
 //
-// The NT kernels store with non-temporal hints (VMOVNTDQ, VMOVNTPS): the
-// rows go to memory without their lines being read into the cache first,
-// and an SFENCE orders those stores before the kernel returns. They need dst
-// and ds to be multiples of 32 bytes; the caller checks.
-//
 // Registers: DI dst row, SI src row, CX rows left, DX dst stride, R8 src
 // stride, BX = n, R9 = n in bytes (offset of the second half), R10 c, R11 s,
 // R12/R13 second halves of the src/dst row, AX element index; Y0-Y10 math
@@ -46,10 +41,6 @@
 	DECQ CX; \
 	JNZ row
 
-// FENCE ends an NT kernel; NOFENCE (nothing) ends the others.
-#define FENCE SFENCE
-#define NOFENCE
-
 // Loads of 8 elements at element index AX into a Y register of float32.
 #define LOADF16(base, y) \
 	VCVTPH2PS (base)(AX*2), y
@@ -61,11 +52,6 @@
 	VCVTPS2PH $0, y, (base)(AX*2)
 #define STOREF32(y, x, base) \
 	VMOVUPS y, (base)(AX*4)
-#define STOREF16NT(y, x, base) \
-	VCVTPS2PH $0, y, x; \
-	VMOVNTDQ x, (base)(AX*2)
-#define STOREF32NT(y, x, base) \
-	VMOVNTPS y, (base)(AX*4)
 
 // ROTHALF: (Y0, Y1) = (x1, x2) -> Y4 = x1*c - x2*s, Y6 = x2*c + x1*s.
 #define ROTHALF \
@@ -87,7 +73,7 @@
 	VMULPS Y3, Y1, Y5; \
 	VADDPS Y5, Y4, Y4
 
-#define HALFBODY(LOAD, STORE, END) \
+#define HALFBODY(LOAD, STORE) \
 row: \
 	LEAQ (SI)(R9*1), R12; \
 	LEAQ (DI)(R9*1), R13; \
@@ -102,11 +88,10 @@ loop: \
 	CMPQ AX, BX; \
 	JLT loop; \
 	NEXTROW; \
-	END; \
 	VZEROUPPER; \
 	RET
 
-#define PAIRBODY(LOAD, STORE, END) \
+#define PAIRBODY(LOAD, STORE) \
 row: \
 	XORQ AX, AX; \
 loop: \
@@ -117,49 +102,28 @@ loop: \
 	CMPQ AX, BX; \
 	JLT loop; \
 	NEXTROW; \
-	END; \
 	VZEROUPPER; \
 	RET
 
 // func shiftHalfF16AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 TEXT ·shiftHalfF16AVX2(SB), NOSPLIT, $0-64
 	ARGS(1)
-	HALFBODY(LOADF16, STOREF16, NOFENCE)
-
-// func shiftHalfF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
-TEXT ·shiftHalfF16NTAVX2(SB), NOSPLIT, $0-64
-	ARGS(1)
-	HALFBODY(LOADF16, STOREF16NT, FENCE)
+	HALFBODY(LOADF16, STOREF16)
 
 // func shiftHalfF32AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 TEXT ·shiftHalfF32AVX2(SB), NOSPLIT, $0-64
 	ARGS(2)
-	HALFBODY(LOADF32, STOREF32, NOFENCE)
-
-// func shiftHalfF32NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
-TEXT ·shiftHalfF32NTAVX2(SB), NOSPLIT, $0-64
-	ARGS(2)
-	HALFBODY(LOADF32, STOREF32NT, FENCE)
+	HALFBODY(LOADF32, STOREF32)
 
 // func shiftPairsF16AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 TEXT ·shiftPairsF16AVX2(SB), NOSPLIT, $0-64
 	ARGS(1)
-	PAIRBODY(LOADF16, STOREF16, NOFENCE)
-
-// func shiftPairsF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
-TEXT ·shiftPairsF16NTAVX2(SB), NOSPLIT, $0-64
-	ARGS(1)
-	PAIRBODY(LOADF16, STOREF16NT, FENCE)
+	PAIRBODY(LOADF16, STOREF16)
 
 // func shiftPairsF32AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 TEXT ·shiftPairsF32AVX2(SB), NOSPLIT, $0-64
 	ARGS(2)
-	PAIRBODY(LOADF32, STOREF32, NOFENCE)
-
-// func shiftPairsF32NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
-TEXT ·shiftPairsF32NTAVX2(SB), NOSPLIT, $0-64
-	ARGS(2)
-	PAIRBODY(LOADF32, STOREF32NT, FENCE)
+	PAIRBODY(LOADF32, STOREF32)
 
 // The bf16 kernels take 16 elements (32 bytes) at a time. Unpacking the words
 // against zero gives two vectors of float32 whose lanes hold elements
@@ -242,10 +206,8 @@ TEXT ·shiftPairsF32NTAVX2(SB), NOSPLIT, $0-64
 // Stores of 16 bf16 words in register y at element index AX.
 #define STBF16(y, base) \
 	VMOVDQU y, (base)(AX*2)
-#define STBF16NT(y, base) \
-	VMOVNTDQ y, (base)(AX*2)
 
-#define HALFBF16BODY(ST, END) \
+#define HALFBF16BODY(ST) \
 	BF16CONSTS; \
 row: \
 	LEAQ (SI)(R9*1), R12; \
@@ -270,7 +232,6 @@ next: \
 	CMPQ AX, BX; \
 	JLT  loop; \
 	NEXTROW; \
-	END; \
 	VZEROUPPER; \
 	RET; \
 slow: \
@@ -289,12 +250,7 @@ slow: \
 // n is a multiple of 16; c and s are permuted per 16 pairs.
 TEXT ·shiftHalfBF16AVX2(SB), NOSPLIT, $0-64
 	ARGS(1)
-	HALFBF16BODY(STBF16, NOFENCE)
-
-// func shiftHalfBF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
-TEXT ·shiftHalfBF16NTAVX2(SB), NOSPLIT, $0-64
-	ARGS(1)
-	HALFBF16BODY(STBF16NT, FENCE)
+	HALFBF16BODY(STBF16)
 
 // PAIRS16: raw x in Y8 (16 words, interleaved pairs) -> x*c + swap(x)*s in
 // (Y0 low lanes, Y1 high lanes).
@@ -310,7 +266,7 @@ TEXT ·shiftHalfBF16NTAVX2(SB), NOSPLIT, $0-64
 	VMULPS 32(R11)(AX*4), Y3, Y3; \
 	VADDPS Y3, Y1, Y1
 
-#define PAIRSBF16BODY(ST, END) \
+#define PAIRSBF16BODY(ST) \
 	BF16CONSTS; \
 row: \
 	XORQ AX, AX; \
@@ -328,7 +284,6 @@ next: \
 	CMPQ AX, BX; \
 	JLT  loop; \
 	NEXTROW; \
-	END; \
 	VZEROUPPER; \
 	RET; \
 slow: \
@@ -343,9 +298,4 @@ slow: \
 // n is a multiple of 16; c and s are expanded per element and permuted per 16.
 TEXT ·shiftPairsBF16AVX2(SB), NOSPLIT, $0-64
 	ARGS(1)
-	PAIRSBF16BODY(STBF16, NOFENCE)
-
-// func shiftPairsBF16NTAVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
-TEXT ·shiftPairsBF16NTAVX2(SB), NOSPLIT, $0-64
-	ARGS(1)
-	PAIRSBF16BODY(STBF16NT, FENCE)
+	PAIRSBF16BODY(STBF16)

@@ -27,6 +27,6 @@ func (l *shiftLanes) rows(dst, src unsafe.Pointer, dt format.DType, rows int, r 
 }
 
 // strided has no SIMD kernel here; the portable code runs.
-func (l *shiftLanes) strided(dst, src unsafe.Pointer, dt format.DType, rows, ds, ss int, nt bool, r *RoPE) bool {
+func (l *shiftLanes) strided(dst, src unsafe.Pointer, dt format.DType, rows, ds, ss int, r *RoPE) bool {
 	return false
 }

@@ -20,19 +20,6 @@ import (
 // count, a stride shorter than a row, slices too short for the rows, or a
 // row partially overlapping its source.
 func (sh *Shifter) ShiftRows(dst, src []byte, dt format.DType, rows, dstStride, srcStride int) error {
-	return sh.shiftRows(dst, src, dt, rows, dstStride, srcStride, false)
-}
-
-// StreamRows is ShiftRows storing with non-temporal hints where the CPU
-// has them and dst and dstStride are 32-byte aligned (rowcopy.Stream for a
-// zero delta): for a destination far larger than the cache that is not
-// read back soon, such as a KV cache being assembled. Its bytes and errors
-// are ShiftRows'.
-func (sh *Shifter) StreamRows(dst, src []byte, dt format.DType, rows, dstStride, srcStride int) error {
-	return sh.shiftRows(dst, src, dt, rows, dstStride, srcStride, true)
-}
-
-func (sh *Shifter) shiftRows(dst, src []byte, dt format.DType, rows, dstStride, srcStride int, nt bool) error {
 	if !dt.Float() {
 		return fmt.Errorf("%w: reconstruct: shift rows: dtype %v is not f32, f16 or bf16", format.ErrInvalidArgument, dt)
 	}
@@ -53,12 +40,9 @@ func (sh *Shifter) shiftRows(dst, src []byte, dt format.DType, rows, dstStride, 
 		}
 	}
 	if sh.delta == 0 {
-		if nt {
-			return rowcopy.Stream(dst, src, rows, rb, dstStride, srcStride)
-		}
 		return rowcopy.Copy(dst, src, rows, rb, dstStride, srcStride)
 	}
-	if sh.lanes.strided(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), dt, rows, dstStride, srcStride, nt, sh.r) {
+	if sh.lanes.strided(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), dt, rows, dstStride, srcStride, sh.r) {
 		return nil
 	}
 	for i := range rows {

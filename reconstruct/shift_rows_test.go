@@ -11,10 +11,9 @@ import (
 	"github.com/kvstore/kvstore/format"
 )
 
-// TestShiftRowsMatchesShift scatters rows through ShiftRows and StreamRows
-// at strides (a paged layout's [slot][head][dim] from [head][slot][dim]),
-// into a destination 32-byte aligned or not (StreamRows' non-temporal
-// kernels run only when aligned), and compares each row bit for bit with
+// TestShiftRowsMatchesShift scatters rows through ShiftRows at strides (a
+// paged layout's [slot][head][dim] from [head][slot][dim]), into a
+// destination 32-byte aligned or not, and compares each row bit for bit with
 // Shifter.Shift of the contiguous rows, out of place and in place; bytes
 // between rows must stay untouched.
 func TestShiftRowsMatchesShift(t *testing.T) {
@@ -37,7 +36,7 @@ func TestShiftRowsMatchesShift(t *testing.T) {
 				for _, f := range []struct {
 					name string
 					fn   func(dst, src []byte, dt format.DType, rows, dstStride, srcStride int) error
-				}{{"ShiftRows", sh.ShiftRows}, {"StreamRows", sh.StreamRows}} {
+				}{{"ShiftRows", sh.ShiftRows}} {
 					for _, align := range []int{0, 2, 16, 32} {
 						name := fmt.Sprintf("%s %s %v delta %d dst at 32k+%d", f.name, sc.name, dt, delta, align)
 						got := aligned32(len(src)+rb+align, 0xa5)[align:]

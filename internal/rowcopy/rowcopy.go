@@ -5,15 +5,11 @@
 // where the rows are short (a few hundred bytes) and the built-in copy, one
 // call per row, spends as much time in the call as in the bytes.
 //
-// Copy stores as copy does. Stream stores with non-temporal hints where the
-// CPU has them (AVX2 on amd64) and dst is 32-byte aligned at a stride that
-// keeps it so: the rows go to memory without their destination lines being
-// read into the cache first, which saves a third of the memory traffic
-// when the destination is far larger than the cache and is not read back
-// soon (a KV cache being assembled). Both give the bytes of the portable
+// Copy runs an AVX2 kernel on amd64 and gives the bytes of the portable
 // loop, one copy per row (Loop), which is what runs on other CPUs, for rows
 // that are not a multiple of 32 bytes, when dst and src overlap, and under
-// the purego build tag.
+// the purego build tag. (A non-temporal-store variant was measured and
+// filled large destinations no faster: docs/decisions.md.)
 package rowcopy
 
 import (
@@ -32,16 +28,7 @@ var ErrInvalidArgument = format.ErrInvalidArgument
 // shorter than a row, or slices too short for the rows; nothing is
 // written then.
 func Copy(dst, src []byte, rows, rowBytes, dstStride, srcStride int) error {
-	return rowsCopy(dst, src, rows, rowBytes, dstStride, srcStride, false)
-}
-
-// Stream is Copy with non-temporal stores where they run (see the package
-// comment); its bytes are Copy's.
-func Stream(dst, src []byte, rows, rowBytes, dstStride, srcStride int) error {
-	return rowsCopy(dst, src, rows, rowBytes, dstStride, srcStride, true)
-}
-
-func rowsCopy(dst, src []byte, rows, rb, ds, ss int, nt bool) error {
+	rb, ds, ss := rowBytes, dstStride, srcStride
 	if rows < 0 || rb < 0 || ds < rb || ss < rb {
 		return fmt.Errorf("%w: rowcopy: %d rows of %d bytes at strides dst %d src %d", ErrInvalidArgument, rows, rb, ds, ss)
 	}
@@ -54,7 +41,7 @@ func rowsCopy(dst, src []byte, rows, rb, ds, ss int, nt bool) error {
 			ErrInvalidArgument, rows, rb, ds, ss, nd, ns, len(dst), len(src))
 	}
 	d, s := unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0])
-	if overlap(d, s, nd, ns) || !kernel(d, s, rows, rb, ds, ss, nt) {
+	if overlap(d, s, nd, ns) || !kernel(d, s, rows, rb, ds, ss) {
 		Loop(dst, src, rows, rb, ds, ss)
 	}
 	return nil

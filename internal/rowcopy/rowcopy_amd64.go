@@ -10,25 +10,17 @@ import (
 
 var hasAVX2 = cpu.X86.HasAVX2
 
-// copyRowsAVX2 and streamRowsAVX2 copy rows of rb bytes (a multiple of
-// 32, rows >= 1) at byte strides ds and ss; streamRowsAVX2 stores with
-// VMOVNTDQ and needs dst and ds 32-byte aligned. See rowcopy_amd64.s.
+// copyRowsAVX2 copies rows of rb bytes (a multiple of 32, rows >= 1) at
+// byte strides ds and ss. See rowcopy_amd64.s.
 //
 //go:noescape
 func copyRowsAVX2(dst, src unsafe.Pointer, rows, rb, ds, ss int)
 
-//go:noescape
-func streamRowsAVX2(dst, src unsafe.Pointer, rows, rb, ds, ss int)
-
 // kernel runs the AVX2 kernel that fits and reports whether one did.
-func kernel(dst, src unsafe.Pointer, rows, rb, ds, ss int, nt bool) bool {
+func kernel(dst, src unsafe.Pointer, rows, rb, ds, ss int) bool {
 	if !hasAVX2 || rb%32 != 0 {
 		return false
 	}
-	if nt && uintptr(dst)%32 == 0 && ds%32 == 0 {
-		streamRowsAVX2(dst, src, rows, rb, ds, ss)
-	} else {
-		copyRowsAVX2(dst, src, rows, rb, ds, ss)
-	}
+	copyRowsAVX2(dst, src, rows, rb, ds, ss)
 	return true
 }

@@ -5,9 +5,7 @@
 // func(dst, src unsafe.Pointer, rows, rb, ds, ss int): rows rows of rb
 // bytes, rb a multiple of 32, rows >= 1; row i from src + i*ss to
 // dst + i*ds. A row goes 64 bytes at a time, then a last 32 when rb is an
-// odd multiple of 32. The stream kernel stores with VMOVNTDQ (dst and ds
-// 32-byte aligned) and ends with SFENCE, so that its stores are ordered
-// before whatever the caller does next.
+// odd multiple of 32.
 //
 // Registers: DI dst row, SI src row, CX rows left, R8 rb, R9 ds, R10 ss,
 // R11 = rb rounded down to 64, AX byte index.
@@ -50,13 +48,5 @@ next: \
 TEXT ·copyRowsAVX2(SB), NOSPLIT, $0-48
 	ARGS
 	BODY(VMOVDQU)
-	VZEROUPPER
-	RET
-
-// func streamRowsAVX2(dst, src unsafe.Pointer, rows, rb, ds, ss int)
-TEXT ·streamRowsAVX2(SB), NOSPLIT, $0-48
-	ARGS
-	BODY(VMOVNTDQ)
-	SFENCE
 	VZEROUPPER
 	RET

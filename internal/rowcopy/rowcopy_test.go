@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestMatchesLoop compares Copy and Stream with the portable loop bit for
+// TestMatchesLoop compares Copy with the portable loop bit for
 // bit at every dst and src alignment within 64 bytes, for rows of the
 // lengths the layouts produce (a head_dim of 64 or 128 in f16/bf16 or f32,
 // and lengths that are not multiples of 32), at strides equal to a row and
@@ -28,17 +28,12 @@ func TestMatchesLoop(t *testing.T) {
 					}
 					want := bytes.Repeat([]byte{0xa5}, n)
 					Loop(want[align:], src[align%13:], rows, rb, ds, ss)
-					for _, f := range []struct {
-						name string
-						fn   func(dst, src []byte, rows, rb, ds, ss int) error
-					}{{"Copy", Copy}, {"Stream", Stream}} {
-						got := bytes.Repeat([]byte{0xa5}, n)
-						if err := f.fn(got[align:], src[align%13:], rows, rb, ds, ss); err != nil {
-							t.Fatal(err)
-						}
-						if !bytes.Equal(got, want) {
-							t.Fatalf("%s: %d rows of %d bytes, strides %d/%d, dst at +%d: differs from Loop", f.name, rows, rb, ds, ss, align)
-						}
+					got := bytes.Repeat([]byte{0xa5}, n)
+					if err := Copy(got[align:], src[align%13:], rows, rb, ds, ss); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("Copy: %d rows of %d bytes, strides %d/%d, dst at +%d: differs from Loop", rows, rb, ds, ss, align)
 					}
 				}
 			}
@@ -56,7 +51,7 @@ func TestOverlap(t *testing.T) {
 		}
 		want := append([]byte(nil), buf...)
 		Loop(want[512+shift:], want[512:], 4, 256, 512, 256)
-		if err := Stream(buf[512+shift:], buf[512:], 4, 256, 512, 256); err != nil {
+		if err := Copy(buf[512+shift:], buf[512:], 4, 256, 512, 256); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(buf, want) {
@@ -79,10 +74,8 @@ func TestRejects(t *testing.T) {
 		{make([]byte, 1024), buf[:191], 2, 64, 64, 128},
 	} {
 		name := fmt.Sprintf("%d rows of %d at %d/%d into %d from %d", c.rows, c.rb, c.ds, c.ss, len(c.dst), len(c.src))
-		for _, fn := range []func(dst, src []byte, rows, rb, ds, ss int) error{Copy, Stream} {
-			if err := fn(c.dst, c.src, c.rows, c.rb, c.ds, c.ss); !errors.Is(err, ErrInvalidArgument) {
-				t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
-			}
+		if err := Copy(c.dst, c.src, c.rows, c.rb, c.ds, c.ss); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
 	}
 }

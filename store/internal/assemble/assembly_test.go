@@ -267,19 +267,15 @@ func TestRunPlacesRows(t *testing.T) {
 // copied by rowcopy's kernel but rotated by the portable code): rows of
 // 64 dims, 128 or 256 bytes, rotate-half and interleaved, every layout.
 // The stored bytes are random, so bf16 and f16 rows hold NaNs and
-// infinities, which the kernels' slow paths take. It runs with
-// streamPaged on too, so that the non-temporal kernels place the rows.
+// infinities, which the kernels' slow paths take.
 func TestRunPlacesRowsKernelShapes(t *testing.T) {
 	saved := testSpec
-	defer func() { testSpec, streamPaged = saved, false }()
-	for _, stream := range []bool{false, true} {
-		streamPaged = stream
-		for _, dt := range []format.DType{format.DTypeBF16, format.DTypeF16, format.DTypeF32} {
-			for _, style := range []format.RoPEStyle{format.RoPERotateHalf, format.RoPEInterleaved} {
-				testSpec = format.ModelSpec{Layers: 2, KVHeads: 3, HeadDim: 64, DType: dt,
-					RoPE: format.RoPE{Style: style, Theta: 500000}}
-				t.Run(fmt.Sprintf("stream=%v/%v/%v", stream, dt, style), TestRunPlacesRows)
-			}
+	defer func() { testSpec = saved }()
+	for _, dt := range []format.DType{format.DTypeBF16, format.DTypeF16, format.DTypeF32} {
+		for _, style := range []format.RoPEStyle{format.RoPERotateHalf, format.RoPEInterleaved} {
+			testSpec = format.ModelSpec{Layers: 2, KVHeads: 3, HeadDim: 64, DType: dt,
+				RoPE: format.RoPE{Style: style, Theta: 500000}}
+			t.Run(fmt.Sprintf("%v/%v", dt, style), TestRunPlacesRows)
 		}
 	}
 }

@@ -113,20 +113,14 @@ func (a *Assembly) fillPaged(w *worker, g *geom, dst []byte, s *chunkSource, row
 	return nil
 }
 
-// streamPaged makes placeTokens store with non-temporal hints
-// (rowcopy.Stream, Shifter.StreamRows). It is off: on the 2-core AMD EPYC
-// (Turin) VM where BenchmarkFillPaged measures both (its stream cases), a
-// destination far larger than the cache filled no faster that way (slower
-// in most runs), and a destination written around the cache costs
-// whoever reads it next a trip to memory.
-var streamPaged = false
-
 // placeTokens puts k tokens' rows, from destination row t0 on, into their
 // slots: token t's rows across heads are hs apart in src (from t's row of
 // head 0) and g.head apart in its slot, so each token is one strided call
 // over all heads, values copied (rowcopy.Copy) and keys rotated
 // (reconstruct.Shifter.ShiftRows). One call per row cost as much as the
-// bytes: a row is a few hundred bytes.
+// bytes: a row is a few hundred bytes. (Non-temporal stores were tried
+// here and filled a destination far larger than the cache no faster, on
+// the 2-core AMD EPYC VM: docs/decisions.md.)
 func (a *Assembly) placeTokens(g *geom, dst, src []byte, hs, t0, k int, sh *reconstruct.Shifter) error {
 	H, rb, hd := g.heads, g.rowBytes, g.head
 	slot := (H-1)*hd + rb // bytes from a slot's first row to the end of its last
@@ -135,12 +129,8 @@ func (a *Assembly) placeTokens(g *geom, dst, src []byte, hs, t0, k int, sh *reco
 		d, x := dst[off:off+slot], src[t*rb:]
 		var err error
 		switch {
-		case sh == nil && streamPaged:
-			err = rowcopy.Stream(d, x, H, rb, hd, hs)
 		case sh == nil:
 			err = rowcopy.Copy(d, x, H, rb, hd, hs)
-		case streamPaged:
-			err = sh.StreamRows(d, x, a.spec.DType, H, hd, hs)
 		default:
 			err = sh.ShiftRows(d, x, a.spec.DType, H, hd, hs)
 		}

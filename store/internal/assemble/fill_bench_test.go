@@ -66,8 +66,7 @@ func (s *benchSource) Guard(f func() error) error        { return f() }
 // copy of the same bytes into a contiguous destination with as many
 // goroutines (untimed, memcpy-MB/s); x-memcpy is the ratio of wall times,
 // cpu-x-memcpy that of the process's CPU time in each, which moves less
-// when other processes share the cores. The stream cases store with
-// non-temporal hints (streamPaged). Run it as:
+// when other processes share the cores. Run it as:
 //
 //	go test -run '^$' -bench FillPaged -benchtime 5x -count 3 ./store/internal/assemble
 func BenchmarkFillPaged(b *testing.B) {
@@ -98,18 +97,8 @@ func BenchmarkFillPaged(b *testing.B) {
 	}
 	copyAll(srcs, contig, tokens, 2)
 	n := int64(2 * m.Layers * T * m.KVHeads * rb)
-	for _, c := range []struct {
-		workers int
-		stream  bool
-	}{{1, false}, {1, true}, {runtime.GOMAXPROCS(0), false}, {runtime.GOMAXPROCS(0), true}} {
-		name := fmt.Sprintf("workers-%d", c.workers)
-		if c.stream {
-			name = fmt.Sprintf("stream-workers-%d", c.workers)
-		}
-		workers := c.workers
-		b.Run(name, func(b *testing.B) {
-			streamPaged = c.stream
-			defer func() { streamPaged = false }()
+	for _, workers := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("workers-%d", workers), func(b *testing.B) {
 			b.SetBytes(n)
 			b.ReportAllocs()
 			var memcpy, cpuCopy, cpuRun time.Duration
