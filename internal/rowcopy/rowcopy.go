@@ -8,8 +8,9 @@
 // Copy runs an AVX2 kernel on amd64 and gives the bytes of the portable
 // loop, one copy per row (Loop), which is what runs on other CPUs, for rows
 // that are not a multiple of 32 bytes, when dst and src overlap, and under
-// the purego build tag. (A non-temporal-store variant was measured and
-// filled large destinations no faster: docs/decisions.md.)
+// the purego build tag. Stream is Copy with non-temporal stores, ordered by
+// one Fence after the last of them (docs/decisions.md: a fence per call
+// cost more than the stores saved).
 package rowcopy
 
 import (
@@ -45,6 +46,36 @@ func Copy(dst, src []byte, rows, rowBytes, dstStride, srcStride int) error {
 		Loop(dst, src, rows, rb, ds, ss)
 	}
 	return nil
+}
+
+// Stream is Copy storing with non-temporal hints where the AVX2 kernel
+// runs and dst and dstStride are multiples of 32, for a destination far
+// larger than the cache that nobody reads soon; elsewhere it is Copy. Same
+// bytes and errors. Such stores are weakly ordered: call Fence after the
+// last Stream and before dst is handed to another goroutine or device.
+func Stream(dst, src []byte, rows, rowBytes, dstStride, srcStride int) error {
+	rb, ds, ss := rowBytes, dstStride, srcStride
+	if rows <= 0 || rb <= 0 || ds < rb || ss < rb || len(dst) < (rows-1)*ds+rb || len(src) < (rows-1)*ss+rb {
+		return Copy(dst, src, rows, rb, ds, ss) // its checks and errors
+	}
+	d, s := unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0])
+	if uintptr(d)%32 != 0 || ds%32 != 0 || overlap(d, s, (rows-1)*ds+rb, (rows-1)*ss+rb) || !streamKernel(d, s, rows, rb, ds, ss) {
+		return Copy(dst, src, rows, rb, ds, ss)
+	}
+	return nil
+}
+
+// Prefetch hints rows rows of rowBytes bytes of b, at srcStride, into the
+// cache ahead of a Copy or Stream that reads them (a paged fill reads a
+// token's rows from as many places as there are heads, more streams than
+// the hardware prefetcher follows well). It has no effect where there is no
+// prefetch instruction, and none on rows b does not hold: a hint, never an
+// error.
+func Prefetch(b []byte, rows, rowBytes, stride int) {
+	if rows <= 0 || rowBytes <= 0 || stride < rowBytes || len(b) < (rows-1)*stride+rowBytes {
+		return
+	}
+	prefetch(unsafe.Pointer(&b[0]), rows, rowBytes, stride)
 }
 
 // Loop is the portable loop, one built-in copy per row; the slices must

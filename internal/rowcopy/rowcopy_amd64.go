@@ -24,3 +24,31 @@ func kernel(dst, src unsafe.Pointer, rows, rb, ds, ss int) bool {
 	copyRowsAVX2(dst, src, rows, rb, ds, ss)
 	return true
 }
+
+// streamRowsAVX2 is copyRowsAVX2 storing with VMOVNTDQ; dst and ds are
+// multiples of 32. It issues no fence (Fence).
+//
+//go:noescape
+func streamRowsAVX2(dst, src unsafe.Pointer, rows, rb, ds, ss int)
+
+// streamKernel runs the AVX2 streaming kernel when it fits and reports
+// whether it did.
+func streamKernel(dst, src unsafe.Pointer, rows, rb, ds, ss int) bool {
+	if !hasAVX2 || rb%32 != 0 {
+		return false
+	}
+	streamRowsAVX2(dst, src, rows, rb, ds, ss)
+	return true
+}
+
+// Fence orders the non-temporal stores Stream (and reconstruct's
+// StreamRows) made on this goroutine before what follows: SFENCE.
+func Fence()
+
+// prefetchRows hints rows rows of rb bytes at stride into the cache,
+// one PREFETCHT0 per 64 bytes; rows >= 1, rb >= 1.
+//
+//go:noescape
+func prefetchRows(p unsafe.Pointer, rows, rb, stride int)
+
+func prefetch(p unsafe.Pointer, rows, rb, stride int) { prefetchRows(p, rows, rb, stride) }

@@ -50,3 +50,35 @@ TEXT ·copyRowsAVX2(SB), NOSPLIT, $0-48
 	BODY(VMOVDQU)
 	VZEROUPPER
 	RET
+
+// func streamRowsAVX2(dst, src unsafe.Pointer, rows, rb, ds, ss int)
+TEXT ·streamRowsAVX2(SB), NOSPLIT, $0-48
+	ARGS
+	BODY(VMOVNTDQ)
+	VZEROUPPER
+	RET
+
+// func Fence()
+TEXT ·Fence(SB), NOSPLIT, $0-0
+	SFENCE
+	RET
+
+// func prefetchRows(p unsafe.Pointer, rows, rb, stride int)
+TEXT ·prefetchRows(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), SI
+	MOVQ rows+8(FP), CX
+	MOVQ rb+16(FP), R8
+	MOVQ stride+24(FP), R10
+prow:
+	XORQ AX, AX
+ploop:
+	PREFETCHT0 (SI)(AX*1)
+	ADDQ $64, AX
+	CMPQ AX, R8
+	JLT ploop
+	ADDQ R10, SI
+	DECQ CX
+	JNZ prow
+	RET
+
+
