@@ -9,8 +9,11 @@
 //     NTK by sequence length, RoPE.AtLength).
 //   - Shift: re-rotating stored post-RoPE keys by a position delta, one
 //     rotation per dimension pair shared by every token (KV Packet's
-//     k' = R(delta) k), in f32, f16 and bf16, with an AVX2 kernel on amd64
-//     that matches the portable Go bit for bit.
+//     k' = R(delta) k), in f32, f16 and bf16, with AVX2 kernels on amd64
+//     (and AVX-512 ones for rotate-half bf16, rounding with AVX512_BF16
+//     where the CPU has it) that match the portable Go bit for bit;
+//     ShiftRows at strides, into a paged cache's slots, and StreamRows,
+//     the same with non-temporal stores ordered by Fence.
 //   - Randomized truncated SVD of span keys (pre-RoPE) and values, and
 //     reconstruction K^ = sum_i m_i sigma_i u_i v_i^T with RoPE applied for
 //     the target positions in the same pass (SeKV).

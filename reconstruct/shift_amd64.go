@@ -14,6 +14,15 @@ import (
 // for the f16 conversions comes with every AVX2 CPU, but is checked too).
 var shiftAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasF16C
 
+// shiftAVX512 says whether the AVX-512 rotate-half bf16 kernels can run; a
+// variable so that the tests can run the AVX2 kernels on a CPU that has
+// both (a Shifter keeps the choice made when it was built).
+var shiftAVX512 = shiftAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+
+// shiftAVX512BF16 says whether those kernels round with AVX512_BF16's
+// VCVTNE2PS2BF16 (shiftHalfBF16CVT); a variable for the tests too.
+var shiftAVX512BF16 = shiftAVX512 && cpu.X86.HasAVX512BF16
+
 // The kernels rotate rows in place or out of place at byte strides ds
 // (dst) and ss (src); n is the pair count per row (half) or the rotated
 // dims (pairs). See shift_amd64.s.
@@ -36,16 +45,38 @@ func shiftPairsF16AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float
 //go:noescape
 func shiftPairsF32AVX2(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 
+//go:noescape
+func shiftHalfBF16AVX512(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+
+//go:noescape
+func shiftHalfBF16AVX512NT(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+
+//go:noescape
+func shiftHalfBF16CVT(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+
+//go:noescape
+func shiftHalfBF16CVTNT(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+
+// wideKernels is the pair of AVX-512 kernels, cached and non-temporal
+// stores, that runs where shiftWide holds.
+func wideKernels() (k, nt shiftKernel) {
+	if shiftAVX512BF16 {
+		return shiftHalfBF16CVT, shiftHalfBF16CVTNT
+	}
+	return shiftHalfBF16AVX512, shiftHalfBF16AVX512NT
+}
+
 type shiftKernel func(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 
 // shiftRowsFast runs the SIMD kernel for rows of r.HeadDim() elements of dt
 // and reports whether it did; when it did not, nothing was written. rows >= 1.
 func shiftRowsFast(dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE, c, s []float32) bool {
-	k := shiftKernelFor(r, dt)
+	wide := shiftWide(r, dt)
+	k := shiftKernelFor(r, dt, wide)
 	if k == nil {
 		return false
 	}
-	c, s = shiftLaneTable(r, dt, c, s)
+	c, s = shiftLaneTable(r, dt, c, s, wide)
 	rb := r.headDim * dt.Size()
 	shiftRun(k, dst, src, dt, rows, rb, rb, r, c, s)
 	return true
@@ -53,18 +84,24 @@ func shiftRowsFast(dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE, 
 
 // shiftLanes is a Shifter's table laid out for the kernels once: c and s
 // for the f32 and f16 kernels, cb and sb for the bf16 ones (nil where no
-// kernel fits).
+// kernel fits), and wide and wideNT, the AVX-512 kernels cb and sb are
+// laid out for (nil when they are laid out for the AVX2 ones).
 type shiftLanes struct {
 	c, s, cb, sb []float32
+	wide, wideNT shiftKernel
 }
 
 func newShiftLanes(r *RoPE, c, s []float32) shiftLanes {
 	var l shiftLanes
-	if shiftKernelFor(r, format.DTypeF32) != nil {
-		l.c, l.s = shiftLaneTable(r, format.DTypeF32, c, s)
+	if shiftKernelFor(r, format.DTypeF32, false) != nil {
+		l.c, l.s = shiftLaneTable(r, format.DTypeF32, c, s, false)
 	}
-	if shiftKernelFor(r, format.DTypeBF16) != nil {
-		l.cb, l.sb = shiftLaneTable(r, format.DTypeBF16, c, s)
+	wide := shiftWide(r, format.DTypeBF16)
+	if wide {
+		l.wide, l.wideNT = wideKernels()
+	}
+	if shiftKernelFor(r, format.DTypeBF16, wide) != nil {
+		l.cb, l.sb = shiftLaneTable(r, format.DTypeBF16, c, s, wide)
 	}
 	return l
 }
@@ -72,15 +109,24 @@ func newShiftLanes(r *RoPE, c, s []float32) shiftLanes {
 // rows is shiftRowsFast with the tables of l.
 func (l *shiftLanes) rows(dst, src unsafe.Pointer, dt format.DType, rows int, r *RoPE) bool {
 	rb := r.headDim * dt.Size()
-	return l.strided(dst, src, dt, rows, rb, rb, r)
+	return l.strided(dst, src, dt, rows, rb, rb, r, false)
 }
 
-// strided is rows with row i at dst+i*ds and src+i*ss.
-func (l *shiftLanes) strided(dst, src unsafe.Pointer, dt format.DType, rows, ds, ss int, r *RoPE) bool {
-	k := shiftKernelFor(r, dt)
+// strided is rows with row i at dst+i*ds and src+i*ss, stored with
+// non-temporal hints when stream is set and the kernel that runs has them
+// (the AVX-512 ones, on a dst and ds that are multiples of 64).
+func (l *shiftLanes) strided(dst, src unsafe.Pointer, dt format.DType, rows, ds, ss int, r *RoPE, stream bool) bool {
+	wide := dt == format.DTypeBF16 && l.wide != nil
+	k := shiftKernelFor(r, dt, false)
 	c, s := l.c, l.s
 	if dt == format.DTypeBF16 {
 		c, s = l.cb, l.sb
+	}
+	if wide {
+		k = l.wide
+		if stream && uintptr(dst)%64 == 0 && ds%64 == 0 {
+			k = l.wideNT
+		}
 	}
 	if k == nil || c == nil {
 		return false
@@ -89,11 +135,22 @@ func (l *shiftLanes) strided(dst, src unsafe.Pointer, dt format.DType, rows, ds,
 	return true
 }
 
+// shiftWide reports whether rows of r's heads of dt rotate with the
+// AVX-512 kernel: bf16, rotate-half, a multiple of 32 pairs.
+func shiftWide(r *RoPE, dt format.DType) bool {
+	return shiftAVX512 && dt == format.DTypeBF16 && r.cfg.Style == format.RoPERotateHalf && (r.rot/2)%32 == 0
+}
+
 // shiftKernelFor is the SIMD kernel for rows of r's heads of dt, nil when
-// none runs here or fits the rotated dims.
-func shiftKernelFor(r *RoPE, dt format.DType) shiftKernel {
+// none runs here or fits the rotated dims; wide (shiftWide) picks the
+// AVX-512 one.
+func shiftKernelFor(r *RoPE, dt format.DType, wide bool) shiftKernel {
 	if !shiftAVX2 {
 		return nil
+	}
+	if wide {
+		k, _ := wideKernels()
+		return k
 	}
 	half := r.cfg.Style == format.RoPERotateHalf
 	bf16 := dt == format.DTypeBF16
@@ -120,12 +177,16 @@ func shiftKernelFor(r *RoPE, dt format.DType) shiftKernel {
 	return nil
 }
 
-// shiftLaneTable lays per-pair c and s out as dt's kernel reads them.
-func shiftLaneTable(r *RoPE, dt format.DType, c, s []float32) (lc, ls []float32) {
+// shiftLaneTable lays per-pair c and s out as dt's kernel reads them (the
+// AVX-512 one when wide).
+func shiftLaneTable(r *RoPE, dt format.DType, c, s []float32, wide bool) (lc, ls []float32) {
 	if r.cfg.Style != format.RoPERotateHalf {
 		c, s = shiftExpand(c, s)
 	}
-	if dt == format.DTypeBF16 {
+	switch {
+	case dt == format.DTypeBF16 && wide:
+		c, s = shiftPermute32(c), shiftPermute32(s)
+	case dt == format.DTypeBF16:
 		c, s = shiftPermute16(c), shiftPermute16(s)
 	}
 	return c, s
@@ -164,6 +225,19 @@ func shiftPermute16(x []float32) []float32 {
 		copy(p[b+4:b+8], x[b+8:b+12])
 		copy(p[b+8:b+12], x[b+4:b+8])
 		copy(p[b+12:b+16], x[b+12:b+16])
+	}
+	return p
+}
+
+// shiftPermute32 returns x with every 32 values laid out as the AVX-512
+// bf16 kernel's unpacked vectors hold them: quads 0, 2, 4, 6, then 1, 3,
+// 5, 7.
+func shiftPermute32(x []float32) []float32 {
+	p := make([]float32, len(x))
+	for b := 0; b < len(x); b += 32 {
+		for q := range 8 {
+			copy(p[b+q*4:b+q*4+4], x[b+(q%4*2+q/4)*4:])
+		}
 	}
 	return p
 }

@@ -299,3 +299,216 @@ slow: \
 TEXT ·shiftPairsBF16AVX2(SB), NOSPLIT, $0-64
 	ARGS(1)
 	PAIRSBF16BODY(STBF16)
+
+// The AVX-512 rotate-half bf16 kernels take 32 pairs (64 bytes of each
+// half) at a time with the same operations, constants and rounding as
+// HALFBF16BODY on Z registers; unpacking against zero lays a 512-bit
+// vector's lanes out as elements (0-3, 8-11, 16-19, 24-27) and (4-7, 12-15,
+// 20-23, 28-31), and the caller permutes c and s that way per 32 pairs
+// (shiftPermute32). n is a multiple of 32. The NT kernel stores with
+// VMOVNTDQ and needs dst, ds and n*2 multiples of 64; it issues no fence:
+// its caller orders the stores (rowcopy.Fence) before another goroutine
+// reads them.
+//
+// Constants: Z11 = 1 (dword), Z12 = 0x7fff (dword), Z13 = 0x7f80 (word),
+// Z14 = 0x40 (dword), Z15 = 0.
+
+#define BF16CONSTS512 \
+	MOVL $1, AX; \
+	VPBROADCASTD AX, Z11; \
+	MOVL $0x7fff, AX; \
+	VPBROADCASTD AX, Z12; \
+	MOVL $0x7f807f80, AX; \
+	VPBROADCASTD AX, Z13; \
+	MOVL $0x40, AX; \
+	VPBROADCASTD AX, Z14; \
+	VPXORD Z15, Z15, Z15
+
+// NONFINITE32 sets K1 to the words of Z8 or Z9 with an all-ones exponent.
+#define NONFINITE32 \
+	VPANDD Z13, Z8, Z10; \
+	VPANDD Z13, Z9, Z7; \
+	VPMAXUW Z7, Z10, Z10; \
+	VPCMPEQW Z13, Z10, K1
+
+#define RNE32(y, t) \
+	VPSRLD $16, y, t; \
+	VPANDD Z11, t, t; \
+	VPADDD Z12, y, y; \
+	VPADDD t, y, y; \
+	VPSRLD $16, y, y
+
+// RNE32NAN is RNE32 giving (b>>16) | 0x40 for a NaN; t1, t2 scratch.
+#define RNE32NAN(y, t1, t2) \
+	VPSRLD $16, y, t1; \
+	VPANDD Z11, t1, t2; \
+	VCMPPS $3, y, y, K2; \
+	VPADDD Z12, y, y; \
+	VPADDD t2, y, y; \
+	VPSRLD $16, y, y; \
+	VPORD Z14, t1, t1; \
+	VMOVDQU32 t1, K2, y
+
+// HALF32: raw x1 in Z8, x2 in Z9 (32 words each) -> o1 = x1*c - x2*s in
+// (Z6 low lanes, Z0 high lanes), o2 = x2*c + x1*s in (Z2, Z1).
+#define HALF32 \
+	VPUNPCKLWD Z8, Z15, Z0; \
+	VPUNPCKHWD Z8, Z15, Z1; \
+	VPUNPCKLWD Z9, Z15, Z2; \
+	VPUNPCKHWD Z9, Z15, Z3; \
+	VMOVUPS (R10)(AX*4), Z4; \
+	VMOVUPS (R11)(AX*4), Z5; \
+	VMULPS Z4, Z0, Z6; \
+	VMULPS Z5, Z2, Z7; \
+	VSUBPS Z7, Z6, Z6; \
+	VMULPS Z4, Z2, Z7; \
+	VMULPS Z5, Z0, Z0; \
+	VADDPS Z0, Z7, Z2; \
+	VMOVUPS 64(R10)(AX*4), Z4; \
+	VMOVUPS 64(R11)(AX*4), Z5; \
+	VMULPS Z4, Z1, Z0; \
+	VMULPS Z5, Z3, Z7; \
+	VSUBPS Z7, Z0, Z0; \
+	VMULPS Z4, Z3, Z7; \
+	VMULPS Z5, Z1, Z1; \
+	VADDPS Z1, Z7, Z1
+
+#define ST512(y, base) \
+	VMOVDQU64 y, (base)(AX*2)
+#define ST512NT(y, base) \
+	VMOVNTDQ y, (base)(AX*2)
+
+#define HALFBF16BODY512(ST) \
+	BF16CONSTS512; \
+row: \
+	LEAQ (SI)(R9*1), R12; \
+	LEAQ (DI)(R9*1), R13; \
+	XORQ AX, AX; \
+loop: \
+	VMOVDQU64 (SI)(AX*2), Z8; \
+	VMOVDQU64 (R12)(AX*2), Z9; \
+	NONFINITE32; \
+	KORTESTD K1, K1; \
+	JNZ slow; \
+	HALF32; \
+	RNE32(Z6, Z7); \
+	RNE32(Z0, Z7); \
+	VPACKUSDW Z0, Z6, Z6; \
+	ST(Z6, DI); \
+	RNE32(Z2, Z7); \
+	RNE32(Z1, Z7); \
+	VPACKUSDW Z1, Z2, Z2; \
+	ST(Z2, R13); \
+next: \
+	ADDQ $32, AX; \
+	CMPQ AX, BX; \
+	JLT  loop; \
+	NEXTROW; \
+	VZEROUPPER; \
+	RET; \
+slow: \
+	HALF32; \
+	RNE32NAN(Z6, Z3, Z4); \
+	RNE32NAN(Z0, Z3, Z4); \
+	VPACKUSDW Z0, Z6, Z6; \
+	ST(Z6, DI); \
+	RNE32NAN(Z2, Z3, Z4); \
+	RNE32NAN(Z1, Z3, Z4); \
+	VPACKUSDW Z1, Z2, Z2; \
+	ST(Z2, R13); \
+	JMP next
+
+// func shiftHalfBF16AVX512(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+TEXT ·shiftHalfBF16AVX512(SB), NOSPLIT, $0-64
+	ARGS(1)
+	HALFBF16BODY512(ST512)
+
+// func shiftHalfBF16AVX512NT(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+TEXT ·shiftHalfBF16AVX512NT(SB), NOSPLIT, $0-64
+	ARGS(1)
+	HALFBF16BODY512(ST512NT)
+
+// The AVX512_BF16 rotate-half kernels are the AVX-512 ones above rounding
+// with VCVTNE2PS2BF16 (round to nearest even, as RNE32), except where the
+// instruction differs from format.F32ToBF16: it flushes subnormal results
+// to zero and quiets NaNs its own way, so a block with a subnormal or NaN
+// result (VFPCLASSPS) is rounded by the integer code of the slow path
+// instead. The instruction puts its second source's 16 words below its
+// first's: with the lane order of the unpacked vectors that is quads
+// 0, 2, 4, 6, 1, 3, 5, 7, which VPERMQ by shiftQuads puts back in order.
+// The Go assembler does not know VCVTNE2PS2BF16; it is written out as
+// bytes (encodings checked with GNU as).
+
+DATA shiftQuads<>+0(SB)/8, $0
+DATA shiftQuads<>+8(SB)/8, $4
+DATA shiftQuads<>+16(SB)/8, $1
+DATA shiftQuads<>+24(SB)/8, $5
+DATA shiftQuads<>+32(SB)/8, $2
+DATA shiftQuads<>+40(SB)/8, $6
+DATA shiftQuads<>+48(SB)/8, $3
+DATA shiftQuads<>+56(SB)/8, $7
+GLOBL shiftQuads<>(SB), RODATA|NOPTR, $64
+
+// vcvtne2ps2bf16 zmm6, zmm0, zmm6: Z6 = bf16(Z6) below bf16(Z0).
+#define CVT60 BYTE $0x62; BYTE $0xf2; BYTE $0x7f; BYTE $0x48; BYTE $0x72; BYTE $0xf6
+// vcvtne2ps2bf16 zmm2, zmm1, zmm2: Z2 = bf16(Z2) below bf16(Z1).
+#define CVT21 BYTE $0x62; BYTE $0xf2; BYTE $0x77; BYTE $0x48; BYTE $0x72; BYTE $0xd2
+
+// SPECIAL32 sets K1 to the lanes of the four results that are NaN or
+// subnormal.
+#define SPECIAL32 \
+	VFPCLASSPSZ $0xa1, Z6, K1; \
+	VFPCLASSPSZ $0xa1, Z0, K2; \
+	KORW K2, K1, K1; \
+	VFPCLASSPSZ $0xa1, Z2, K2; \
+	KORW K2, K1, K1; \
+	VFPCLASSPSZ $0xa1, Z1, K2; \
+	KORW K2, K1, K1
+
+#define HALFBF16BODYCVT(ST) \
+	BF16CONSTS512; \
+	VMOVDQU64 shiftQuads<>(SB), Z16; \
+row: \
+	LEAQ (SI)(R9*1), R12; \
+	LEAQ (DI)(R9*1), R13; \
+	XORQ AX, AX; \
+loop: \
+	VMOVDQU64 (SI)(AX*2), Z8; \
+	VMOVDQU64 (R12)(AX*2), Z9; \
+	HALF32; \
+	SPECIAL32; \
+	KORTESTW K1, K1; \
+	JNZ slow; \
+	CVT60; \
+	VPERMQ Z6, Z16, Z6; \
+	ST(Z6, DI); \
+	CVT21; \
+	VPERMQ Z2, Z16, Z2; \
+	ST(Z2, R13); \
+next: \
+	ADDQ $32, AX; \
+	CMPQ AX, BX; \
+	JLT  loop; \
+	NEXTROW; \
+	VZEROUPPER; \
+	RET; \
+slow: \
+	RNE32NAN(Z6, Z3, Z4); \
+	RNE32NAN(Z0, Z3, Z4); \
+	VPACKUSDW Z0, Z6, Z6; \
+	ST(Z6, DI); \
+	RNE32NAN(Z2, Z3, Z4); \
+	RNE32NAN(Z1, Z3, Z4); \
+	VPACKUSDW Z1, Z2, Z2; \
+	ST(Z2, R13); \
+	JMP next
+
+// func shiftHalfBF16CVT(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+TEXT ·shiftHalfBF16CVT(SB), NOSPLIT, $0-64
+	ARGS(1)
+	HALFBF16BODYCVT(ST512)
+
+// func shiftHalfBF16CVTNT(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
+TEXT ·shiftHalfBF16CVTNT(SB), NOSPLIT, $0-64
+	ARGS(1)
+	HALFBF16BODYCVT(ST512NT)

@@ -20,6 +20,26 @@ import (
 // count, a stride shorter than a row, slices too short for the rows, or a
 // row partially overlapping its source.
 func (sh *Shifter) ShiftRows(dst, src []byte, dt format.DType, rows, dstStride, srcStride int) error {
+	return sh.shiftRows(dst, src, dt, rows, dstStride, srcStride, false)
+}
+
+// StreamRows is ShiftRows storing with non-temporal hints where the kernel
+// that runs has them (the AVX-512 bf16 rotate-half one, and the AVX2 copy
+// when delta is 0, on a dst and dstStride aligned for them), for a
+// destination far larger than the cache that nobody reads soon. Same
+// results, contract and errors. Such stores are weakly ordered: call Fence
+// after the last StreamRows and before dst is handed to another goroutine
+// or device.
+func (sh *Shifter) StreamRows(dst, src []byte, dt format.DType, rows, dstStride, srcStride int) error {
+	return sh.shiftRows(dst, src, dt, rows, dstStride, srcStride, true)
+}
+
+// Fence orders every non-temporal store StreamRows made on this goroutine
+// before the stores and loads that follow it (SFENCE on amd64; nothing
+// elsewhere, where StreamRows stores as ShiftRows does).
+func Fence() { rowcopy.Fence() }
+
+func (sh *Shifter) shiftRows(dst, src []byte, dt format.DType, rows, dstStride, srcStride int, stream bool) error {
 	if !dt.Float() {
 		return fmt.Errorf("%w: reconstruct: shift rows: dtype %v is not f32, f16 or bf16", format.ErrInvalidArgument, dt)
 	}
@@ -34,15 +54,20 @@ func (sh *Shifter) ShiftRows(dst, src []byte, dt format.DType, rows, dstStride, 
 		return fmt.Errorf("%w: reconstruct: shift rows: %d rows at strides dst %d src %d need %d and %d bytes, got %d and %d",
 			format.ErrInvalidArgument, rows, dstStride, srcStride, need(dstStride), need(srcStride), len(dst), len(src))
 	}
-	for i := range rows {
-		if err := shiftCheckOverlap(unsafe.Pointer(&dst[i*dstStride]), unsafe.Pointer(&src[i*srcStride]), rb); err != nil {
-			return err
+	if d, x := uintptr(unsafe.Pointer(&dst[0])), uintptr(unsafe.Pointer(&src[0])); d < x+uintptr((rows-1)*srcStride+rb) && x < d+uintptr((rows-1)*dstStride+rb) {
+		for i := range rows { // the spans meet: each row must be its source or miss it
+			if err := shiftCheckOverlap(unsafe.Pointer(&dst[i*dstStride]), unsafe.Pointer(&src[i*srcStride]), rb); err != nil {
+				return err
+			}
 		}
+	}
+	if sh.delta == 0 && stream {
+		return rowcopy.Stream(dst, src, rows, rb, dstStride, srcStride)
 	}
 	if sh.delta == 0 {
 		return rowcopy.Copy(dst, src, rows, rb, dstStride, srcStride)
 	}
-	if sh.lanes.strided(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), dt, rows, dstStride, srcStride, sh.r) {
+	if sh.lanes.strided(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), dt, rows, dstStride, srcStride, sh.r, stream) {
 		return nil
 	}
 	for i := range rows {

@@ -16,7 +16,9 @@ import (
 // destination 32-byte aligned or not, and compares each row bit for bit with
 // Shifter.Shift of the contiguous rows, out of place and in place; bytes
 // between rows must stay untouched.
-func TestShiftRowsMatchesShift(t *testing.T) {
+func TestShiftRowsMatchesShift(t *testing.T) { shiftWidths(t, testShiftRowsMatchesShift) }
+
+func testShiftRowsMatchesShift(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	const heads, tokens = 3, 7
 	for _, sc := range shiftCases {
@@ -36,10 +38,10 @@ func TestShiftRowsMatchesShift(t *testing.T) {
 				for _, f := range []struct {
 					name string
 					fn   func(dst, src []byte, dt format.DType, rows, dstStride, srcStride int) error
-				}{{"ShiftRows", sh.ShiftRows}} {
+				}{{"ShiftRows", sh.ShiftRows}, {"StreamRows", sh.StreamRows}} {
 					for _, align := range []int{0, 2, 16, 32} {
-						name := fmt.Sprintf("%s %s %v delta %d dst at 32k+%d", f.name, sc.name, dt, delta, align)
-						got := aligned32(len(src)+rb+align, 0xa5)[align:]
+						name := fmt.Sprintf("%s %s %v delta %d dst at 64k+%d", f.name, sc.name, dt, delta, align)
+						got := aligned64(len(src)+rb+align, 0xa5)[align:]
 						for h := range heads {
 							if err := f.fn(got[h*rb:], src[h*tokens*rb:], dt, tokens, heads*rb, rb); err != nil {
 								t.Fatal(err)
@@ -56,10 +58,11 @@ func TestShiftRowsMatchesShift(t *testing.T) {
 						if !bytes.Equal(got[len(src):], bytes.Repeat([]byte{0xa5}, rb)) {
 							t.Fatalf("%s: wrote past the last row", name)
 						}
-						in := append(aligned32(len(src)+align, 0)[align:align], src...)
+						in := append(aligned64(len(src)+align, 0)[align:align], src...)
 						if err := f.fn(in, in, dt, heads*tokens, rb, rb); err != nil || !bytes.Equal(in, want) {
 							t.Fatalf("%s: in place differs from Shift (err %v)", name, err)
 						}
+						Fence()
 					}
 				}
 			}
@@ -67,10 +70,11 @@ func TestShiftRowsMatchesShift(t *testing.T) {
 	}
 }
 
-// aligned32 is n bytes of b starting at a 32-byte boundary.
-func aligned32(n int, b byte) []byte {
-	buf := bytes.Repeat([]byte{b}, n+32)
-	off := int(-uintptr(unsafe.Pointer(&buf[0])) & 31)
+// aligned64 is n bytes of b starting at a 64-byte boundary (the
+// non-temporal AVX-512 kernel's alignment).
+func aligned64(n int, b byte) []byte {
+	buf := bytes.Repeat([]byte{b}, n+64)
+	off := int(-uintptr(unsafe.Pointer(&buf[0])) & 63)
 	return buf[off : off+n : off+n]
 }
 

@@ -28,6 +28,27 @@ var shiftCases = []shiftCase{
 	{"half-12", format.RoPE{Style: format.RoPERotateHalf, Theta: 10000}, 12},
 	{"interleaved-partial-64/48", format.RoPE{Style: format.RoPEInterleaved, Theta: 10000, RotaryDims: 48}, 64},
 	{"half-partial-80/32", format.RoPE{Style: format.RoPERotateHalf, Theta: 1e6, RotaryDims: 32}, 80},
+	{"half-64", format.RoPE{Style: format.RoPERotateHalf, Theta: 10000}, 64},
+	{"half-partial-96/64", format.RoPE{Style: format.RoPERotateHalf, Theta: 1e6, RotaryDims: 64}, 96},
+}
+
+// shiftWidths runs f with each kernel set the CPU has: the AVX-512 kernels
+// rounding with AVX512_BF16, the AVX-512 ones rounding with integer code,
+// and the AVX2 ones, so that each is checked.
+func shiftWidths(t *testing.T, f func(t *testing.T)) {
+	wide, bf16 := shiftAVX512, shiftAVX512BF16
+	defer func() { shiftAVX512, shiftAVX512BF16 = wide, bf16 }()
+	for _, k := range []struct {
+		name       string
+		wide, bf16 bool
+	}{{"avx512bf16", true, true}, {"avx512", true, false}, {"avx2", false, false}} {
+		if k.wide && !wide || k.bf16 && !bf16 {
+			t.Logf("no %s kernels on this machine or build", k.name)
+			continue
+		}
+		shiftAVX512, shiftAVX512BF16 = k.wide, k.bf16
+		t.Run(k.name, f)
+	}
 }
 
 var shiftDTypes = []format.DType{format.DTypeF32, format.DTypeF16, format.DTypeBF16}
@@ -239,6 +260,11 @@ func TestShiftSIMDMatchesGo(t *testing.T) {
 	if !shiftAVX2 {
 		t.Skip("no SIMD kernel on this machine or build (amd64 with AVX2, without purego)")
 	}
+	shiftWidths(t, testShiftSIMDMatchesGo)
+}
+
+func testShiftSIMDMatchesGo(t *testing.T) {
+	wide := 0
 	rng := rand.New(rand.NewPCG(15, 16))
 	const heads, tokens = 3, 11
 	ran := 0
@@ -251,8 +277,12 @@ func TestShiftSIMDMatchesGo(t *testing.T) {
 				for i := range src {
 					src[i] = byte(rng.Uint32())
 				}
-				if dt != format.DTypeF32 { // mostly ordinary values, then raw bits
-					copy(src, shiftEncode(t, ropeRandVec(rng, n/2), dt))
+				if dt != format.DTypeF32 { // ordinary values, tiny ones (subnormal results), then raw bits
+					v := ropeRandVec(rng, n/2)
+					for i := n / 4; i < n/2; i++ {
+						v[i] *= 0x1p-125
+					}
+					copy(src, shiftEncode(t, v, dt))
 				}
 				c, s := r.shiftTable(delta)
 				fast := make([]byte, len(src))
@@ -260,6 +290,9 @@ func TestShiftSIMDMatchesGo(t *testing.T) {
 					continue
 				}
 				ran++
+				if shiftWide(r, dt) {
+					wide++
+				}
 				slow := make([]byte, len(src))
 				switch dt {
 				case format.DTypeF32:
@@ -281,6 +314,9 @@ func TestShiftSIMDMatchesGo(t *testing.T) {
 	}
 	if ran == 0 {
 		t.Fatal("no shape took the SIMD path")
+	}
+	if (wide > 0) != shiftAVX512 {
+		t.Fatalf("%d shapes took the AVX-512 kernel with it switched %v", wide, shiftAVX512)
 	}
 }
 
