@@ -267,15 +267,23 @@ func TestRunPlacesRows(t *testing.T) {
 // copied by rowcopy's kernel but rotated by the portable code): rows of
 // 64 dims, 128 or 256 bytes, rotate-half and interleaved, every layout.
 // The stored bytes are random, so bf16 and f16 rows hold NaNs and
-// infinities, which the kernels' slow paths take.
+// infinities, which the kernels' slow paths take. Each shape runs with
+// paged rows stored through the cache and streamed (streamMin 0: the
+// non-temporal kernels where the destination's alignment allows them).
 func TestRunPlacesRowsKernelShapes(t *testing.T) {
-	saved := testSpec
-	defer func() { testSpec = saved }()
+	saved, savedMin := testSpec, streamMin
+	defer func() { testSpec, streamMin = saved, savedMin }()
 	for _, dt := range []format.DType{format.DTypeBF16, format.DTypeF16, format.DTypeF32} {
 		for _, style := range []format.RoPEStyle{format.RoPERotateHalf, format.RoPEInterleaved} {
-			testSpec = format.ModelSpec{Layers: 2, KVHeads: 3, HeadDim: 64, DType: dt,
-				RoPE: format.RoPE{Style: style, Theta: 500000}}
-			t.Run(fmt.Sprintf("%v/%v", dt, style), TestRunPlacesRows)
+			for _, stream := range []bool{false, true} {
+				testSpec = format.ModelSpec{Layers: 2, KVHeads: 3, HeadDim: 64, DType: dt,
+					RoPE: format.RoPE{Style: style, Theta: 500000}}
+				streamMin = savedMin
+				if stream {
+					streamMin = 0
+				}
+				t.Run(fmt.Sprintf("%v/%v/stream=%v", dt, style, stream), TestRunPlacesRows)
+			}
 		}
 	}
 }

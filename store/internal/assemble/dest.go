@@ -45,6 +45,10 @@ type geom struct {
 	bs                int
 	table             []int32
 	block, slot, head int
+	// stream: raw rows copied or rotated from a mapping are stored with
+	// non-temporal hints (the run writes at least streamMin bytes;
+	// fill.go).
+	stream bool
 }
 
 // offset is the byte offset of (head h, token t) in a layer buffer (a K

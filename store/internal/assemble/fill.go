@@ -15,6 +15,23 @@ import (
 // (by the rotation or the row copies) comes from cache.
 const scratch = 256 << 10
 
+// streamMin is the fewest bytes a run writes for paged rows to be stored
+// with non-temporal hints (rowcopy.Stream, Shifter.StreamRows): twice a
+// large server's L3 cache per core complex (32 MiB), so that a destination
+// that could stay cached for its reader is written through the cache as
+// before. Stores that skip the cache need no read for ownership of the
+// lines they fill, which is what a paged fill lost to the contiguous copy
+// (BENCHMARKS.md, docs/decisions.md).
+//
+// A variable so that the tests can stream small destinations.
+var streamMin = 64 << 20
+
+// prefetchTokens is how many tokens ahead placeTokens hints a token's rows
+// into the cache: its H rows lie in H places, more streams than the
+// hardware prefetcher follows. 8 (2 KiB ahead in each head's rows of 256
+// bytes) measured best of 4, 8 and 16 in BenchmarkFillPaged.
+const prefetchTokens = 8
+
 // worker is one worker's scratch, allocated on first need.
 type worker struct {
 	rd   []byte
@@ -67,17 +84,21 @@ func (a *Assembly) fill(w *worker, g *geom, dst []byte, p *packet, l int, key bo
 
 // fillContiguous places each head's rows in runs of at most scratch
 // bytes, each straight into its place in the destination
-// (chunkSource.place).
+// (chunkSource.place), with streaming stores for a destination of
+// g.stream, fenced once at the end.
 func (a *Assembly) fillContiguous(g *geom, dst []byte, s *chunkSource, row int, sh *reconstruct.Shifter) error {
 	run := max(1, scratch/s.rb)
 	for h := range g.heads {
 		for t0 := 0; t0 < s.n; t0 += run {
 			k := min(run, s.n-t0)
 			off := g.offset(h, row+t0)
-			if err := s.place(a, dst[off:off+k*s.rb], h, t0, k, sh); err != nil {
+			if err := s.place(a, dst[off:off+k*s.rb], h, t0, k, sh, g.stream); err != nil {
 				return err
 			}
 		}
+	}
+	if g.stream {
+		rowcopy.Fence() // as in fillPaged
 	}
 	return nil
 }
@@ -101,42 +122,73 @@ func (a *Assembly) fillPaged(w *worker, g *geom, dst []byte, s *chunkSource, row
 			}
 		}
 		// Head h's rows of the run lie at h*hs in the chunk (mapped) or in
-		// rd.
-		base, hs := rd, k*rb
+		// rd; past the run, the mapping holds the rest of the chunk's
+		// tokens, which placeTokens may prefetch.
+		base, hs, ahead := rd, k*rb, k
 		if s.mapped != nil {
-			base, hs = s.mapped[t0*rb:], s.n*rb
+			base, hs, ahead = s.mapped[t0*rb:], s.n*rb, s.n-t0
 		}
-		if err := a.placeTokens(g, dst, base, hs, row+t0, k, sh); err != nil {
+		if err := a.placeTokens(g, dst, base, hs, row+t0, k, ahead, sh); err != nil {
 			return err
 		}
+	}
+	if g.stream {
+		// Order the streaming stores before the layer is counted (a locked
+		// instruction, the atomic count, would too; this says so).
+		rowcopy.Fence()
 	}
 	return nil
 }
 
 // placeTokens puts k tokens' rows, from destination row t0 on, into their
 // slots: token t's rows across heads are hs apart in src (from t's row of
-// head 0) and g.head apart in its slot, so each token is one strided call
+// head 0; src holds ahead >= k tokens, the ones past k only prefetched)
+// and g.head apart in its slot, so each token is one strided call
 // over all heads, values copied (rowcopy.Copy) and keys rotated
 // (reconstruct.Shifter.ShiftRows). One call per row cost as much as the
-// bytes: a row is a few hundred bytes. (Non-temporal stores were tried
-// here and filled a destination far larger than the cache no faster, on
-// the 2-core AMD EPYC VM: docs/decisions.md.)
-func (a *Assembly) placeTokens(g *geom, dst, src []byte, hs, t0, k int, sh *reconstruct.Shifter) error {
+// bytes: a row is a few hundred bytes. With g.stream the same calls store
+// non-temporally (rowcopy.Stream, Shifter.StreamRows), and fillPaged
+// fences once at the end of the chunk: a fence per token cost more than
+// the streaming saved (docs/decisions.md).
+func (a *Assembly) placeTokens(g *geom, dst, src []byte, hs, t0, k, ahead int, sh *reconstruct.Shifter) error {
 	H, rb, hd := g.heads, g.rowBytes, g.head
 	slot := (H-1)*hd + rb // bytes from a slot's first row to the end of its last
 	for t := range k {
+		if t+prefetchTokens < ahead {
+			rowcopy.Prefetch(src[(t+prefetchTokens)*rb:], H, rb, hs)
+		}
 		off := g.offset(0, t0+t)
 		d, x := dst[off:off+slot], src[t*rb:]
 		var err error
 		switch {
+		case sh == nil && g.stream:
+			err = rowcopy.Stream(d, x, H, rb, hd, hs)
 		case sh == nil:
 			err = rowcopy.Copy(d, x, H, rb, hd, hs)
+		case g.stream:
+			err = sh.StreamRows(d, x, a.spec.DType, H, hd, hs)
 		default:
 			err = sh.ShiftRows(d, x, a.spec.DType, H, hd, hs)
 		}
 		if err != nil {
 			return fmt.Errorf("assemble: %w", err) // shapes were checked: a bug
 		}
+	}
+	return nil
+}
+
+// stream is shift out of place with streaming stores (rowcopy.Stream,
+// Shifter.StreamRows), for a destination of g.stream; the caller fences.
+func (a *Assembly) stream(dst, src []byte, rows int, sh *reconstruct.Shifter) error {
+	rb := a.spec.HeadDim * a.spec.DType.Size()
+	var err error
+	if sh == nil {
+		err = rowcopy.Stream(dst, src, rows, rb, rb, rb)
+	} else {
+		err = sh.StreamRows(dst, src, a.spec.DType, rows, rb, rb)
+	}
+	if err != nil {
+		return fmt.Errorf("assemble: %w", err) // shapes were checked: a bug
 	}
 	return nil
 }

@@ -43,6 +43,7 @@ func (a *Assembly) Run(ctx context.Context, dst *Dest, o *Options) error {
 	if err != nil {
 		return err
 	}
+	g.stream = 2*a.spec.Layers*a.tokens*g.heads*g.rowBytes >= streamMin
 	workers := o.Workers
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)

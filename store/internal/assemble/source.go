@@ -71,10 +71,11 @@ func (s *chunkSource) sum(h int, b []byte) {
 
 // place puts head h's rows [t0, t0+k) into d (k rows, contiguous): copied
 // from the mapping with their CRC in the same pass (crc32c.Copy), or read
-// from the file into d, or rotated by sh into d, their CRC taken first
-// from the run, which the rotation then reads from cache. Runs of at most
+// from the file into d, or copied or rotated by sh into d (with streaming
+// stores when stream is set), their CRC taken first from the run, which
+// the copy or rotation then reads from cache. Runs of at most
 // scratch bytes keep that second read in cache.
-func (s *chunkSource) place(a *Assembly, d []byte, h, t0, k int, sh *reconstruct.Shifter) error {
+func (s *chunkSource) place(a *Assembly, d []byte, h, t0, k int, sh *reconstruct.Shifter, stream bool) error {
 	lo := (h*s.n + t0) * s.rb
 	if s.mapped == nil {
 		if err := s.src.ReadAt(d, s.c.Offset+uint64(lo)); err != nil {
@@ -89,6 +90,9 @@ func (s *chunkSource) place(a *Assembly, d []byte, h, t0, k int, sh *reconstruct
 		return nil
 	}
 	s.sum(h, src)
+	if stream {
+		return a.stream(d, src, k, sh)
+	}
 	return a.shift(d, src, k, sh)
 }
 
