@@ -305,13 +305,36 @@ TEXT ·shiftPairsBF16AVX2(SB), NOSPLIT, $0-64
 // HALFBF16BODY on Z registers; unpacking against zero lays a 512-bit
 // vector's lanes out as elements (0-3, 8-11, 16-19, 24-27) and (4-7, 12-15,
 // 20-23, 28-31), and the caller permutes c and s that way per 32 pairs
-// (shiftPermute32). n is a multiple of 32. The NT kernel stores with
-// VMOVNTDQ and needs dst, ds and n*2 multiples of 64; it issues no fence:
-// its caller orders the stores (rowcopy.Fence) before another goroutine
-// reads them.
+// (shiftPermute32). n is a multiple of 32. The NT kernels store with
+// VMOVNTDQ and need dst, ds and n*2 multiples of 64; they issue no fence:
+// the caller orders the stores (Fence) before another goroutine reads them.
+//
+// Two roundings share the body (HALFBF16BODY512):
+//   - integer (shiftHalfBF16AVX512): RNE32 as RNE16, a block with a NaN or
+//     infinite input (NONFINITE32) taking the slow path;
+//   - AVX512_BF16 (shiftHalfBF16CVT): VCVTNE2PS2BF16, which rounds to
+//     nearest even too but flushes subnormal results to zero and quiets
+//     NaNs its own way, so a block with a subnormal or NaN result
+//     (SPECIAL32) takes the slow path. The instruction puts its second
+//     source's 16 words below its first's: with the lane order of the
+//     unpacked vectors that is quads 0, 2, 4, 6, 1, 3, 5, 7, which VPERMQ
+//     by shiftQuads (Z16) puts back in order. The Go assembler does not
+//     know VCVTNE2PS2BF16; it is written out as bytes (encodings checked
+//     with GNU as).
+// The slow path rounds the same products with RNE32NAN.
 //
 // Constants: Z11 = 1 (dword), Z12 = 0x7fff (dword), Z13 = 0x7f80 (word),
-// Z14 = 0x40 (dword), Z15 = 0.
+// Z14 = 0x40 (dword), Z15 = 0, Z16 = shiftQuads.
+
+DATA shiftQuads<>+0(SB)/8, $0
+DATA shiftQuads<>+8(SB)/8, $4
+DATA shiftQuads<>+16(SB)/8, $1
+DATA shiftQuads<>+24(SB)/8, $5
+DATA shiftQuads<>+32(SB)/8, $2
+DATA shiftQuads<>+40(SB)/8, $6
+DATA shiftQuads<>+48(SB)/8, $3
+DATA shiftQuads<>+56(SB)/8, $7
+GLOBL shiftQuads<>(SB), RODATA|NOPTR, $64
 
 #define BF16CONSTS512 \
 	MOVL $1, AX; \
@@ -322,14 +345,8 @@ TEXT ·shiftPairsBF16AVX2(SB), NOSPLIT, $0-64
 	VPBROADCASTD AX, Z13; \
 	MOVL $0x40, AX; \
 	VPBROADCASTD AX, Z14; \
-	VPXORD Z15, Z15, Z15
-
-// NONFINITE32 sets K1 to the words of Z8 or Z9 with an all-ones exponent.
-#define NONFINITE32 \
-	VPANDD Z13, Z8, Z10; \
-	VPANDD Z13, Z9, Z7; \
-	VPMAXUW Z7, Z10, Z10; \
-	VPCMPEQW Z13, Z10, K1
+	VPXORD Z15, Z15, Z15; \
+	VMOVDQU64 shiftQuads<>(SB), Z16
 
 #define RNE32(y, t) \
 	VPSRLD $16, y, t; \
@@ -378,7 +395,51 @@ TEXT ·shiftPairsBF16AVX2(SB), NOSPLIT, $0-64
 #define ST512NT(y, base) \
 	VMOVNTDQ y, (base)(AX*2)
 
-#define HALFBF16BODY512(ST) \
+// Integer rounding: PRE sets K1 to the words of Z8 or Z9 with an all-ones
+// exponent; ROUND rounds and stores the results.
+#define NONFINITE32 \
+	VPANDD Z13, Z8, Z10; \
+	VPANDD Z13, Z9, Z7; \
+	VPMAXUW Z7, Z10, Z10; \
+	VPCMPEQW Z13, Z10, K1; \
+	KORTESTD K1, K1
+#define ROUNDINT(ST) \
+	RNE32(Z6, Z7); \
+	RNE32(Z0, Z7); \
+	VPACKUSDW Z0, Z6, Z6; \
+	ST(Z6, DI); \
+	RNE32(Z2, Z7); \
+	RNE32(Z1, Z7); \
+	VPACKUSDW Z1, Z2, Z2; \
+	ST(Z2, R13)
+
+// AVX512_BF16 rounding: POST sets K1 to the lanes of the four results
+// that are NaN or subnormal; ROUND converts and stores them.
+// vcvtne2ps2bf16 zmm6, zmm0, zmm6: Z6 = bf16(Z6) below bf16(Z0).
+#define CVT60 BYTE $0x62; BYTE $0xf2; BYTE $0x7f; BYTE $0x48; BYTE $0x72; BYTE $0xf6
+// vcvtne2ps2bf16 zmm2, zmm1, zmm2: Z2 = bf16(Z2) below bf16(Z1).
+#define CVT21 BYTE $0x62; BYTE $0xf2; BYTE $0x77; BYTE $0x48; BYTE $0x72; BYTE $0xd2
+#define SPECIAL32 \
+	VFPCLASSPSZ $0xa1, Z6, K1; \
+	VFPCLASSPSZ $0xa1, Z0, K2; \
+	KORW K2, K1, K1; \
+	VFPCLASSPSZ $0xa1, Z2, K2; \
+	KORW K2, K1, K1; \
+	VFPCLASSPSZ $0xa1, Z1, K2; \
+	KORW K2, K1, K1; \
+	KORTESTW K1, K1
+#define ROUNDCVT(ST) \
+	CVT60; \
+	VPERMQ Z6, Z16, Z6; \
+	ST(Z6, DI); \
+	CVT21; \
+	VPERMQ Z2, Z16, Z2; \
+	ST(Z2, R13)
+
+// HALFBF16BODY512: PRE (before the products) or POST (after them) sets
+// the flags, nonzero taking the slow path; ROUND rounds and stores with ST.
+#define NOCHECK
+#define HALFBF16BODY512(ST, PRE, POST, ROUND) \
 	BF16CONSTS512; \
 row: \
 	LEAQ (SI)(R9*1), R12; \
@@ -387,18 +448,11 @@ row: \
 loop: \
 	VMOVDQU64 (SI)(AX*2), Z8; \
 	VMOVDQU64 (R12)(AX*2), Z9; \
-	NONFINITE32; \
-	KORTESTD K1, K1; \
-	JNZ slow; \
+	PRE; \
 	HALF32; \
-	RNE32(Z6, Z7); \
-	RNE32(Z0, Z7); \
-	VPACKUSDW Z0, Z6, Z6; \
-	ST(Z6, DI); \
-	RNE32(Z2, Z7); \
-	RNE32(Z1, Z7); \
-	VPACKUSDW Z1, Z2, Z2; \
-	ST(Z2, R13); \
+	POST; \
+	JNZ slow; \
+	ROUND(ST); \
 next: \
 	ADDQ $32, AX; \
 	CMPQ AX, BX; \
@@ -407,7 +461,6 @@ next: \
 	VZEROUPPER; \
 	RET; \
 slow: \
-	HALF32; \
 	RNE32NAN(Z6, Z3, Z4); \
 	RNE32NAN(Z0, Z3, Z4); \
 	VPACKUSDW Z0, Z6, Z6; \
@@ -421,94 +474,19 @@ slow: \
 // func shiftHalfBF16AVX512(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 TEXT ·shiftHalfBF16AVX512(SB), NOSPLIT, $0-64
 	ARGS(1)
-	HALFBF16BODY512(ST512)
+	HALFBF16BODY512(ST512, NONFINITE32, NOCHECK, ROUNDINT)
 
 // func shiftHalfBF16AVX512NT(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 TEXT ·shiftHalfBF16AVX512NT(SB), NOSPLIT, $0-64
 	ARGS(1)
-	HALFBF16BODY512(ST512NT)
-
-// The AVX512_BF16 rotate-half kernels are the AVX-512 ones above rounding
-// with VCVTNE2PS2BF16 (round to nearest even, as RNE32), except where the
-// instruction differs from format.F32ToBF16: it flushes subnormal results
-// to zero and quiets NaNs its own way, so a block with a subnormal or NaN
-// result (VFPCLASSPS) is rounded by the integer code of the slow path
-// instead. The instruction puts its second source's 16 words below its
-// first's: with the lane order of the unpacked vectors that is quads
-// 0, 2, 4, 6, 1, 3, 5, 7, which VPERMQ by shiftQuads puts back in order.
-// The Go assembler does not know VCVTNE2PS2BF16; it is written out as
-// bytes (encodings checked with GNU as).
-
-DATA shiftQuads<>+0(SB)/8, $0
-DATA shiftQuads<>+8(SB)/8, $4
-DATA shiftQuads<>+16(SB)/8, $1
-DATA shiftQuads<>+24(SB)/8, $5
-DATA shiftQuads<>+32(SB)/8, $2
-DATA shiftQuads<>+40(SB)/8, $6
-DATA shiftQuads<>+48(SB)/8, $3
-DATA shiftQuads<>+56(SB)/8, $7
-GLOBL shiftQuads<>(SB), RODATA|NOPTR, $64
-
-// vcvtne2ps2bf16 zmm6, zmm0, zmm6: Z6 = bf16(Z6) below bf16(Z0).
-#define CVT60 BYTE $0x62; BYTE $0xf2; BYTE $0x7f; BYTE $0x48; BYTE $0x72; BYTE $0xf6
-// vcvtne2ps2bf16 zmm2, zmm1, zmm2: Z2 = bf16(Z2) below bf16(Z1).
-#define CVT21 BYTE $0x62; BYTE $0xf2; BYTE $0x77; BYTE $0x48; BYTE $0x72; BYTE $0xd2
-
-// SPECIAL32 sets K1 to the lanes of the four results that are NaN or
-// subnormal.
-#define SPECIAL32 \
-	VFPCLASSPSZ $0xa1, Z6, K1; \
-	VFPCLASSPSZ $0xa1, Z0, K2; \
-	KORW K2, K1, K1; \
-	VFPCLASSPSZ $0xa1, Z2, K2; \
-	KORW K2, K1, K1; \
-	VFPCLASSPSZ $0xa1, Z1, K2; \
-	KORW K2, K1, K1
-
-#define HALFBF16BODYCVT(ST) \
-	BF16CONSTS512; \
-	VMOVDQU64 shiftQuads<>(SB), Z16; \
-row: \
-	LEAQ (SI)(R9*1), R12; \
-	LEAQ (DI)(R9*1), R13; \
-	XORQ AX, AX; \
-loop: \
-	VMOVDQU64 (SI)(AX*2), Z8; \
-	VMOVDQU64 (R12)(AX*2), Z9; \
-	HALF32; \
-	SPECIAL32; \
-	KORTESTW K1, K1; \
-	JNZ slow; \
-	CVT60; \
-	VPERMQ Z6, Z16, Z6; \
-	ST(Z6, DI); \
-	CVT21; \
-	VPERMQ Z2, Z16, Z2; \
-	ST(Z2, R13); \
-next: \
-	ADDQ $32, AX; \
-	CMPQ AX, BX; \
-	JLT  loop; \
-	NEXTROW; \
-	VZEROUPPER; \
-	RET; \
-slow: \
-	RNE32NAN(Z6, Z3, Z4); \
-	RNE32NAN(Z0, Z3, Z4); \
-	VPACKUSDW Z0, Z6, Z6; \
-	ST(Z6, DI); \
-	RNE32NAN(Z2, Z3, Z4); \
-	RNE32NAN(Z1, Z3, Z4); \
-	VPACKUSDW Z1, Z2, Z2; \
-	ST(Z2, R13); \
-	JMP next
+	HALFBF16BODY512(ST512NT, NONFINITE32, NOCHECK, ROUNDINT)
 
 // func shiftHalfBF16CVT(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 TEXT ·shiftHalfBF16CVT(SB), NOSPLIT, $0-64
 	ARGS(1)
-	HALFBF16BODYCVT(ST512)
+	HALFBF16BODY512(ST512, NOCHECK, SPECIAL32, ROUNDCVT)
 
 // func shiftHalfBF16CVTNT(dst, src unsafe.Pointer, rows, ds, ss, n int, c, s *float32)
 TEXT ·shiftHalfBF16CVTNT(SB), NOSPLIT, $0-64
 	ARGS(1)
-	HALFBF16BODYCVT(ST512NT)
+	HALFBF16BODY512(ST512NT, NOCHECK, SPECIAL32, ROUNDCVT)
