@@ -40,6 +40,17 @@
 // through a bounded scratch (Source.ReadAt), its CRC computed on the way. A
 // compressed chunk, or one placed through a keep-set, is verified and
 // decoded whole (Source.Decode, Source.Chunk).
+//
+// # Stores
+//
+// A run that writes 64 MiB or more (streamMin) stores the raw rows it
+// copies or rotates from a mapping with non-temporal hints
+// (rowcopy.Stream, reconstruct.Shifter.StreamRows), which skip the read
+// for ownership of each destination line, and fences once per chunk before
+// the chunk is counted; smaller runs store through the cache, so that the
+// destination stays cached for its reader. Paged placement prefetches
+// each token's rows a few tokens ahead (rowcopy.Prefetch): they lie in as
+// many places as there are heads.
 package assemble
 
 import "github.com/kvstore/kvstore/format"
