@@ -15,21 +15,23 @@ import (
 // (by the rotation or the row copies) comes from cache.
 const scratch = 256 << 10
 
-// streamMin is the fewest bytes a run writes for paged rows to be stored
-// with non-temporal hints (rowcopy.Stream, Shifter.StreamRows): twice a
-// large server's L3 cache per core complex (32 MiB), so that a destination
-// that could stay cached for its reader is written through the cache as
-// before. Stores that skip the cache need no read for ownership of the
-// lines they fill, which is what a paged fill lost to the contiguous copy
-// (BENCHMARKS.md, docs/decisions.md).
+// streamMin is the fewest bytes a run writes for the raw rows it copies or
+// rotates from a mapping to be stored with non-temporal hints
+// (rowcopy.Stream, Shifter.StreamRows): twice a large server's L3 cache
+// per core complex (32 MiB), so that a destination that could stay cached
+// for its reader is written through the cache as before. Stores that skip
+// the cache need no read for ownership of the lines they fill, which is
+// what a paged fill lost to the contiguous copy (BENCHMARKS.md,
+// docs/decisions.md).
 //
 // A variable so that the tests can stream small destinations.
 var streamMin = 64 << 20
 
 // prefetchTokens is how many tokens ahead placeTokens hints a token's rows
 // into the cache: its H rows lie in H places, more streams than the
-// hardware prefetcher follows. 8 (2 KiB ahead in each head's rows of 256
-// bytes) measured best of 4, 8 and 16 in BenchmarkFillPaged.
+// hardware prefetcher follows. 8 is 2 KiB ahead in each head's rows of 256
+// bytes; 4, 8 and 16 measured alike in the store's BenchmarkAssemble, and
+// 8 was a tenth faster than none in an in-memory fill.
 const prefetchTokens = 8
 
 // worker is one worker's scratch, allocated on first need.

@@ -43,7 +43,7 @@ func (a *Assembly) Run(ctx context.Context, dst *Dest, o *Options) error {
 	if err != nil {
 		return err
 	}
-	g.stream = 2*a.spec.Layers*a.tokens*g.heads*g.rowBytes >= streamMin
+	g.stream = 2*int64(a.spec.Layers)*int64(a.tokens)*int64(g.heads)*int64(g.rowBytes) >= int64(streamMin)
 	workers := o.Workers
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
