@@ -11,7 +11,9 @@ import (
 // Capacity: with Options.MaxBytes set, a Put that would take the live
 // extent bytes of the store (packets and span memories) past it first
 // evicts packets, in Options.Eviction order, skipping pinned ones and the
-// packet being put, all in one synced batch; if even evicting every
+// packet being put: a tombstone each, written in one append and
+// fdatasynced (so that store.Recover keeps them evicted), then one synced
+// batch, as Delete does; if even evicting every
 // candidate could not make room, the Put fails with ErrNoSpace and
 // nothing is evicted. Span memories count towards the cap but are never
 // evicted. Pins are durable (store/internal/access draws their record),
@@ -109,14 +111,14 @@ func (db *DB) makeRoom(need uint64) error {
 	return db.evict(vs)
 }
 
-// evict deletes vs in one synced batch (access.Evictor) and installs it.
+// evict deletes vs as Delete does, with a tombstone each written in one
+// append, and one synced batch (access.Evictor).
 func (db *DB) evict(vs []access.Victim) error {
-	e := access.Evictor{Catalog: db.cat, Header: db.header, Record: db.record, Commit: db.commit}
-	hs, recs, err := e.Evict(vs)
+	e := access.Evictor{Header: db.header, Record: db.record, Seq: db.w.Seq, Tombstones: db.appendTombstones}
+	hs, err := e.Evict(vs)
 	if err != nil {
 		return err
 	}
-	db.setRecords(recs...)
 	var bytes uint64
 	for _, h := range hs {
 		bytes += h.ExtentLength

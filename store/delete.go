@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/packet"
@@ -34,11 +36,10 @@ func (db *DB) deleteLocked(ns string, model format.Fingerprint, id format.Packet
 			ErrCorruption, id.Short(), h.BlobFile)
 	}
 	t := &format.Tombstone{Seq: db.w.Seq, Namespace: ns, ID: id, Model: h.Model}
-	write := func(a *bloblog.Active) (uint64, error) { return packet.WriteTombstone(a, t) }
-	commit := func(a *bloblog.Active, n uint64) error { return db.commitDelete(h, a, n) }
-	// A tombstone frees room: it is written even while a full disk holds
-	// new data back (space.go), or a full store could not be emptied.
-	if err := db.appendExtent(format.Alignment, true, write, commit); err != nil {
+	err = db.appendTombstones([]*format.Tombstone{t}, []*format.PacketHeader{h}, func(b *pebble.Batch) {
+		deleteOpsKeys(b, h.Namespace, h.ID)
+	})
+	if err != nil {
 		return fmt.Errorf("delete packet %s: %w", id.Short(), err)
 	}
 	db.st.deletes.Add(1)
@@ -58,19 +59,30 @@ func (db *DB) storedFor(op, ns string, model format.Fingerprint, id format.Packe
 	return h, err
 }
 
-// commitDelete commits, in one synced batch, the removal of h, its access
-// and pin records and its extent (packet.AddDelete), with the tombstone's
-// n bytes at the end of a.
-func (db *DB) commitDelete(h *format.PacketHeader, a *bloblog.Active, n uint64) error {
-	b := db.cat.DB.NewBatch()
-	defer b.Close()
-	deleteOpsKeys(b, h.Namespace, h.ID)
-	out := packet.AddDelete(b, h, db.appended(a, n))
-	if err := db.commit(b); err != nil {
-		return err
+// appendTombstones writes ts (sequences from db.w.Seq on), the tombstones
+// of hs, as consecutive tombstone extents at the end of the active file,
+// fdatasyncs them, and commits in one synced batch the deletion of hs
+// (packet.AddDeletes) with what add puts in it (the packets' access and
+// pin records), then installs the records.
+// A tombstone frees room: it is written even while a full disk holds new
+// data back (space.go), or a full store could not be emptied.
+func (db *DB) appendTombstones(ts []*format.Tombstone, hs []*format.PacketHeader, add func(b *pebble.Batch)) error {
+	k := uint64(len(ts))
+	write := func(a *bloblog.Active) (uint64, error) { return packet.WriteTombstones(a, ts) }
+	commit := func(a *bloblog.Active, n uint64) error {
+		b := db.cat.DB.NewBatch()
+		defer b.Close()
+		x := db.appended(a, n)
+		x.Seq += k - 1
+		add(b)
+		out := packet.AddDeletes(b, hs, x)
+		if err := db.commit(b); err != nil {
+			return err
+		}
+		db.w.Committed(n)
+		db.w.Seq += k
+		db.setRecords(out...)
+		return nil
 	}
-	db.w.Committed(n)
-	db.w.Seq++
-	db.setRecords(out...)
-	return nil
+	return db.appendExtent(k*format.Alignment, true, write, commit)
 }

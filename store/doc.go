@@ -73,7 +73,7 @@
 //	                         interface), changes through maint.Writer (Registry interface, commit)
 //	store/internal/access    access statistics (sharded Table, Flush, Save, Load), eviction order
 //	                         (Candidates, LRU/LFU), the room plan (Plan, Room), the eviction's
-//	                         batch (Evictor.Evict), pin records (SetPin, Pinned, Table.Pin)
+//	                         tombstones and batch (Evictor.Evict), pin records (SetPin, Pinned, Table.Pin)
 //	store/internal/assemble  Assemble as data: Prepare (headers against the spec, keep-sets, positions,
 //	                         dynamic RoPE) over opened chunk sources (Source: the root's views), Open
 //	                         and Held (sources opened through the root's callbacks, held, released),
@@ -94,8 +94,8 @@
 //	                         (Check), pruned (Compacted, keep-set, positions chunk), keys rotated to
 //	                         local positions (Normalized), chunks encoded and laid out with room for
 //	                         the put record (Encode), the extent written and its header (Write), the
-//	                         tombstone extent (WriteTombstone), the catalog batch of a put or a delete
-//	                         (AddPut, AddDelete: header, index, blob file records, sequences)
+//	                         tombstone extents (WriteTombstones), the catalog batch of a put or of
+//	                         deletes (AddPut, AddDeletes: header, index, blob file records, sequences)
 //	store/internal/artifact  artifact records: names and data checked, the KVAR record framed, parsed and
 //	                         checked against its key (Read), read, listed and batched in the catalog,
 //	                         a read's missing error (Missing)

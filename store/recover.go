@@ -35,7 +35,9 @@ type RecoverReport struct {
 // are re-inserted and tombstones applied, latest sequence first. What it
 // cannot rebuild is counted in the report (NoRecord): span memories,
 // artifacts and packets written before format 1.1, as well as pins and
-// access statistics. A packet deleted before a compaction or GC removed
+// access statistics. Evicted packets stay evicted (evictions write
+// tombstones, except those of versions before the seventh session). A
+// packet deleted before a compaction or GC removed
 // the file holding its tombstone, while an older file still holds its
 // extent, comes back (docs/format.md, "Rebuilding the catalog").
 //

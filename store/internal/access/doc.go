@@ -13,12 +13,15 @@
 // Candidates lists the unpinned packets in LRU or LFU order, Plan says
 // how many of them a write of so many bytes must evict, and Room does both
 // (failing with ErrNoSpace when no eviction makes room). Evictor.Evict
-// deletes them in one synced batch: headers, index entries, access and
-// pin records (DeleteKeys), their extents killed in the blob file records.
+// deletes them as Delete does: a tombstone each (format/tombstone.go),
+// appended in one write and synced through the store, then one synced
+// batch with their headers, index entries, access and pin records
+// (DeleteKeys) and their extents killed in the blob file records; so a
+// rebuilt catalog (store.Recover) keeps them evicted.
 //
 // The package reads the catalog it is given and writes the batches it is
 // given or builds; Evictor reads headers and blob file records, and
-// commits, through the functions the store gives it. The store owns
+// appends and commits, through the functions the store gives it. The store owns
 // locking (entries' size, model and pin state change under its writer
 // lock) and installs what an eviction returns.
 package access

@@ -75,51 +75,51 @@ func (t *Table) Room(rd pebble.Reader, live, need, limit uint64, lfu bool) ([]Vi
 
 // Evictor is what eviction needs of the store, the writer lock held.
 type Evictor struct {
-	Catalog *catalog.Catalog
 	// Header reads and checks packet id's header in namespace ns.
 	Header func(ns string, id format.PacketID) (*format.PacketHeader, error)
 	// Record is blob file num's catalogued record.
 	Record func(num uint32) (catalog.BlobFile, bool)
-	// Commit commits a batch durably.
-	Commit func(b *pebble.Batch) error
+	// Seq is the sequence the first tombstone takes (the next ones follow).
+	Seq uint64
+	// Tombstones appends ts as tombstone extents to the active blob file in
+	// one write, fdatasyncs them, and commits in one synced batch the
+	// deletion of hs (headers, index entries, extents dead in their files'
+	// records, the tombstones' bytes dead in the active file's) with what
+	// add puts in it; then it installs the records (the store's
+	// appendTombstones).
+	Tombstones func(ts []*format.Tombstone, hs []*format.PacketHeader, add func(b *pebble.Batch)) error
 }
 
-// Evict deletes vs in one synced batch: each packet's header, index entry,
-// access and pin records, and its extent in its blob file's record (now
-// dead bytes). It returns the headers of the packets removed and the
-// records changed, for the store to install once it committed.
-func (e *Evictor) Evict(vs []Victim) ([]*format.PacketHeader, []catalog.BlobFile, error) {
-	b := e.Catalog.DB.NewBatch()
-	defer b.Close()
-	recs := map[uint32]catalog.BlobFile{}
-	var hs []*format.PacketHeader
-	for _, v := range vs {
+// Evict deletes vs as Delete does: one tombstone extent each, appended in
+// one write and synced, then one synced batch removing each packet's
+// header, index entry, access and pin records, with its extent dead in its
+// blob file's record and the tombstones' bytes dead in the active file's.
+// A rebuilt catalog (store.Recover) so keeps them evicted. It returns the
+// headers of the packets removed; nothing is written when one of them is
+// not found.
+func (e *Evictor) Evict(vs []Victim) ([]*format.PacketHeader, error) {
+	hs := make([]*format.PacketHeader, 0, len(vs))
+	ts := make([]*format.Tombstone, 0, len(vs))
+	for i, v := range vs {
 		h, err := e.Header(v.Key.NS, v.Key.ID)
 		if err != nil {
-			return nil, nil, fmt.Errorf("evict packet %s: %w", v.Key.ID.Short(), err)
+			return nil, fmt.Errorf("evict packet %s: %w", v.Key.ID.Short(), err)
 		}
-		r, ok := recs[h.BlobFile]
-		if !ok {
-			if r, ok = e.Record(h.BlobFile); !ok {
-				return nil, nil, fmt.Errorf("%w: evict packet %s: blob file %06d is not catalogued", format.ErrCorruption, h.ID.Short(), h.BlobFile)
-			}
+		if _, ok := e.Record(h.BlobFile); !ok {
+			return nil, fmt.Errorf("%w: evict packet %s: blob file %06d is not catalogued", format.ErrCorruption, h.ID.Short(), h.BlobFile)
 		}
-		r.KillExtent(h.ExtentLength)
-		recs[r.Num] = r
-		_ = b.Delete(catalog.HeaderKey(h.Namespace, h.ID), nil)
-		_ = b.Delete(catalog.IndexKey(h.Namespace, h.Model, h.ID), nil)
-		DeleteKeys(b, h.Namespace, h.ID)
 		hs = append(hs, h)
+		ts = append(ts, &format.Tombstone{Seq: e.Seq + uint64(i), Namespace: h.Namespace, ID: h.ID, Model: h.Model})
 	}
-	out := make([]catalog.BlobFile, 0, len(recs))
-	for _, r := range recs {
-		_ = b.Set(catalog.BlobFileKey(r.Num), catalog.EncodeBlobFile(&r), nil)
-		out = append(out, r)
+	err := e.Tombstones(ts, hs, func(b *pebble.Batch) {
+		for _, h := range hs {
+			DeleteKeys(b, h.Namespace, h.ID)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("evict: %w", err)
 	}
-	if err := e.Commit(b); err != nil {
-		return nil, nil, fmt.Errorf("evict: %w", err)
-	}
-	return hs, out, nil
+	return hs, nil
 }
 
 // DeleteKeys adds to b the removal of a packet's access and pin records,

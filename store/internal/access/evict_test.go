@@ -33,8 +33,9 @@ func TestRoom(t *testing.T) {
 }
 
 // evictFixture catalogues two packets of blob file 7 with access and pin
-// records, and returns an Evictor over them.
-func evictFixture(t *testing.T) (*catalog.Catalog, *Evictor, []*format.PacketHeader) {
+// records, and returns an Evictor over them whose tombstones go to blob
+// file 9 (their records are in *got once committed).
+func evictFixture(t *testing.T) (*catalog.Catalog, *Evictor, []*format.PacketHeader, *evicted) {
 	t.Helper()
 	cat := openCatalog(t)
 	hs := []*format.PacketHeader{
@@ -51,8 +52,13 @@ func evictFixture(t *testing.T) (*catalog.Catalog, *Evictor, []*format.PacketHea
 	if err := cat.Commit(b); err != nil {
 		t.Fatal(err)
 	}
-	rec := catalog.BlobFile{Num: 7, Size: 1 << 20, LiveBytes: 3 * 4096, LiveExtents: 3, Extents: 3}
-	e := &Evictor{Catalog: cat, Commit: cat.Commit,
+	recs := map[uint32]catalog.BlobFile{
+		7: {Num: 7, Size: 1 << 20, LiveBytes: 3 * 4096, LiveExtents: 3, Extents: 3, Sealed: true},
+		9: {Num: 9, Size: 4096, LiveBytes: 4096, LiveExtents: 1, Extents: 1},
+	}
+	record := func(num uint32) (catalog.BlobFile, bool) { r, ok := recs[num]; return r, ok }
+	got := &evicted{commit: cat.Commit}
+	e := &Evictor{Seq: 40, Record: record,
 		Header: func(ns string, id format.PacketID) (*format.PacketHeader, error) {
 			for _, h := range hs {
 				if h.Namespace == ns && h.ID == id {
@@ -61,32 +67,52 @@ func evictFixture(t *testing.T) (*catalog.Catalog, *Evictor, []*format.PacketHea
 			}
 			return nil, errors.New("no such header")
 		},
-		Record: func(num uint32) (catalog.BlobFile, bool) { return rec, num == rec.Num },
+		Tombstones: func(ts []*format.Tombstone, evicted []*format.PacketHeader, add func(*pebble.Batch)) error {
+			got.ts, got.hs = ts, evicted
+			b := cat.DB.NewBatch()
+			defer b.Close()
+			add(b)
+			for _, h := range evicted { // the store's part (packet.AddDeletes)
+				_ = b.Delete(catalog.HeaderKey(h.Namespace, h.ID), nil)
+			}
+			return got.commit(b)
+		},
 	}
-	return cat, e, hs
+	return cat, e, hs, got
 }
 
-// Evict deletes every record of the packets in one batch and returns the
-// headers and the blob file record with their extents dead.
+// evicted is what evictFixture's Evictor appended and committed.
+type evicted struct {
+	ts     []*format.Tombstone
+	hs     []*format.PacketHeader
+	commit func(*pebble.Batch) error
+}
+
+// Evict appends one tombstone per packet, sequences from Seq, and has the
+// packets deleted in the tombstones' batch with their access and pin
+// records.
 func TestEvict(t *testing.T) {
-	cat, e, hs := evictFixture(t)
-	got, recs, err := e.Evict([]Victim{{Key: Key{"ns", hs[0].ID}}, {Key: Key{"ns", hs[1].ID}}})
+	cat, e, hs, got := evictFixture(t)
+	evicted, err := e.Evict([]Victim{{Key: Key{"ns", hs[0].ID}}, {Key: Key{"ns", hs[1].ID}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0] != hs[0] || got[1] != hs[1] {
-		t.Fatalf("headers %v", got)
+	if len(evicted) != 2 || evicted[0] != hs[0] || evicted[1] != hs[1] {
+		t.Fatalf("headers %v", evicted)
 	}
-	if len(recs) != 1 || recs[0].Num != 7 || recs[0].LiveBytes != 0 || recs[0].DeadBytes != 3*4096 || recs[0].LiveExtents != 1 {
-		t.Fatalf("records %+v, want file 7 with both extents dead", recs)
+	if len(got.ts) != 2 {
+		t.Fatalf("%d tombstones, want 2", len(got.ts))
 	}
-	var stored catalog.BlobFile
-	if _, err := cat.Get(catalog.BlobFileKey(7), func(v []byte) (err error) { stored, err = catalog.DecodeBlobFile(7, v); return err }); err != nil || stored != recs[0] {
-		t.Fatalf("catalogued record %+v (%v), want %+v", stored, err, recs[0])
+	for i, ts := range got.ts {
+		if h := hs[i]; ts.Seq != 40+uint64(i) || ts.ID != h.ID || ts.Namespace != h.Namespace || ts.Model != h.Model {
+			t.Errorf("tombstone %d: %+v, want packet %s at sequence %d", i, ts, h.ID.Short(), 40+i)
+		}
+	}
+	if len(got.hs) != 2 || got.hs[0] != hs[0] || got.hs[1] != hs[1] {
+		t.Fatalf("deleted headers %v, want both", got.hs)
 	}
 	for _, h := range hs {
-		for _, k := range [][]byte{catalog.HeaderKey(h.Namespace, h.ID), catalog.IndexKey(h.Namespace, h.Model, h.ID),
-			catalog.AccessKey(h.Namespace, h.ID), catalog.PinKey(h.Namespace, h.ID)} {
+		for _, k := range [][]byte{catalog.AccessKey(h.Namespace, h.ID), catalog.PinKey(h.Namespace, h.ID)} {
 			if ok, err := cat.Has(k); err != nil || ok {
 				t.Errorf("key %x of evicted packet %s kept (%v)", k, h.ID.Short(), err)
 			}
@@ -94,23 +120,26 @@ func TestEvict(t *testing.T) {
 	}
 }
 
-// Evict commits nothing when a header or a record is missing, and wraps a
-// failed commit.
+// Evict writes and commits nothing when a header or a record is missing,
+// and wraps a failed append or commit.
 func TestEvictErrors(t *testing.T) {
-	cat, e, hs := evictFixture(t)
-	if _, _, err := e.Evict([]Victim{{Key: Key{"ns", hs[0].ID}}, {Key: key(5)}}); err == nil {
+	cat, e, hs, got := evictFixture(t)
+	if _, err := e.Evict([]Victim{{Key: Key{"ns", hs[0].ID}}, {Key: key(5)}}); err == nil {
 		t.Fatal("evicting an absent packet succeeded")
 	}
-	if ok, _ := cat.Has(catalog.HeaderKey("ns", hs[0].ID)); !ok {
-		t.Fatal("a failed eviction deleted a packet")
+	if ok, _ := cat.Has(catalog.HeaderKey("ns", hs[0].ID)); !ok || got.ts != nil {
+		t.Fatalf("a failed eviction deleted a packet (%v) or wrote tombstones (%d)", !ok, len(got.ts))
 	}
 	hs[1].BlobFile = 8
-	if _, _, err := e.Evict([]Victim{{Key: Key{"ns", hs[1].ID}}}); !errors.Is(err, format.ErrCorruption) {
-		t.Fatalf("packet in an uncatalogued blob file: %v, want ErrCorruption", err)
+	if _, err := e.Evict([]Victim{{Key: Key{"ns", hs[1].ID}}}); !errors.Is(err, format.ErrCorruption) || got.ts != nil {
+		t.Fatalf("packet in an uncatalogued blob file: %v (%d tombstones), want ErrCorruption and none", err, len(got.ts))
 	}
-	e.Commit = func(*pebble.Batch) error { return errors.New("commit failed") }
-	if _, _, err := e.Evict([]Victim{{Key: Key{"ns", hs[0].ID}}}); err == nil {
+	got.commit = func(*pebble.Batch) error { return errors.New("commit failed") }
+	if _, err := e.Evict([]Victim{{Key: Key{"ns", hs[0].ID}}}); err == nil {
 		t.Fatal("a failed commit was not an error")
+	}
+	if ok, _ := cat.Has(catalog.HeaderKey("ns", hs[0].ID)); !ok {
+		t.Fatal("an eviction whose commit failed deleted a packet")
 	}
 }
 
@@ -134,7 +163,7 @@ func TestDue(t *testing.T) {
 // Save commits the changed statistics of catalogued packets; CountPins
 // counts the pins.
 func TestSaveAndCountPins(t *testing.T) {
-	cat, _, hs := evictFixture(t)
+	cat, _, hs, _ := evictFixture(t)
 	if n := CountPins(cat.DB); n != 2 {
 		t.Fatalf("%d pins, want 2", n)
 	}

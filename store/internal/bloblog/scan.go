@@ -85,13 +85,23 @@ func readAt(f vfs.File, name string, b []byte, off uint64) error {
 // off of f, trailer naming id, and returns the extent's length (one 4 KiB
 // block for a tombstone).
 func WriteRecordExtent(f vfs.File, name string, off uint64, rec []byte, id format.PacketID) (uint64, error) {
+	b, err := RecordExtent(off, rec, id)
+	if err != nil {
+		return 0, err
+	}
+	return uint64(len(b)), WriteAt(f, name, b, off)
+}
+
+// RecordExtent returns the bytes of the extent WriteRecordExtent writes at
+// off: rec, zeros, and the trailer naming id.
+func RecordExtent(off uint64, rec []byte, id format.PacketID) ([]byte, error) {
 	n, ok := format.ExtentLength(uint64(len(rec)))
 	if !ok {
-		return 0, fmt.Errorf("%w: record extent of %d bytes overflows", ErrInvalidArgument, len(rec))
+		return nil, fmt.Errorf("%w: record extent of %d bytes overflows", ErrInvalidArgument, len(rec))
 	}
 	b := make([]byte, n)
 	copy(b, rec)
 	t := format.Trailer{Packet: id, Offset: off, PayloadLen: uint64(len(rec)), PayloadCRC: CRC(rec)}
 	copy(b[n-format.TrailerSize:], t.Encode())
-	return n, WriteAt(f, name, b, off)
+	return b, nil
 }

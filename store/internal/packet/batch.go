@@ -55,37 +55,43 @@ func AddPut(b *pebble.Batch, h *format.PacketHeader, x Appended) ([]catalog.Blob
 	return recs, nil
 }
 
-// AddDelete adds to b the removal of packet h's header and index entry and
-// the records of its deletion by a tombstone extent: h's extent dead in its
-// file's record, the active file's record with the tombstone's bytes dead,
-// records of files sealed since the last batch, the next record sequence
-// and, for a new file, the next file number. The caller adds the removal
-// of the packet's access and pin records and commits b; it returns the
-// records written, for the caller to install once b is committed.
-func AddDelete(b *pebble.Batch, h *format.PacketHeader, x Appended) []catalog.BlobFile {
+// AddDeletes adds to b the removal of packets hs' headers and index
+// entries and the records of their deletion by as many tombstone extents,
+// N bytes together, written in one append (one for a Delete, one per
+// packet for an eviction): each extent dead in its file's record, the
+// active file's record with the tombstones' bytes dead, records of files
+// sealed since the last batch, the next record sequence (x.Seq is the last
+// tombstone's) and, for a new file, the next file number. The caller adds
+// the removal of the packets' access and pin records and commits b; it
+// returns the records written, for the caller to install once b is
+// committed.
+func AddDeletes(b *pebble.Batch, hs []*format.PacketHeader, x Appended) []catalog.BlobFile {
 	recs := map[uint32]catalog.BlobFile{}
+	get := func(num uint32) catalog.BlobFile {
+		if r, ok := recs[num]; ok {
+			return r
+		}
+		r, _ := x.Record(num)
+		return r
+	}
 	for _, num := range x.Sealed {
 		if s, ok := x.Record(num); ok {
 			s.Sealed = true
 			recs[num] = s
 		}
 	}
-	r, _ := x.Record(h.BlobFile)
-	if s, ok := recs[r.Num]; ok {
-		r = s
+	for _, h := range hs {
+		r := get(h.BlobFile)
+		r.KillExtent(h.ExtentLength)
+		recs[r.Num] = r
+		_ = b.Delete(catalog.HeaderKey(h.Namespace, h.ID), nil)
+		_ = b.Delete(catalog.IndexKey(h.Namespace, h.Model, h.ID), nil)
 	}
-	r.KillExtent(h.ExtentLength)
-	recs[r.Num] = r
-	t, ok := recs[x.A.Num]
-	if !ok {
-		t, _ = x.Record(x.A.Num)
-	}
+	t := get(x.A.Num)
 	t.Size = x.A.End + x.N
 	t.DeadBytes += x.N
-	t.Extents++
+	t.Extents += uint32(len(hs))
 	recs[x.A.Num] = t
-	_ = b.Delete(catalog.HeaderKey(h.Namespace, h.ID), nil)
-	_ = b.Delete(catalog.IndexKey(h.Namespace, h.Model, h.ID), nil)
 	out := make([]catalog.BlobFile, 0, len(recs))
 	for _, rec := range recs {
 		out = append(out, rec)
@@ -106,14 +112,23 @@ func (x *Appended) finish(b *pebble.Batch, recs []catalog.BlobFile) {
 	_ = b.Set(catalog.KeyRecordSeq, format.EncodeRecordSeq(x.Seq+1), nil)
 }
 
-// WriteTombstone writes t's record as its own extent at the end of the
-// active blob file a and returns the extent's length. It neither syncs
-// the file nor catalogues the deletion: the caller does both, and
-// abandons the bytes on an error.
-func WriteTombstone(a *bloblog.Active, t *format.Tombstone) (uint64, error) {
-	rec, err := format.EncodeTombstone(t)
-	if err != nil {
-		return 0, err
+// WriteTombstones writes each of ts's records as its own extent, one
+// after the other from the end of the active blob file a, in one write,
+// and returns their length together. It neither syncs the file nor
+// catalogues the deletions: the caller does both, and abandons the bytes
+// on an error.
+func WriteTombstones(a *bloblog.Active, ts []*format.Tombstone) (uint64, error) {
+	var buf []byte
+	for _, t := range ts {
+		rec, err := format.EncodeTombstone(t)
+		if err != nil {
+			return 0, err
+		}
+		e, err := bloblog.RecordExtent(a.End+uint64(len(buf)), rec, t.ID)
+		if err != nil {
+			return 0, err
+		}
+		buf = append(buf, e...)
 	}
-	return bloblog.WriteRecordExtent(a.F, a.Path, a.End, rec, t.ID)
+	return uint64(len(buf)), bloblog.WriteAt(a.F, a.Path, buf, a.End)
 }

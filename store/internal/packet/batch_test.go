@@ -143,11 +143,11 @@ func TestAddPut(t *testing.T) {
 	}
 }
 
-// TestAddDelete: the batch removes the header and index entry, kills the
+// TestAddDeletes: the batch removes the header and index entry, kills the
 // packet's extent in its file's record, counts the tombstone's bytes dead
 // in the active file's record (the same record when the packet is in the
 // active file), marks sealed files, and advances the sequences.
-func TestAddDelete(t *testing.T) {
+func TestAddDeletes(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		in, active    uint32
@@ -171,7 +171,7 @@ func TestAddDelete(t *testing.T) {
 			a := &bloblog.Active{Num: tc.active, End: recs[tc.active].Size, Fresh: tc.fresh}
 			x := Appended{A: a, N: 4096, Sealed: sealed, Seq: 7, Record: func(n uint32) (catalog.BlobFile, bool) { r, ok := recs[n]; return r, ok }}
 			b := db.NewBatch()
-			out := AddDelete(b, h, x)
+			out := AddDeletes(b, []*format.PacketHeader{h}, x)
 			if err := b.Commit(pebble.Sync); err != nil {
 				t.Fatal(err)
 			}
@@ -204,10 +204,10 @@ func TestAddDelete(t *testing.T) {
 	}
 }
 
-// TestWriteTombstone: the tombstone is one 4 KiB extent at the end of the
+// TestWriteTombstones: the tombstone is one 4 KiB extent at the end of the
 // file that bloblog.Scan finds and that decodes back to the tombstone; a
 // tombstone that cannot be encoded is ErrInvalidArgument and writes nothing.
-func TestWriteTombstone(t *testing.T) {
+func TestWriteTombstones(t *testing.T) {
 	fs := vfs.NewMem()
 	f, err := fs.Create("/b", vfs.WriteCategoryUnspecified)
 	if err != nil {
@@ -216,7 +216,7 @@ func TestWriteTombstone(t *testing.T) {
 	defer f.Close()
 	a := &bloblog.Active{Num: 1, Path: "/b", F: f, End: format.Alignment}
 	ts := &format.Tombstone{Seq: 5, Namespace: "ns", ID: format.PacketID{3}, Model: format.Fingerprint{4}}
-	n, err := WriteTombstone(a, ts)
+	n, err := WriteTombstones(a, []*format.Tombstone{ts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,10 +232,75 @@ func TestWriteTombstone(t *testing.T) {
 	}
 	bad := *ts
 	bad.Namespace = strings.Repeat("n", format.MaxNameLen+1)
-	if _, err := WriteTombstone(&bloblog.Active{Num: 1, Path: "/b", F: f, End: a.End + n}, &bad); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := WriteTombstones(&bloblog.Active{Num: 1, Path: "/b", F: f, End: a.End + n}, []*format.Tombstone{ts, &bad}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("tombstone with a long namespace: %v, want ErrInvalidArgument", err)
 	}
 	if st, _ := f.Stat(); uint64(st.Size()) != a.End+n {
 		t.Errorf("a refused tombstone changed the file to %d bytes", st.Size())
 	}
+}
+
+// TestWriteTombstonesSeveral: several tombstones are consecutive 4 KiB
+// extents, each trailer naming its own offset and packet, each record
+// decoding back to its tombstone.
+func TestWriteTombstonesSeveral(t *testing.T) {
+	fs := vfs.NewMem()
+	f, err := fs.Create("/b", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a := &bloblog.Active{Num: 1, Path: "/b", F: f, End: 2 * format.Alignment}
+	ts := []*format.Tombstone{
+		{Seq: 5, Namespace: "ns", ID: format.PacketID{3}, Model: format.Fingerprint{4}},
+		{Seq: 6, Namespace: "other", ID: format.PacketID{8}, Model: format.Fingerprint{4}},
+	}
+	n, err := WriteTombstones(a, ts)
+	if err != nil || n != 2*format.Alignment {
+		t.Fatalf("WriteTombstones: %d bytes, %v; want %d", n, err, 2*format.Alignment)
+	}
+	for i, want := range ts {
+		off := a.End + uint64(i)*format.Alignment
+		b := make([]byte, format.Alignment)
+		if _, err := f.ReadAt(b, int64(off)); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := format.DecodeTrailer(b[len(b)-format.TrailerSize:])
+		if err != nil || tr.Offset != off || tr.Packet != want.ID {
+			t.Fatalf("tombstone %d: trailer %+v (%v), want offset %d, packet %s", i, tr, err, off, want.ID.Short())
+		}
+		got, err := format.DecodeTombstone(b[:tr.PayloadLen])
+		if err != nil || *got != *want {
+			t.Errorf("tombstone %d: %+v (%v), want %+v", i, got, err, want)
+		}
+	}
+}
+
+// TestAddDeletesSeveral: two packets in two files deleted by two
+// tombstones in the active file: both extents dead, 8 KiB of tombstones
+// dead in the active file, two extents more, the sequence past the last.
+func TestAddDeletesSeveral(t *testing.T) {
+	db, recs := batchDB(t)
+	hs := []*format.PacketHeader{
+		{Version: format.FormatMajor, Namespace: "ns", ID: format.PacketID{7}, Model: format.Fingerprint{9}, BlobFile: 1, ExtentLength: 4096},
+		{Version: format.FormatMajor, Namespace: "ns", ID: format.PacketID{8}, Model: format.Fingerprint{9}, BlobFile: 2, ExtentLength: 4096},
+	}
+	a := &bloblog.Active{Num: 2, End: recs[2].Size}
+	x := Appended{A: a, N: 2 * 4096, Seq: 11, Record: func(n uint32) (catalog.BlobFile, bool) { r, ok := recs[n]; return r, ok }}
+	b := db.NewBatch()
+	if out := AddDeletes(b, hs, x); len(out) != 2 {
+		t.Fatalf("%d records returned, want 2", len(out))
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	r1 := blobRecord(t, db, 1)
+	if r1.LiveBytes != recs[1].LiveBytes-4096 || r1.DeadBytes != recs[1].DeadBytes+4096 || r1.LiveExtents != recs[1].LiveExtents-1 {
+		t.Errorf("file 1's record %+v from %+v: want one extent dead", r1, recs[1])
+	}
+	r2 := blobRecord(t, db, 2)
+	if r2.Size != recs[2].Size+8192 || r2.Extents != recs[2].Extents+2 || r2.DeadBytes != recs[2].DeadBytes+4096+8192 || r2.LiveExtents != recs[2].LiveExtents-1 {
+		t.Errorf("active file's record %+v from %+v: want one extent dead and two tombstones", r2, recs[2])
+	}
+	checkSeqs(t, db, 12, 3, false)
 }

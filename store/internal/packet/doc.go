@@ -6,10 +6,11 @@
 // end of a blob file, led by that record (Write). It takes the packet, its
 // id and fingerprint, the record sequence and the active blob file; it
 // knows nothing of the DB, which admits the Put, makes room, syncs the file
-// and commits what Write returns. It also writes a Delete's tombstone
-// extent (WriteTombstone; format/tombstone.go draws the record) and adds to
-// a catalog batch the keys that catalogue a put or a tombstone-backed
-// delete (AddPut, AddDelete: header and index entry, the blob file records
+// and commits what Write returns. It also writes the tombstone extents of
+// a Delete or an eviction, one per packet in one write (WriteTombstones;
+// format/tombstone.go draws the record) and adds to a catalog batch the
+// keys that catalogue a put or tombstone-backed deletes (AddPut,
+// AddDeletes: header and index entry, the blob file records
 // of store/internal/catalog, the next-blob and next-record sequences),
 // reading blob file records through the Records function it is given.
 //
