@@ -48,10 +48,21 @@ func Packet(m *llama.Model, spec *format.ModelSpec, namespace, id string, a *Ada
 	if err != nil {
 		return nil, err
 	}
-	p := &store.Packet{Namespace: namespace, Model: spec}
+	p, err := CachePacket(spec, namespace, doc, c)
+	if err != nil {
+		return nil, err
+	}
 	if a != nil {
 		p.AdapterID, p.HeaderTokens, p.TrailerTokens = id, a.StoredHeaderRows(), a.TrailerRows()
 	}
+	return p, nil
+}
+
+// CachePacket returns doc's prefilled cache c as a packet of spec in
+// namespace, with no adapter: its keys and values converted from float32
+// to spec's dtype, ready for db.Put.
+func CachePacket(spec *format.ModelSpec, namespace string, doc []int, c *llama.Cache) (*store.Packet, error) {
+	p := &store.Packet{Namespace: namespace, Model: spec}
 	for _, t := range doc {
 		p.TokenIDs = append(p.TokenIDs, uint32(t))
 	}

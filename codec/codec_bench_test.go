@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/internal/cputest"
 	"github.com/kvstore/kvstore/internal/testenv"
 )
 
@@ -43,7 +44,7 @@ func memcpyGBs(b *testing.B, dst, src [][]byte) float64 {
 
 // report adds decoded GB/s, the same against memcpy, the compression ratio
 // and stored bytes per token of the chunk, and GB per CPU-second (cpu0 is
-// cpuTime() when the timed loop began): on a shared machine that one says
+// cputest.Used() when the timed loop began): on a shared machine that one says
 // what the code costs, wall-clock GB/s what it got.
 func report(b *testing.B, d Desc, stored int, memcpy float64, cpu0 time.Duration) {
 	bytes := float64(b.N) * float64(d.RawSize())
@@ -52,7 +53,7 @@ func report(b *testing.B, d Desc, stored int, memcpy float64, cpu0 time.Duration
 	b.ReportMetric(gbs/memcpy, "x_memcpy")
 	b.ReportMetric(float64(d.RawSize())/float64(stored), "ratio")
 	b.ReportMetric(float64(stored)/float64(d.Tokens), "B/token")
-	if cpu := cpuTime() - cpu0; cpu0 > 0 && cpu > 0 {
+	if cpu := cputest.Used() - cpu0; cpu0 > 0 && cpu > 0 {
 		b.ReportMetric(bytes/cpu.Seconds()/1e9, "GB/cpu-s")
 	}
 }
@@ -74,7 +75,7 @@ func BenchmarkEncode(b *testing.B) {
 		dst := mustEncode(b, src, c, d, benchOptions(c))
 		b.SetBytes(int64(len(src)))
 		b.ReportAllocs()
-		cpu0 := cpuTime()
+		cpu0 := cputest.Used()
 		for b.Loop() {
 			dst, _ = Encode(dst[:0], src, c, d, benchOptions(c))
 		}
@@ -89,7 +90,7 @@ func BenchmarkDecode(b *testing.B) {
 		memcpy := memcpyGBs(b, [][]byte{dst}, [][]byte{src})
 		b.SetBytes(int64(len(src)))
 		b.ReportAllocs()
-		cpu0 := cpuTime()
+		cpu0 := cputest.Used()
 		for b.Loop() {
 			if err := Decode(dst, enc, c, d); err != nil {
 				b.Fatal(err)
@@ -126,7 +127,7 @@ func BenchmarkDecodeParallel(b *testing.B) {
 			memcpy := memcpyGBs(b, dsts, raws) // on one core
 			b.SetBytes(int64(raw))
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := cputest.Used()
 			for b.Loop() {
 				if err := DecodeParallel(jobs, 0); err != nil {
 					b.Fatal(err)
@@ -136,7 +137,7 @@ func BenchmarkDecodeParallel(b *testing.B) {
 			b.ReportMetric(gbs, "GB/s")
 			b.ReportMetric(gbs/memcpy, "x_memcpy")
 			b.ReportMetric(float64(stored)/1000, "B/token")
-			if cpu := cpuTime() - cpu0; cpu0 > 0 && cpu > 0 {
+			if cpu := cputest.Used() - cpu0; cpu0 > 0 && cpu > 0 {
 				b.ReportMetric(float64(b.N)*float64(raw)/cpu.Seconds()/1e9, "GB/cpu-s")
 			}
 		})

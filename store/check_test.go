@@ -237,9 +237,16 @@ func TestCheckAfterCrash(t *testing.T) {
 // unsynced data kept.
 func crashClones(t *testing.T, work func(fs vfs.FS, l *ledger)) ([]crashClone, *ledger) {
 	t.Helper()
+	return crashClonesSeeded(t, 3, 4, work)
+}
+
+// crashClonesSeeded is crashClones with the seeds of the generator that
+// picks which unsynced data each clone keeps.
+func crashClonesSeeded(t *testing.T, seed1, seed2 uint64, work func(fs vfs.FS, l *ledger)) ([]crashClone, *ledger) {
+	t.Helper()
 	mem := vfs.NewCrashableMem()
 	l := newLedger()
-	rng := rand.New(rand.NewPCG(3, 4))
+	rng := rand.New(rand.NewPCG(seed1, seed2))
 	var mu sync.Mutex
 	var clones []crashClone
 	take := func(why string) {

@@ -3,13 +3,10 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/kvstore/kvstore/format"
 )
@@ -103,28 +100,7 @@ type crashClone struct {
 // header points at bytes that were not synced), and the store accepts new
 // writes.
 func TestCrashAtEverySync(t *testing.T) {
-	mem := vfs.NewCrashableMem()
-	l := newLedger()
-	rng := rand.New(rand.NewPCG(1, 2))
-	var clonesMu sync.Mutex
-	var clones []crashClone
-	take := func(why string) {
-		clonesMu.Lock()
-		defer clonesMu.Unlock()
-		states := l.snapshot()
-		for _, pct := range []int{0, 50, 100} {
-			fs := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(rng.Uint64(), 0))})
-			clones = append(clones, crashClone{fmt.Sprintf("%d-%s-%d%%", len(clones), why, pct), fs, states})
-		}
-	}
-	hook := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData {
-			take(op.Path)
-		}
-		return nil
-	})
-	crashWorkload(t, errorfs.Wrap(mem, hook), l)
-	take("end")
+	clones, l := crashClonesSeeded(t, 1, 2, func(fs vfs.FS, l *ledger) { crashWorkload(t, fs, l) })
 	t.Logf("%d crash clones", len(clones))
 	if len(clones) < 60 {
 		t.Fatalf("only %d sync points", len(clones))

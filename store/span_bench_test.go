@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -67,13 +66,7 @@ func BenchmarkSpanReconstruct(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := db.PutSpanMemory(context.Background(), "ns", "bench", m); err != nil {
-		b.Fatal(err)
-	}
-	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
+	r := putOpenSpan(b, db, m, "bench")
 	defer r.Release()
 	spans, hd := r.Meta().Spans, spanBenchSpec.HeadDim
 	out := make([]byte, 512*hd*2)

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"math"
 	"testing"
@@ -17,13 +16,7 @@ func openRouting(t *testing.T, db *DB) (*SpanReader, *SpanMemory) {
 	t.Helper()
 	_, in := spanFixture(t, 96, 0, format.DTypeF32)
 	m := buildSpans(t, db, in, SpanOptions{ProjectionDim: 8})
-	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m); err != nil {
-		t.Fatal(err)
-	}
-	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := putOpenSpan(t, db, m, "ctx")
 	t.Cleanup(r.Release)
 	return r, m
 }

@@ -67,6 +67,20 @@ func openSpanDB(t testing.TB, disk bool) (*DB, vfs.FS, string) {
 	return db, fs, dir
 }
 
+// putOpenSpan puts m as context name of namespace "ns" and opens it for
+// reading; the caller releases the reader.
+func putOpenSpan(t testing.TB, db *DB, m *SpanMemory, name string) *SpanReader {
+	t.Helper()
+	if _, err := db.PutSpanMemory(context.Background(), "ns", name, m); err != nil {
+		t.Fatal(err)
+	}
+	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func buildSpans(t testing.TB, db *DB, in *SpanInput, o SpanOptions) *SpanMemory {
 	t.Helper()
 	if o.Segment == (segment.Options{}) {
@@ -230,13 +244,7 @@ func TestSpanMemoryExactAtFullRank(t *testing.T) {
 	defer db.Close()
 	_, in := spanFixture(t, 64, 0, format.DTypeF32)
 	m := buildSpans(t, db, in, SpanOptions{SVD: reconstruct.SVDOptions{Energy: 1}})
-	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx-1", m); err != nil {
-		t.Fatal(err)
-	}
-	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := putOpenSpan(t, db, m, "ctx-1")
 	defer r.Release()
 	hd, n := m.Model.HeadDim, m.Tokens
 	for s, sp := range m.Segmentation.Spans {
@@ -263,13 +271,7 @@ func TestSpanMemoryResidentRows(t *testing.T) {
 	defer db.Close()
 	model, in := spanFixture(t, 48, 100, format.DTypeF32)
 	m := buildSpans(t, db, in, SpanOptions{})
-	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx-1", m); err != nil {
-		t.Fatal(err)
-	}
-	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := putOpenSpan(t, db, m, "ctx-1")
 	defer r.Release()
 	kb, vb, err := r.Resident(1)
 	if err != nil {
@@ -429,13 +431,7 @@ func TestSpanMemoryDeleteAndReplace(t *testing.T) {
 	defer db.Close()
 	_, in := spanFixture(t, 64, 0, format.DTypeBF16)
 	m := buildSpans(t, db, in, SpanOptions{})
-	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m); err != nil {
-		t.Fatal(err)
-	}
-	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := putOpenSpan(t, db, m, "ctx")
 	defer r.Release()
 	if _, err := r.Head(0, 0); err != nil { // read now: stays readable after the replace
 		t.Fatal(err)
@@ -498,13 +494,7 @@ func TestSpanMemoryCorruptBlock(t *testing.T) {
 			db, fs, dir := openSpanDB(t, disk)
 			_, in := spanFixture(t, 64, 0, format.DTypeF32)
 			m := buildSpans(t, db, in, SpanOptions{})
-			if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m); err != nil {
-				t.Fatal(err)
-			}
-			r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx")
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := putOpenSpan(t, db, m, "ctx")
 			s := firstFactored(t, r.Meta())
 			h, err := r.Head(1, 0)
 			if err != nil {

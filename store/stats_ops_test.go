@@ -56,13 +56,7 @@ func TestSpanReadLatency(t *testing.T) {
 	defer db.Close()
 	_, in := spanFixture(t, 48, 0, format.DTypeF32)
 	m := buildSpans(t, db, in, SpanOptions{})
-	if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx-1", m); err != nil {
-		t.Fatal(err)
-	}
-	r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := putOpenSpan(t, db, m, "ctx-1")
 	defer r.Release()
 	before := db.Stats().SpanReadLatency.Count
 	if _, _, err := r.Resident(1); err != nil {

@@ -354,19 +354,9 @@ func storeDoc(db *store.DB, m *llama.Model, spec *format.ModelSpec, doc []int) (
 	if err != nil {
 		return format.PacketID{}, err
 	}
-	p := &store.Packet{Namespace: namespace, Model: spec}
-	for _, t := range doc {
-		p.TokenIDs = append(p.TokenIDs, uint32(t))
-	}
-	for _, kv := range out.Cache.Layers {
-		k, v := make([]byte, len(kv.K)*spec.DType.Size()), make([]byte, len(kv.V)*spec.DType.Size())
-		if err := format.FromF32(k, kv.K, spec.DType); err != nil {
-			return format.PacketID{}, err
-		}
-		if err := format.FromF32(v, kv.V, spec.DType); err != nil {
-			return format.PacketID{}, err
-		}
-		p.Layers = append(p.Layers, store.Layer{K: k, V: v})
+	p, err := adapter.CachePacket(spec, namespace, doc, out.Cache)
+	if err != nil {
+		return format.PacketID{}, err
 	}
 	return db.Put(context.Background(), p)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/kvstore/kvstore/internal/dirsync"
 )
 
 // plainPeer keeps one file per packet, written with one write and an fsync
@@ -53,7 +55,7 @@ func (p *plainPeer) Put(id uint64, pk *Packet) error {
 		err = cerr
 	}
 	if err == nil {
-		err = syncDir(p.dir)
+		err = dirsync.Sync(p.dir)
 	}
 	if err != nil {
 		return fmt.Errorf("plain: put %d: %w", id, err)
@@ -85,16 +87,3 @@ func (p *plainPeer) Get(id uint64, visit Visit) error {
 
 func (p *plainPeer) Settle() error { return nil }
 func (p *plainPeer) Close() error  { return nil }
-
-// syncDir fsyncs a directory so that the names created in it are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}

@@ -134,6 +134,20 @@ func GoSrcDir(pkg string) (string, error) {
 	return filepath.Join(strings.TrimSpace(string(out)), "src", filepath.FromSlash(pkg)), nil
 }
 
+// LoadStories loads stories260K (testenv.ModelPath). When the file is not
+// there it returns nil and no error, unless required: then the error says
+// where it was looked for.
+func LoadStories(required bool) (*llama.Model, error) {
+	p, ok := testenv.ModelPath("stories260K.bin")
+	switch {
+	case ok:
+		return llama.Load(p)
+	case required:
+		return nil, fmt.Errorf("stories260K not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
+	}
+	return nil, nil
+}
+
 // LoadGoCode loads gocode-hd64 (testenv.ModelPath) and, unless pkg is
 // empty, n tokens of GoDocs(docBytes) from the standard-library package pkg. name
 // labels the model and its text in reports.

@@ -139,16 +139,7 @@ func header(t *testing.T, dir string, id format.PacketID) *format.PacketHeader {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var h *format.PacketHeader
-	if err := db.Headers(func(x *format.PacketHeader) error {
-		if x.ID == id {
-			h = x
-		}
-		return nil
-	}); err != nil || h == nil {
-		t.Fatalf("header of %s: %v", id.Short(), err)
-	}
-	return h
+	return header2(t, db, id)
 }
 
 // Every verb needs --dir, and refuses bad flags, with exit 2; a directory

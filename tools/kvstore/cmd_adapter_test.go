@@ -25,16 +25,7 @@ func TestAdapterTrainExportImport(t *testing.T) {
 	if rep.Header != 2 || rep.Trailer != 1 || rep.Bytes != 3*64*4 || len(rep.EpochLoss) != 2 || !strings.HasPrefix(rep.ID, "kvp-") {
 		t.Fatalf("report %+v", rep)
 	}
-	file := filepath.Join(t.TempDir(), "a.safetensors")
-	kv(t, "--dir", dir, "adapter", "export", "--model", model, "--id", rep.ID, file).want(t, exitOK)
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := adapter.Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, a := exportAdapter(t, dir, model, rep.ID)
 	if a.ID() != rep.ID || !strings.Contains(a.TrainConfig, `"epochs":2`) {
 		t.Fatalf("exported adapter %s (config %s), stored %s", a.ID(), a.TrainConfig, rep.ID)
 	}
@@ -59,8 +50,19 @@ func TestAdapterTrainInitToken(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v: %q", err, r.stdout)
 	}
+	_, a := exportAdapter(t, dir, model, rep.ID)
+	if !a.HideHeader || len(a.Header) != a.Dim || len(a.Trailer) != 0 {
+		t.Fatalf("--init token stored hide=%v, %d header and %d trailer values (dim %d)", a.HideHeader, len(a.Header), len(a.Trailer), a.Dim)
+	}
+	kv(t, "--dir", dir, "adapter", "train", "--model", model, "--init", "bos").want(t, exitUsage)
+}
+
+// exportAdapter runs adapter export of id from the store in dir and
+// returns the file it wrote and the adapter decoded from it.
+func exportAdapter(t *testing.T, dir, model, id string) (string, *adapter.Adapter) {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "a.safetensors")
-	kv(t, "--dir", dir, "adapter", "export", "--model", model, "--id", rep.ID, file).want(t, exitOK)
+	kv(t, "--dir", dir, "adapter", "export", "--model", model, "--id", id, file).want(t, exitOK)
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -69,8 +71,5 @@ func TestAdapterTrainInitToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !a.HideHeader || len(a.Header) != a.Dim || len(a.Trailer) != 0 {
-		t.Fatalf("--init token stored hide=%v, %d header and %d trailer values (dim %d)", a.HideHeader, len(a.Header), len(a.Trailer), a.Dim)
-	}
-	kv(t, "--dir", dir, "adapter", "train", "--model", model, "--init", "bos").want(t, exitUsage)
+	return file, a
 }

@@ -29,35 +29,19 @@ func runCheck(ctx context.Context, e *env, args []string) error {
 	if err := noArgs(args); err != nil {
 		return err
 	}
-	var out *checkOutput
-	if r, err := remote(e); err != nil {
-		return err
-	} else if r {
-		out = new(checkOutput)
-		if err := fetch(ctx, e, "/check", nil, out); err != nil {
-			return err
-		}
-	} else {
-		db, err := openStore(e, false)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
+	out, err := report(ctx, e, "/check", nil, func(db *store.DB) (*checkOutput, error) {
 		p := newProgress(e, "check")
 		rep, err := db.Check(ctx, store.CheckOptions{Progress: func(done, total int64) { p.update(done, total, false) }})
 		p.done()
 		if err != nil {
-			return err
+			return nil, err
 		}
-		out = (*checkOutput)(admin.CheckOf(rep))
-	}
-	if err := output(e, out, out.text); err != nil {
+		return (*checkOutput)(admin.CheckOf(rep)), nil
+	})
+	if err != nil {
 		return err
 	}
-	if len(out.Findings) > 0 {
-		return fmt.Errorf("%d findings", len(out.Findings))
-	}
-	return nil
+	return outputFindings(e, out, out.text, len(out.Findings))
 }
 
 func (o *checkOutput) text(w io.Writer) error {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kvstore/kvstore/adapter"
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/store"
@@ -244,7 +245,7 @@ func demoPut(db *store.DB, m *llama.Model, spec *format.ModelSpec, tokens []int,
 		return nil, err
 	}
 	d := &demoDoc{tokens: tokens, cache: out.Cache}
-	if d.packet, err = demoPacketOf(spec, tokens, out.Cache); err != nil {
+	if d.packet, err = adapter.CachePacket(spec, demoNamespace, tokens, out.Cache); err != nil {
 		return nil, err
 	}
 	id := format.ComputePacketID(demoNamespace, spec.Fingerprint(), "", d.packet.TokenIDs)
@@ -266,25 +267,6 @@ func demoPut(db *store.DB, m *llama.Model, spec *format.ModelSpec, tokens []int,
 }
 
 const demoNamespace = "demo"
-
-// demoPacketOf turns a prefilled cache into a packet in spec's dtype.
-func demoPacketOf(spec *format.ModelSpec, tokens []int, c *llama.Cache) (*store.Packet, error) {
-	p := &store.Packet{Namespace: demoNamespace, Model: spec}
-	for _, t := range tokens {
-		p.TokenIDs = append(p.TokenIDs, uint32(t))
-	}
-	for _, kv := range c.Layers {
-		k, v := make([]byte, len(kv.K)*spec.DType.Size()), make([]byte, len(kv.V)*spec.DType.Size())
-		if err := format.FromF32(k, kv.K, spec.DType); err != nil {
-			return nil, err
-		}
-		if err := format.FromF32(v, kv.V, spec.DType); err != nil {
-			return nil, err
-		}
-		p.Layers = append(p.Layers, store.Layer{K: k, V: v})
-	}
-	return p, nil
-}
 
 // demoVerify reads every chunk of d's packet through a view (each checked
 // against its CRC32C on first read) and compares it with what was put.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/safetensors"
+	"github.com/kvstore/kvstore/internal/dirsync"
 	"github.com/kvstore/kvstore/store"
 	"github.com/spf13/pflag"
 )
@@ -149,18 +150,5 @@ func writeFileAtomic(name string, write func(io.Writer) (int64, error)) (n int64
 	if err = os.Rename(tmp.Name(), name); err != nil {
 		return 0, err
 	}
-	return n, syncDir(dir)
-}
-
-// syncDir fsyncs directory dir, so that a rename in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return n, dirsync.Sync(dir)
 }

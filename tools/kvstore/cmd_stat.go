@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/kvstore/kvstore/store"
 	"github.com/kvstore/kvstore/store/admin"
 	"github.com/spf13/pflag"
 )
@@ -25,25 +26,12 @@ func runStat(ctx context.Context, e *env, args []string) error {
 	if err := noArgs(args); err != nil {
 		return err
 	}
-	var out *statOutput
-	if r, err := remote(e); err != nil {
-		return err
-	} else if r {
-		out = new(statOutput)
-		if err := fetch(ctx, e, "/stats", nil, out); err != nil {
-			return err
-		}
-	} else {
-		db, err := openStore(e, false)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
+	out, err := report(ctx, e, "/stats", nil, func(db *store.DB) (*statOutput, error) {
 		s, err := admin.StatsOf(db)
-		if err != nil {
-			return err
-		}
-		out = (*statOutput)(s)
+		return (*statOutput)(s), err
+	})
+	if err != nil {
+		return err
 	}
 	return output(e, out, out.text)
 }

@@ -48,36 +48,21 @@ func runVerify(ctx context.Context, e *env, args []string, max int) error {
 	if max < 0 {
 		return fmt.Errorf("%w: --max-findings %d is negative", errUsage, max)
 	}
-	var out *verifyOutput
-	if r, err := remote(e); err != nil {
-		return err
-	} else if r {
-		out = new(verifyOutput)
-		if err := fetch(ctx, e, "/verify", url.Values{"max_findings": {strconv.Itoa(max)}}, out); err != nil {
-			return err
-		}
-	} else {
-		db, err := openStore(e, false)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
+	q := url.Values{"max_findings": {strconv.Itoa(max)}}
+	out, err := report(ctx, e, "/verify", q, func(db *store.DB) (*verifyOutput, error) {
 		p := newProgress(e, "verify")
 		rep, err := db.Verify(ctx, store.VerifyOptions{MaxFindings: max,
 			Progress: func(done, total int64) { p.update(done, total, true) }})
 		p.done()
 		if err != nil {
-			return err
+			return nil, err
 		}
-		out = (*verifyOutput)(admin.VerifyOf(rep))
-	}
-	if err := output(e, out, out.text); err != nil {
+		return (*verifyOutput)(admin.VerifyOf(rep)), nil
+	})
+	if err != nil {
 		return err
 	}
-	if len(out.Findings) > 0 {
-		return fmt.Errorf("%d findings", len(out.Findings))
-	}
-	return nil
+	return outputFindings(e, out, out.text, len(out.Findings))
 }
 
 func (o *verifyOutput) text(w io.Writer) error {

@@ -57,3 +57,15 @@ func encodeJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// outputFindings prints v as output does and then fails, naming how many,
+// when there are findings: check and verify exit 1 on any.
+func outputFindings(e *env, v any, text func(w io.Writer) error, findings int) error {
+	if err := output(e, v, text); err != nil {
+		return err
+	}
+	if findings > 0 {
+		return fmt.Errorf("%d findings", findings)
+	}
+	return nil
+}

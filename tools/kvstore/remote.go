@@ -70,3 +70,25 @@ func fetch(ctx context.Context, e *env, path string, q url.Values, v any) error 
 	}
 	return nil
 }
+
+// report is what a read-only verb prints: fetched from the admin handler's
+// path (with query q) when --addr is given, else made by local from the
+// store in --dir, opened read-only and closed before report returns. Both
+// ways give the same admin type, so the verb prints it one way.
+func report[T any](ctx context.Context, e *env, path string, q url.Values, local func(*store.DB) (*T, error)) (*T, error) {
+	if r, err := remote(e); err != nil {
+		return nil, err
+	} else if r {
+		out := new(T)
+		if err := fetch(ctx, e, path, q, out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	db, err := openStore(e, false)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return local(db)
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/internal/cputest"
 	"github.com/kvstore/kvstore/prune"
 )
 
@@ -110,16 +111,16 @@ func BenchmarkFillPaged(b *testing.B) {
 			var memcpy, cpuCopy, cpuRun time.Duration
 			for range b.N {
 				b.StopTimer()
-				start, c0 := time.Now(), cpuTime()
+				start, c0 := time.Now(), cputest.Used()
 				copyAll(srcs, contig, tokens, workers)
 				memcpy += time.Since(start)
-				c1 := cpuTime()
+				c1 := cputest.Used()
 				cpuCopy += c1 - c0
 				b.StartTimer()
 				if err := a.Run(context.Background(), paged, &Options{Workers: workers}); err != nil {
 					b.Fatal(err)
 				}
-				cpuRun += cpuTime() - c1
+				cpuRun += cputest.Used() - c1
 			}
 			b.ReportMetric(float64(n)*float64(b.N)/memcpy.Seconds()/1e6, "memcpy-MB/s")
 			b.ReportMetric(memcpy.Seconds()/b.Elapsed().Seconds(), "x-memcpy")

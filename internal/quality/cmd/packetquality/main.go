@@ -25,7 +25,6 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/internal/quality"
-	"github.com/kvstore/kvstore/internal/testenv"
 )
 
 // docBytes is -doc-bytes.
@@ -120,16 +119,13 @@ func run(models, goPkg string, stCtx, rndCtx, cont, group, queries int, seed uin
 			BOS: quality.GoBOS, Text: text, Seed: seed, Options: opts, LowRank: goLR, TOVAQueries: queries})
 	}
 	if want("stories") {
-		p, ok := testenv.ModelPath("stories260K.bin")
-		if ok {
-			m, err := llama.Load(p)
-			if err != nil {
-				return err
-			}
+		m, err := quality.LoadStories(models != "all")
+		if err != nil {
+			return err
+		}
+		if m != nil {
 			cfgs = append(cfgs, quality.PacketConfig{Name: "stories260K (real weights)", Model: m, Context: stCtx,
 				Continuation: cont, BOS: 1, Seed: seed, Options: opts, LowRank: stLR, TOVAQueries: queries})
-		} else if models != "all" {
-			return fmt.Errorf("stories260K not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
 		}
 	}
 	if want("random") {

@@ -20,7 +20,6 @@ import (
 
 	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/internal/quality"
-	"github.com/kvstore/kvstore/internal/testenv"
 	"github.com/kvstore/kvstore/segment"
 )
 
@@ -64,16 +63,13 @@ func run(models, goPkg string, stCtx, rndCtx, cont int, budgetList string, seed 
 			BOS: quality.GoBOS, Text: text, Budgets: budgets, Ranks: ranks, Seed: seed})
 	}
 	if want("stories") {
-		p, ok := testenv.ModelPath("stories260K.bin")
-		if ok {
-			m, err := llama.Load(p)
-			if err != nil {
-				return err
-			}
+		m, err := quality.LoadStories(models != "all")
+		if err != nil {
+			return err
+		}
+		if m != nil {
 			cfgs = append(cfgs, quality.Config{Name: "stories260K (real weights)", Model: m, Context: stCtx, Continuation: cont,
 				BOS: 1, Budgets: budgets, Ranks: ranks, Seed: seed})
-		} else if models != "all" {
-			return fmt.Errorf("stories260K not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
 		}
 	}
 	if want("random") {

@@ -1,15 +1,15 @@
 //go:build unix
 
-package codec
+package cputest
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is the CPU time (user + system) this process has used: on a busy
-// machine it measures a benchmark's work where wall time measures its wait.
-func cpuTime() time.Duration {
+// Used is the CPU time (user + system) this process has used so far, or 0
+// when getrusage fails.
+func Used() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package codec
-
-import "time"
-
-// cpuTime is unknown here; benchmarks then report no CPU-time figures.
-func cpuTime() time.Duration { return 0 }
