@@ -67,6 +67,9 @@ func (db *DB) storedFor(op, ns string, model format.Fingerprint, id format.Packe
 // A tombstone frees room: it is written even while a full disk holds new
 // data back (space.go), or a full store could not be emptied.
 func (db *DB) appendTombstones(ts []*format.Tombstone, hs []*format.PacketHeader, add func(b *pebble.Batch)) error {
+	if len(ts) == 0 || len(ts) != len(hs) {
+		return fmt.Errorf("%w: %d tombstones for %d packets", ErrInvalidArgument, len(ts), len(hs)) // a caller's bug
+	}
 	k := uint64(len(ts))
 	write := func(a *bloblog.Active) (uint64, error) { return packet.WriteTombstones(a, ts) }
 	commit := func(a *bloblog.Active, n uint64) error {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -98,4 +99,24 @@ func TestRecoverAfterEviction(t *testing.T) {
 	db = openDisk(t, dir, o)
 	defer db.Close()
 	wantPackets(t, db, spec, kept, gone)
+}
+
+// TestAppendTombstonesRejects: no tombstone, or a count that does not match
+// the packets, is a caller's bug that writes nothing.
+func TestAppendTombstonesRejects(t *testing.T) {
+	dir := t.TempDir()
+	db := openDisk(t, dir, nil)
+	defer db.Close()
+	before := db.BlobFiles()
+	for _, c := range []struct {
+		ts []*format.Tombstone
+		hs []*format.PacketHeader
+	}{{nil, nil}, {[]*format.Tombstone{{}}, nil}} {
+		if err := db.appendTombstones(c.ts, c.hs, nil); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%d tombstones for %d packets: %v, want ErrInvalidArgument", len(c.ts), len(c.hs), err)
+		}
+	}
+	if after := db.BlobFiles(); len(after) != len(before) || (len(after) > 0 && after[len(after)-1].Size != before[len(before)-1].Size) {
+		t.Errorf("blob files changed: %+v, were %+v", after, before)
+	}
 }

@@ -45,10 +45,8 @@ func streamKernel(dst, src unsafe.Pointer, rows, rb, ds, ss int) bool {
 // StreamRows) made on this goroutine before what follows: SFENCE.
 func Fence()
 
-// prefetchRows hints rows rows of rb bytes at stride into the cache,
-// one PREFETCHT0 per 64 bytes; rows >= 1, rb >= 1.
+// prefetch hints rows rows of rb bytes at stride into the cache, one
+// PREFETCHT0 per 64 bytes; rows >= 1, rb >= 1.
 //
 //go:noescape
-func prefetchRows(p unsafe.Pointer, rows, rb, stride int)
-
-func prefetch(p unsafe.Pointer, rows, rb, stride int) { prefetchRows(p, rows, rb, stride) }
+func prefetch(p unsafe.Pointer, rows, rb, stride int)

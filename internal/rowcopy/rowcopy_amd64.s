@@ -63,8 +63,8 @@ TEXT ·Fence(SB), NOSPLIT, $0-0
 	SFENCE
 	RET
 
-// func prefetchRows(p unsafe.Pointer, rows, rb, stride int)
-TEXT ·prefetchRows(SB), NOSPLIT, $0-32
+// func prefetch(p unsafe.Pointer, rows, rb, stride int)
+TEXT ·prefetch(SB), NOSPLIT, $0-32
 	MOVQ p+0(FP), SI
 	MOVQ rows+8(FP), CX
 	MOVQ rb+16(FP), R8
