@@ -367,6 +367,49 @@ func BenchmarkShift(b *testing.B) {
 	})
 }
 
+// BenchmarkShiftKernels is BenchmarkShift's bf16 case with each kernel set
+// the CPU has switched in turn (AVX512_BF16 rounding, integer AVX-512,
+// AVX2), so that their speeds are read side by side in one run:
+//
+//	go test -run '^$' -bench ShiftKernels -count 3 -cpu 1 ./reconstruct
+func BenchmarkShiftKernels(b *testing.B) {
+	wide, bf16 := shiftAVX512, shiftAVX512BF16
+	defer func() { shiftAVX512, shiftAVX512BF16 = wide, bf16 }()
+	const heads, tokens, hd = 8, 1000, 128
+	r := mustRoPE(b, ropeLlama31, hd)
+	buf := shiftEncode(b, ropeRandVec(rand.New(rand.NewPCG(17, 18)), heads*tokens*hd), format.DTypeBF16)
+	for _, k := range []struct {
+		name       string
+		wide, bf16 bool
+	}{{"avx512bf16", true, true}, {"avx512", true, false}, {"avx2", false, false}} {
+		if k.wide && !wide || k.bf16 && !bf16 {
+			continue // not on this CPU: nothing to measure
+		}
+		shiftAVX512, shiftAVX512BF16 = k.wide, k.bf16
+		b.Run(k.name, func(b *testing.B) {
+			sh, err := NewShifter(r, 1) // built with this kernel set
+			if err != nil {
+				b.Fatal(err)
+			}
+			back, err := NewShifter(r, -1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(buf)))
+			for i := 0; b.Loop(); i++ {
+				s := sh
+				if i%2 == 1 {
+					s = back // +1, -1: keeps values bounded
+				}
+				if err := s.Shift(buf, buf, format.DTypeBF16, heads, tokens); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(shiftMemcpyTime(len(buf))/(float64(b.Elapsed())/float64(b.N)), "x-memcpy")
+		})
+	}
+}
+
 // shiftCopyBuffers returns two n-byte buffers with every page written (a
 // fresh allocation may map the shared zero page, which copies too fast).
 func shiftCopyBuffers(n int) (src, dst []byte) {

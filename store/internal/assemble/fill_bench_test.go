@@ -3,6 +3,7 @@ package assemble
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -73,7 +74,9 @@ func (s *benchSource) Guard(f func() error) error        { return f() }
 // copy of the same bytes into a contiguous destination with as many
 // goroutines (untimed, memcpy-MB/s); x-memcpy is the ratio of wall times,
 // cpu-x-memcpy that of the process's CPU time in each, which moves less
-// when other processes share the cores. Run it as:
+// when other processes share the cores. The destination (393 MB) is past
+// streamMin, so rows are stored with non-temporal hints; cached-workers-N
+// stores them through the cache instead, for the comparison. Run it as:
 //
 //	go test -run '^$' -bench FillPaged -benchtime 5x -count 3 ./store/internal/assemble
 func BenchmarkFillPaged(b *testing.B) {
@@ -104,8 +107,20 @@ func BenchmarkFillPaged(b *testing.B) {
 	}
 	copyAll(srcs, contig, tokens, 2)
 	n := int64(2 * m.Layers * T * m.KVHeads * rb)
-	for _, workers := range []int{1, runtime.GOMAXPROCS(0)} {
-		b.Run(fmt.Sprintf("workers-%d", workers), func(b *testing.B) {
+	saved := streamMin
+	defer func() { streamMin = saved }()
+	for _, c := range []struct {
+		name    string
+		workers int
+		min     int
+	}{
+		{"workers-1", 1, saved},
+		{fmt.Sprintf("workers-%d", runtime.GOMAXPROCS(0)), runtime.GOMAXPROCS(0), saved},
+		{fmt.Sprintf("cached-workers-%d", runtime.GOMAXPROCS(0)), runtime.GOMAXPROCS(0), math.MaxInt},
+	} {
+		workers := c.workers
+		streamMin = c.min
+		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(n)
 			b.ReportAllocs()
 			var memcpy, cpuCopy, cpuRun time.Duration
