@@ -12,8 +12,8 @@ import (
 // extent bytes of the store (packets and span memories) past it first
 // evicts packets, in Options.Eviction order, skipping pinned ones and the
 // packet being put: a tombstone each, written in one append and
-// fdatasynced (so that store.Recover keeps them evicted), then one synced
-// batch, as Delete does; if even evicting every
+// fdatasynced (so that store.Recover keeps them evicted), then one batch,
+// as Delete does; if even evicting every
 // candidate could not make room, the Put fails with ErrNoSpace and
 // nothing is evicted. Span memories count towards the cap but are never
 // evicted. Pins are durable (store/internal/access draws their record),
@@ -112,7 +112,7 @@ func (db *DB) makeRoom(need uint64) error {
 }
 
 // evict deletes vs as Delete does, with a tombstone each written in one
-// append, and one synced batch (access.Evictor).
+// append, and one batch (access.Evictor), committed as Delete's.
 func (db *DB) evict(vs []access.Victim) error {
 	e := access.Evictor{Header: db.header, Record: db.record, Seq: db.w.Seq, Tombstones: db.appendTombstones}
 	hs, err := e.Evict(vs)

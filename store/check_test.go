@@ -252,11 +252,12 @@ func crashClonesSeeded(t *testing.T, seed1, seed2 uint64, work func(fs vfs.FS, l
 	take := func(why string) {
 		mu.Lock()
 		defer mu.Unlock()
-		states := l.snapshot()
-		for _, pct := range []int{0, 50, 100} {
-			fs := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(rng.Uint64(), 0))})
-			clones = append(clones, crashClone{fmt.Sprintf("%d-%s-%d%%", len(clones), why, pct), fs, states})
-		}
+		l.frozen(func(states map[format.PacketID]packetState) {
+			for _, pct := range []int{0, 50, 100} {
+				fs := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(rng.Uint64(), 0))})
+				clones = append(clones, crashClone{fmt.Sprintf("%d-%s-%d%%", len(clones), why, pct), fs, states})
+			}
+		})
 	}
 	hook := errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData {

@@ -44,10 +44,16 @@ func (db *DB) closeFiles() {
 	}
 }
 
-// closeCatalog closes the catalog. After a fatal catalog error Pebble may
-// report another one while closing; that too becomes an error, and the
-// first failure is what Close returns.
+// closeCatalog stops the catalog's syncer and closes the catalog, which
+// syncs its WAL. After a fatal catalog error Pebble may report another one
+// while closing; that too becomes an error, and the first failure is what
+// Close returns.
 func (db *DB) closeCatalog() error {
+	if db.catSync != nil {
+		if serr := db.catSync.Stop(); db.failed == nil {
+			db.failed = serr
+		}
+	}
 	err := db.cat.Close()
 	if db.failed != nil {
 		err = db.failed

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -27,6 +28,9 @@ type DB struct {
 	// sharedLock: lock is a shared flock (a read-only open, store/internal/lock)
 	sharedLock bool
 	cat        *catalog.Catalog
+	// catSync syncs the catalog's WAL behind unsynced commits
+	// (commitLogged); nil on a read-only store.
+	catSync *catalog.Syncer
 
 	gate *gate.Gate // every call passes it; Close closes it
 
@@ -60,7 +64,52 @@ func (db *DB) leave() { db.gate.Leave() }
 // commit commits b durably, counting it; a catalog failure that needs a
 // reopen is remembered so that later writes fail fast. Writers only.
 func (db *DB) commit(b *pebble.Batch) error {
-	err := timed(&db.st.catalogSyncs, &db.st.catalogSyncNanos, func() error { return db.cat.Commit(b) })
+	return db.failedBy(timed(&db.st.catalogSyncs, &db.st.catalogSyncNanos, func() error { return db.cat.Commit(b) }))
+}
+
+// commitLogged commits b without waiting for the catalog's WAL to sync, as
+// commit does otherwise: for a batch whose every change the blob log holds
+// in records fdatasynced before it (put records and tombstones), so that
+// the blob log, not the catalog, is what makes the change durable: a crash
+// that loses the batch leaves records past the catalog's ends, and Open's
+// reconcile applies them again (docs/decisions.md, "The blob log is the
+// log of record"). Writers only.
+//
+// The catalog's syncer is then asked to sync the WAL in the background
+// (catalog.Syncer), so that the catalog lags the blob log by about one
+// WAL fsync, and a reconcile after a crash has little to read.
+func (db *DB) commitLogged(b *pebble.Batch) error {
+	db.st.catalogUnsynced.Add(1)
+	if err := db.failedBy(db.cat.CommitUnsynced(b)); err != nil {
+		return err
+	}
+	if db.catSync != nil {
+		db.catSync.Kick()
+	}
+	return nil
+}
+
+// startCatalogSync starts the catalog's syncer (a writable store only),
+// its syncs counted with the synced commits.
+func (db *DB) startCatalogSync() {
+	db.catSync = db.cat.StartSyncer(func(d time.Duration) {
+		db.st.catalogSyncNanos.Add(uint64(d))
+		db.st.catalogSyncs.observe(d)
+	})
+}
+
+// syncFailure returns, once, a failure of the catalog's background sync,
+// to be remembered in db.failed (writer lock held); nil otherwise.
+func (db *DB) syncFailure() error {
+	if db.catSync == nil {
+		return nil
+	}
+	return db.catSync.Err()
+}
+
+// failedBy remembers a catalog failure that needs a reopen, so that later
+// writes fail fast, and returns err.
+func (db *DB) failedBy(err error) error {
 	if errors.Is(err, ErrFailed) {
 		db.failed = err
 	}

@@ -14,8 +14,10 @@ import (
 // Delete removes packet id of namespace ns, stored for model: it appends a
 // tombstone extent to the blob log and fdatasyncs it (so that a catalog
 // rebuilt from the blob log keeps the packet deleted), then removes the
-// packet from the catalog in one synced batch: afterwards Get and List no
-// longer find it.
+// packet from the catalog in one batch: afterwards Get and List no longer
+// find it. The tombstone's fdatasync makes the delete durable; the batch
+// does not wait for a sync of its own (a crash that loses it leaves the
+// tombstone past the catalog's end, which the next Open applies again).
 // Its extent's bytes become dead (see Stats and BlobFiles); Views already
 // taken keep reading them until released, and space is reclaimed by
 // compaction. It is ErrNotFound if absent, ErrModelMismatch if stored for
@@ -61,7 +63,8 @@ func (db *DB) storedFor(op, ns string, model format.Fingerprint, id format.Packe
 
 // appendTombstones writes ts (sequences from db.w.Seq on), the tombstones
 // of hs, as consecutive tombstone extents at the end of the active file,
-// fdatasyncs them, and commits in one synced batch the deletion of hs
+// fdatasyncs them, and commits in one batch (commitLogged: the tombstones
+// hold it) the deletion of hs
 // (packet.AddDeletes) with what add puts in it (the packets' access and
 // pin records), then installs the records.
 // A tombstone frees room: it is written even while a full disk holds new
@@ -79,7 +82,7 @@ func (db *DB) appendTombstones(ts []*format.Tombstone, hs []*format.PacketHeader
 		x.Seq += k - 1
 		add(b)
 		out := packet.AddDeletes(b, hs, x)
-		if err := db.commit(b); err != nil {
+		if err := db.commitLogged(b); err != nil {
 			return err
 		}
 		db.w.Committed(n)

@@ -172,13 +172,25 @@
 //	write extent at the file's size -> fdatasync the blob file
 //	  (a new file: blob header written and the blobs/ directory synced first)
 //	-> one Pebble batch: header, index entry, model spec if new, blob file
-//	   record(s), next-blob sequence -> Commit(pebble.Sync) -> visible
+//	   record(s), next-blob and next-record sequences
+//	   -> CommitUnsynced (pebble.NoSync) -> visible, acknowledged
 //
-// A crash before the batch commits leaves bytes past the recorded size that
-// nothing references. On Open they are ignored and the next extent simply
-// overwrites them (vfs.File has no truncate, and nothing needs it); a later
-// garbage collector reclaims space. A header never points at bytes that were
-// not synced, and a new extent never overwrites catalogued bytes.
+// The extent's fdatasync is Put's one device flush, and its durability
+// point: the put record leading the extent holds every catalog entry the
+// batch writes, so the blob log, not the catalog's WAL, is the log of
+// record (docs/decisions.md). The batch is durable once a later synced
+// commit (span memories, artifacts, compaction, GC) or Close syncs the
+// catalog's WAL, which covers every batch before it. A crash that loses it
+// leaves a synced put record past the blob file's recorded size, and Open's
+// reconcile (reconcile.go) applies it again before the store serves. A
+// crash before the fdatasync leaves bytes past the recorded size that are
+// not a whole extent: reconcile ignores them, the next extent overwrites
+// them (vfs.File has no truncate, and nothing needs it). A header never
+// points at bytes that were not synced, and a new extent never overwrites
+// catalogued bytes. Delete and eviction commit the same way behind their
+// synced tombstones; batches that no blob-log record holds (span memories,
+// artifacts, compaction, GC, reconcile's own) are committed with
+// pebble.Sync.
 //
 // # Reads
 //

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -146,8 +147,12 @@ func checkAfterFaults(t *testing.T, mem vfs.FS, l *ledger, name string) {
 
 // TestCatalogCommitFailure fails the catalog's WAL during a Put. Pebble
 // treats that as fatal; the store turns it into ErrFailed instead of exiting
-// the process: the Put fails, later writes fail fast, reads go on, Close
-// returns the failure, and the reopened store holds what was acknowledged.
+// the process. The Put's batch does not wait for the WAL (commitLogged), so
+// the Put itself is acknowledged, its put record synced in the blob log;
+// the failure surfaces from the background sync that follows: later writes
+// fail fast, reads go on, Close returns the failure, and the reopened store
+// holds what was acknowledged, the last Put applied again from its put
+// record.
 func TestCatalogCommitFailure(t *testing.T) {
 	mem := vfs.NewMem()
 	var on atomic.Bool
@@ -169,9 +174,12 @@ func TestCatalogCommitFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	on.Store(true)
-	if _, err := db.Put(context.Background(), randPacket(spec, "ns", 10, 2)); !errors.Is(err, ErrFailed) {
-		t.Fatalf("Put with a failing WAL: %v, want ErrFailed", err)
+	p2 := randPacket(spec, "ns", 10, 2)
+	id2, err := db.Put(context.Background(), p2)
+	if err != nil {
+		t.Fatalf("Put with a failing WAL: %v, want it acknowledged (its put record is synced)", err)
 	}
+	waitSyncFailure(t, db)
 	on.Store(false)
 	if _, err := db.Put(context.Background(), randPacket(spec, "ns", 10, 3)); !errors.Is(err, ErrFailed) {
 		t.Fatalf("Put after the failure: %v, want ErrFailed", err)
@@ -189,8 +197,30 @@ func TestCatalogCommitFailure(t *testing.T) {
 	}
 	defer db.Close()
 	checkPacket(t, db, p, id)
+	checkPacket(t, db, p2, id2)
+	// The first Put's batch too, if its background sync had not run when
+	// the WAL started failing.
+	if r := db.Stats().Reconciled; r.Inserted < 1 || r.Inserted > 2 {
+		t.Fatalf("reopen reconciled %+v, want the acknowledged Puts the WAL lost inserted", r)
+	}
 	checkAllHeaders(t, db, "after a catalog failure")
 	if _, err := db.Put(context.Background(), randPacket(spec, "ns", 10, 4)); err != nil {
 		t.Fatalf("Put after reopening: %v", err)
+	}
+}
+
+// waitSyncFailure waits for db's background catalog sync to report the
+// failure it was kicked into (the syncer runs on its own goroutine).
+func waitSyncFailure(t *testing.T, db *DB) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for db.syncFailure() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the catalog's background sync never reported the failing WAL")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := db.syncFailure(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("background sync failure %v, want ErrFailed", err)
 	}
 }

@@ -57,6 +57,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	if !o.ReadOnly {
+		db.startCatalogSync()
 		db.restoreReserve()
 	}
 	db.logOpen()

@@ -12,8 +12,11 @@ import (
 
 // Put stores p and returns its id, format.ComputePacketID(namespace, model
 // fingerprint, adapter id, token ids). When it returns nil the packet is
-// durable: its extent was fdatasynced before the catalog batch naming it
-// was committed with pebble.Sync.
+// durable: its extent, led by a put record holding its catalog entries, was
+// fdatasynced before the catalog batch naming it was committed. That batch
+// does not wait for a sync of its own: if a crash loses it, the next Open
+// finds the put record past the catalog's end of the file and applies it
+// again (reconcile.go), so one device flush makes a Put durable.
 //
 // Put is idempotent: a packet already stored is not written again and its
 // id is returned. That holds across variants: the id does not depend on
@@ -163,7 +166,8 @@ func (db *DB) appendExtent(need uint64, despiteHold bool, write func(*bloblog.Ac
 // 1.0 did, without a put record.
 var putRecords = true
 
-// commitPut commits, in one synced batch, h and its extent's records
+// commitPut commits, in one batch that does not wait for a sync
+// (commitLogged: the put record just synced holds it), h and its extent's records
 // (packet.AddPut) and model spec m if it is new; it returns the records
 // it wrote.
 func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *bloblog.Active, n uint64) ([]BlobFileInfo, error) {
@@ -176,7 +180,7 @@ func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *bloblog.
 	if err != nil {
 		return nil, err
 	}
-	if err := db.commit(b); err != nil {
+	if err := db.commitLogged(b); err != nil {
 		return nil, err
 	}
 	return recs, nil

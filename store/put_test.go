@@ -2,10 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
@@ -236,11 +240,98 @@ func TestStatsCountSyncs(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := db.Stats()
-	// One fdatasync per Put and one per Delete (its tombstone extent).
-	if s.BlobSyncs != 4 || s.CatalogSyncs != 4 || s.BlobSyncTime <= 0 || s.CatalogSyncTime <= 0 {
-		t.Fatalf("sync counts %+v", s)
-	}
 	if s.Packets != 2 || s.BytesWritten != 4*format.Alignment /* three packets, one tombstone */ || s.LiveBytes != 2*format.Alignment {
 		t.Fatalf("packet counts %+v", s)
 	}
+	if err := db.Close(); err != nil { // waits for the catalog's background sync
+		t.Fatal(err)
+	}
+	s = db.Stats()
+	// One fdatasync per Put and one per Delete (its tombstone extent); their
+	// catalog batches wait for no sync, and the background syncs that follow
+	// (one at least, one per batch at most) are counted as catalog syncs.
+	if s.BlobSyncs != 4 || s.CatalogUnsynced != 4 || s.CatalogSyncs < 1 || s.CatalogSyncs > 4 || s.BlobSyncTime <= 0 || s.CatalogSyncTime <= 0 {
+		t.Fatalf("sync counts %+v", s)
+	}
+}
+
+// TestPutDurableBehindBlobLog crashes right after Puts and a Delete were
+// acknowledged, before the catalog's WAL was synced behind their batches
+// (the clone is taken as the background sync starts): the catalog on
+// disk lacks them, and Open applies them again from the blob log's synced
+// put records and tombstone, so nothing acknowledged is lost and the
+// deleted packet stays gone. A read-only open of the same state is refused
+// (it could not write the catalog), naming the remedy.
+func TestPutDurableBehindBlobLog(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var armed atomic.Bool
+	var clone atomic.Pointer[vfs.MemFS]
+	hook := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if armed.Load() && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData) && strings.HasSuffix(op.Path, ".log") && clone.Load() == nil {
+			clone.Store(mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}))
+		}
+		return nil
+	})
+	db, err := Open("/db", &Options{FS: errorfs.Wrap(mem, hook), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := testSpec(format.DTypeF16, 2, 1, 8)
+	ps := []*Packet{randPacket(spec, "ns", 20, 1), randPacket(spec, "ns", 30, 2), randPacket(spec, "ns", 40, 3)}
+	var ids []format.PacketID
+	for _, p := range ps {
+		id, err := db.Put(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A fresh session whose batches the clone will lack: the clone is taken
+	// at the first WAL sync after them, the background one.
+	db, err = Open("/db", &Options{FS: errorfs.Wrap(mem, hook), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p4 := randPacket(spec, "ns", 50, 4)
+	db.catSync.Stop() // no background sync until the clone is armed: the batches stay unsynced
+	id4, err := db.Put(context.Background(), p4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Delete(context.Background(), "ns", spec.Fingerprint(), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	if err := db.cat.SyncWAL(); err != nil { // the hook clones before this sync
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := clone.Load()
+	if crashed == nil {
+		t.Fatal("no crash clone was taken at the catalog's WAL sync")
+	}
+	if _, err := Open("/db", &Options{FS: crashed.CrashClone(vfs.CrashCloneCfg{}), ReadOnly: true, Logger: quiet}); !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "read-write") {
+		t.Fatalf("read-only open of a catalog behind the blob log: %v, want ErrCorruption naming the read-write remedy", err)
+	}
+	db, err = Open("/db", &Options{FS: crashed, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if r := db.Stats().Reconciled; r.Inserted != 1 || r.Deleted != 1 {
+		t.Fatalf("reconciled %+v, want the lost Put inserted and the lost Delete applied", r)
+	}
+	checkPacket(t, db, p4, id4)
+	for i, p := range ps[1:] {
+		checkPacket(t, db, p, ids[i+1])
+	}
+	if _, err := db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0]); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get of the packet deleted before the crash: %v, want ErrNotFound", err)
+	}
+	checkAllHeaders(t, db, "after the crash")
 }

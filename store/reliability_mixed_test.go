@@ -166,11 +166,12 @@ func TestReliabilityCrashMixed(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			states := l.snapshot()
-			for _, pct := range []int{0, 50, 100} {
-				fs := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(rng.Uint64(), 0))})
-				clones = append(clones, crashClone{fmt.Sprintf("seed %d clone %d (%d%%)", seed, len(clones), pct), fs, states})
-			}
+			l.frozen(func(states map[format.PacketID]packetState) {
+				for _, pct := range []int{0, 50, 100} {
+					fs := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(rng.Uint64(), 0))})
+					clones = append(clones, crashClone{fmt.Sprintf("seed %d clone %d (%d%%)", seed, len(clones), pct), fs, states})
+				}
+			})
 			return nil
 		})
 		mixedWorkload(t, errorfs.Wrap(mem, hook), l, seed, true)

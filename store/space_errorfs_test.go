@@ -77,6 +77,11 @@ func spaceWorkload(fs vfs.FS) []error {
 	return errs
 }
 
+// unsyncedCommits is how many catalog batches spaceWorkload commits behind
+// the blob log (commitLogged: 4 Puts, 1 Delete), each followed by a kick of
+// the background sync.
+const unsyncedCommits = 5
+
 // TestENOSPCEverywhere fills the disk at each space-taking operation of
 // the workload in turn: every error that follows must wrap ErrNoSpace and
 // syscall.ENOSPC, whichever layer (blob writer, sync, catalog WAL, FORMAT,
@@ -102,8 +107,12 @@ func TestENOSPCEverywhere(t *testing.T) {
 				t.Errorf("disk full from op %d: %v, want ErrNoSpace and ENOSPC", at, err)
 			}
 		}
-		if d.injected.Load() == 0 {
-			t.Errorf("disk full from op %d: nothing injected", at)
+		// The catalog's background syncs (catalog.Syncer) coalesce as they
+		// race the writers: 1 to 5 of them in this workload, a WAL write
+		// and a sync each. So a run may end a few operations before the dry
+		// run did, and a full disk from one of the last ones meets nothing.
+		if d.injected.Load() == 0 && at < ops-2*unsyncedCommits {
+			t.Errorf("disk full from op %d of %d: nothing injected", at, ops)
 		}
 	}
 	t.Logf("%d of %d runs met the full disk as an error", failed, ops)

@@ -29,8 +29,11 @@ type Stats struct {
 
 	BlobSyncs       uint64        // fdatasyncs of blob files
 	BlobSyncTime    time.Duration // total time in them
-	CatalogSyncs    uint64        // synced catalog commits
+	CatalogSyncs    uint64        // catalog WAL syncs: synced commits, and background syncs (catalog.Syncer)
 	CatalogSyncTime time.Duration
+	// CatalogUnsynced counts the catalog commits that did not wait for a
+	// sync, Put's and Delete's: the blob log's synced records hold them.
+	CatalogUnsynced uint64
 
 	OpsStats // compaction, GC, eviction, events, sync latency (stats_ops.go)
 
@@ -51,6 +54,7 @@ type counters struct {
 	blobSyncNanos              atomic.Uint64
 	catalogSyncs               syncCounter
 	catalogSyncNanos           atomic.Uint64
+	catalogUnsynced            atomic.Uint64
 	opsCounters                // stats_ops.go
 }
 
@@ -76,6 +80,7 @@ func (db *DB) Stats() Stats {
 		OpenViews: c.views.Load(),
 		BlobSyncs: c.blobSyncs.Load(), BlobSyncTime: time.Duration(c.blobSyncNanos.Load()),
 		CatalogSyncs: c.catalogSyncs.Load(), CatalogSyncTime: time.Duration(c.catalogSyncNanos.Load()),
+		CatalogUnsynced: c.catalogUnsynced.Load(),
 	}
 	s.ReserveBytes, s.SpaceHeld = uint64(db.space.Bytes()), db.space.Held()
 	db.opsStats(&s)

@@ -25,6 +25,9 @@ func (db *DB) write(op string, prepare, apply func() error) error {
 	}
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
+	if db.failed == nil {
+		db.failed = db.syncFailure()
+	}
 	if db.failed != nil {
 		return noSpace(db.failed)
 	}

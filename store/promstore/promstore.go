@@ -71,7 +71,7 @@ func New(src Source, labels prometheus.Labels) *Collector {
 	histogram("blob_sync_duration_seconds", "Latency of fdatasyncs of blob files.", store.SyncBuckets, func(s *store.Stats) store.Latency {
 		return store.Latency{Count: s.BlobSyncs, Sum: s.BlobSyncTime, Buckets: s.BlobSyncHist}
 	})
-	histogram("catalog_sync_duration_seconds", "Latency of synced catalog commits.", store.SyncBuckets, func(s *store.Stats) store.Latency {
+	histogram("catalog_sync_duration_seconds", "Latency of catalog WAL syncs: synced commits and the background syncs behind Put and Delete.", store.SyncBuckets, func(s *store.Stats) store.Latency {
 		return store.Latency{Count: s.CatalogSyncs, Sum: s.CatalogSyncTime, Buckets: s.CatalogSyncHist}
 	})
 	histogram("get_duration_seconds", "Latency of Get, hits and misses (Assemble's per item included).", store.LatencyBuckets,

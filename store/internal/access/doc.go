@@ -14,8 +14,8 @@
 // how many of them a write of so many bytes must evict, and Room does both
 // (failing with ErrNoSpace when no eviction makes room). Evictor.Evict
 // deletes them as Delete does: a tombstone each (format/tombstone.go),
-// appended in one write and synced through the store, then one synced
-// batch with their headers, index entries, access and pin records
+// appended in one write and synced through the store, then one batch
+// (committed behind the synced tombstones, as Delete's) with their headers, index entries, access and pin records
 // (DeleteKeys) and their extents killed in the blob file records; so a
 // rebuilt catalog (store.Recover) keeps them evicted.
 //

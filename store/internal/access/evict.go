@@ -82,7 +82,7 @@ type Evictor struct {
 	// Seq is the sequence the first tombstone takes (the next ones follow).
 	Seq uint64
 	// Tombstones appends ts as tombstone extents to the active blob file in
-	// one write, fdatasyncs them, and commits in one synced batch the
+	// one write, fdatasyncs them, and commits in one batch the
 	// deletion of hs (headers, index entries, extents dead in their files'
 	// records, the tombstones' bytes dead in the active file's) with what
 	// add puts in it; then it installs the records (the store's
@@ -91,7 +91,7 @@ type Evictor struct {
 }
 
 // Evict deletes vs as Delete does: one tombstone extent each, appended in
-// one write and synced, then one synced batch removing each packet's
+// one write and synced, then one batch removing each packet's
 // header, index entry, access and pin records, with its extent dead in its
 // blob file's record and the tombstones' bytes dead in the active file's.
 // A rebuilt catalog (store.Recover) so keeps them evicted. It returns the

@@ -167,7 +167,18 @@ func (c *Catalog) Scan(lower, upper []byte, fn func(k, v []byte) (bool, error)) 
 // Commit applies b durably (pebble.Sync). Pebble reports a failed WAL write
 // through Logger.Fatalf, which pebbleLogger turns into a panic carrying a
 // fatalError; commit recovers it and returns it wrapping ErrFailed.
-func (c *Catalog) Commit(b *pebble.Batch) (err error) {
+func (c *Catalog) Commit(b *pebble.Batch) error { return commit(b, pebble.Sync) }
+
+// CommitUnsynced applies b without waiting for Pebble's WAL to reach the
+// disk (pebble.NoSync): b is visible when it returns, and durable once a
+// later synced commit or Close syncs the WAL, which is one ordered log, so
+// that sync covers every batch before it. It is for a batch whose every
+// change the blob log already holds in fdatasynced records (put records and
+// tombstones): if a crash loses the batch, recovery.Reconcile applies those
+// records again when the store next opens. Errors are Commit's.
+func (c *Catalog) CommitUnsynced(b *pebble.Batch) error { return commit(b, pebble.NoSync) }
+
+func commit(b *pebble.Batch, o *pebble.WriteOptions) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			fe, ok := r.(fatalError)
@@ -177,7 +188,7 @@ func (c *Catalog) Commit(b *pebble.Batch) (err error) {
 			err = fmt.Errorf("%w: catalog commit: %s", ErrFailed, fe.msg)
 		}
 	}()
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := b.Commit(o); err != nil {
 		return fmt.Errorf("store: catalog commit: %w", err)
 	}
 	return nil

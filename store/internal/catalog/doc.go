@@ -27,7 +27,10 @@
 //	'x' | ns len u16 BE | ns | packet id (32)                   -> framed access statistics ("KVAC")
 //
 // The values' bytes are package format's (one file per record kind);
-// docs/format.md draws them. Commits are synced (pebble.Sync). Pebble
+// docs/format.md draws them. Commits are synced (pebble.Sync), but for
+// the batches of Put and Delete (CommitUnsynced): the blob log's synced put
+// records and tombstones hold all they change, and Open's reconcile applies
+// them again if a crash loses the batch. Pebble
 // reports a failed WAL write through its Logger's Fatalf; the catalog's
 // logger panics with a private value instead of exiting, and Commit and
 // Close recover it into an error wrapping ErrFailed.
