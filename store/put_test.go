@@ -261,7 +261,8 @@ func TestStatsCountSyncs(t *testing.T) {
 // disk lacks them, and Open applies them again from the blob log's synced
 // put records and tombstone, so nothing acknowledged is lost and the
 // deleted packet stays gone. A read-only open of the same state is refused
-// (it could not write the catalog), naming the remedy.
+// (it could not write the catalog), naming the remedy, and works once a
+// read-write open has applied the records.
 func TestPutDurableBehindBlobLog(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	var armed atomic.Bool
@@ -322,7 +323,6 @@ func TestPutDurableBehindBlobLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
 	if r := db.Stats().Reconciled; r.Inserted != 1 || r.Deleted != 1 {
 		t.Fatalf("reconciled %+v, want the lost Put inserted and the lost Delete applied", r)
 	}
@@ -334,4 +334,14 @@ func TestPutDurableBehindBlobLog(t *testing.T) {
 		t.Fatalf("Get of the packet deleted before the crash: %v, want ErrNotFound", err)
 	}
 	checkAllHeaders(t, db, "after the crash")
+	// Once a read-write Open has applied them, read-only opens work again.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := Open("/db", &Options{FS: crashed, ReadOnly: true, Logger: quiet})
+	if err != nil {
+		t.Fatalf("read-only open after the read-write one reconciled: %v", err)
+	}
+	defer ro.Close()
+	checkPacket(t, ro, p4, id4)
 }

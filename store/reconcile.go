@@ -17,7 +17,10 @@ type ReconcileReport = recovery.Report
 // recorded ends (a batch lost with a damaged WAL, or never committed
 // because the process stopped) are applied. A read-only open that finds
 // any is refused (ErrCorruption): it cannot write the catalog, and would
-// serve it without them.
+// serve it without them. Since Put and Delete stopped waiting for the
+// catalog's WAL (commitLogged), that is the state of any store a crash
+// stopped, not only of one whose WAL was damaged; a read-write Open, or
+// kvstore gc --dry-run, applies the records.
 func (db *DB) reconcile() error {
 	disk, err := maint.DiskFiles(db.fs, db.w.Dir)
 	if err != nil {
@@ -29,7 +32,7 @@ func (db *DB) reconcile() error {
 	}
 	if rep := &p.Report; rep.Changed() {
 		if db.opts.ReadOnly {
-			return fmt.Errorf("%w: the blob log holds %d packet records (and %d deletes) newer than the catalog: open the store read-write to re-insert them, or run kvstore recover",
+			return fmt.Errorf("%w: the blob log holds %d packet records (and %d deletes) newer than the catalog (a crash before its WAL was synced): open the store read-write once to apply them (a writer's Open does, as does kvstore gc --dry-run); kvstore recover is for a catalog that cannot be opened",
 				ErrCorruption, rep.Inserted+rep.Replaced, rep.Deleted)
 		}
 		if err := p.Commit(); err != nil {
