@@ -28,6 +28,9 @@ type DB struct {
 	// sharedLock: lock is a shared flock (a read-only open, store/internal/lock)
 	sharedLock bool
 	cat        *catalog.Catalog
+	// inMemoryCatalog: a read-only open found the catalog behind the blob
+	// log and serves it reconciled in memory (reconcile.go).
+	inMemoryCatalog bool
 	// catSync syncs the catalog's WAL behind unsynced commits
 	// (commitLogged); nil on a read-only store.
 	catSync *catalog.Syncer

@@ -110,10 +110,11 @@
 //	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
 //	                         verified block reads (Blocks), the reader (Reader: head records on first
 //	                         use through Records, factors, resident rows, Routing), ContextID
-//	store/internal/catalog   the Pebble catalog (open, get, scan, synced commit, fatal-error guard),
-//	                         every catalog key, the blob file record (BlobFile), the FORMAT file,
-//	                         packet headers, model specs, List pages and the Headers walk, Open's
-//	                         directory checks (RequireStore, PrepareDir)
+//	store/internal/catalog   the Pebble catalog (open, in memory over the disk too, get, scan, synced
+//	                         and unsynced commits, the background WAL sync (Syncer), fatal-error
+//	                         guard), every catalog key, the blob file record (BlobFile), the FORMAT
+//	                         file, packet headers, model specs, List pages and the Headers walk,
+//	                         Open's directory checks (RequireStore, PrepareDir)
 //	store/internal/bloblog   blob files and extents: append (Writer, WriteExtent, pwritev, writeback,
 //	                         WriteRecordExtent), Scan (whole extents found without the catalog),
 //	                         read (File: refs, mmap, copies, verified-chunk cache, Chunk, ChunkError),
@@ -122,13 +123,15 @@
 //	                         NoSpace (which errors a full disk caused)
 //	store/internal/gate      the calls in flight (Gate: Enter, Leave, Close waits for them)
 //	store/internal/lock      DIR/LOCK: flock, shared for read-only holders, or FS.Lock (Dir, NoLockFS)
+//	store/internal/cowfs     a file system that reads a base and keeps every change in memory (the
+//	                         catalog of a read-only store reconciled after a crash)
 //	format                   every record's bytes: KVPH, KVMS, KVBF, KVSQ, KVAC, KVAR, KVSP, KVSF,
 //	                         KVKS, KVPR, KVTS, KVRS, the positions bitmap, FORMAT, blob header, trailer
 //
 // Floors, top to bottom: gpusource, promstore and admin (adapters over the
 // store); store; maint, access, assemble, view, events, recovery, packet,
-// artifact, opstats and spandb; spanmem; catalog; bloblog; space, gate and
-// lock; format and the module's other packages. A package imports only
+// artifact, opstats and spandb; spanmem; catalog; bloblog; space, gate,
+// lock and cowfs; format and the module's other packages. A package imports only
 // floors below its own (TestFloors checks it with go list):
 // format knows nothing of the store, and the internal packages know
 // nothing of DB.

@@ -34,6 +34,7 @@ var floors = map[string]int{
 	"store/internal/space":    6,
 	"store/internal/gate":     6,
 	"store/internal/lock":     6,
+	"store/internal/cowfs":    6,
 }
 
 const module = "github.com/kvstore/kvstore/"

@@ -30,7 +30,8 @@ const (
 // catalog with the blob log: put records and tombstones synced past the
 // catalogued ends of the blob files (a batch a crash or a damaged WAL lost)
 // are applied, and reported in Stats().Reconciled; a read-only open that
-// finds any is refused with ErrCorruption (reconcile.go). A missing or
+// finds any applies them to the catalog in memory only, writing nothing
+// (Stats().ReconciledInMemory, reconcile.go). A missing or
 // unreadable catalog is refused; Recover rebuilds it from the blob files.
 // A nil opts means the defaults.
 func Open(dir string, opts *Options) (*DB, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -260,9 +261,9 @@ func TestStatsCountSyncs(t *testing.T) {
 // (the clone is taken as the background sync starts): the catalog on
 // disk lacks them, and Open applies them again from the blob log's synced
 // put records and tombstone, so nothing acknowledged is lost and the
-// deleted packet stays gone. A read-only open of the same state is refused
-// (it could not write the catalog), naming the remedy, and works once a
-// read-write open has applied the records.
+// deleted packet stays gone. A read-only open of the same state serves it
+// too, the records applied to the catalog in memory only: it writes no
+// byte to the store's directory.
 func TestPutDurableBehindBlobLog(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	var armed atomic.Bool
@@ -316,8 +317,26 @@ func TestPutDurableBehindBlobLog(t *testing.T) {
 	if crashed == nil {
 		t.Fatal("no crash clone was taken at the catalog's WAL sync")
 	}
-	if _, err := Open("/db", &Options{FS: crashed.CrashClone(vfs.CrashCloneCfg{}), ReadOnly: true, Logger: quiet}); !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "read-write") {
-		t.Fatalf("read-only open of a catalog behind the blob log: %v, want ErrCorruption naming the read-write remedy", err)
+	// A read-only open serves the reconciled state from memory and writes
+	// nothing.
+	before := treeBytes(t, crashed, "/db")
+	ro, err := Open("/db", &Options{FS: crashed, ReadOnly: true, Logger: quiet})
+	if err != nil {
+		t.Fatalf("read-only open of a catalog behind the blob log: %v", err)
+	}
+	if s := ro.Stats(); !s.ReconciledInMemory || s.Reconciled.Inserted != 1 || s.Reconciled.Deleted != 1 {
+		t.Fatalf("read-only open: in memory %v, reconciled %+v; want the lost Put and Delete applied in memory", s.ReconciledInMemory, s.Reconciled)
+	}
+	checkPacket(t, ro, p4, id4)
+	if _, err := ro.Get(context.Background(), "ns", spec.Fingerprint(), ids[0]); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("read-only Get of the packet deleted before the crash: %v, want ErrNotFound", err)
+	}
+	checkAllHeaders(t, ro, "read-only after the crash")
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := treeBytes(t, crashed, "/db"); !maps.Equal(after, before) {
+		t.Fatal("a read-only open wrote to the store's directory")
 	}
 	db, err = Open("/db", &Options{FS: crashed, Logger: quiet})
 	if err != nil {
@@ -334,14 +353,41 @@ func TestPutDurableBehindBlobLog(t *testing.T) {
 		t.Fatalf("Get of the packet deleted before the crash: %v, want ErrNotFound", err)
 	}
 	checkAllHeaders(t, db, "after the crash")
-	// Once a read-write Open has applied them, read-only opens work again.
+	// Once a read-write Open has applied them on disk, a read-only open
+	// has nothing left to apply.
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ro, err := Open("/db", &Options{FS: crashed, ReadOnly: true, Logger: quiet})
+	ro, err = Open("/db", &Options{FS: crashed, ReadOnly: true, Logger: quiet})
 	if err != nil {
 		t.Fatalf("read-only open after the read-write one reconciled: %v", err)
 	}
 	defer ro.Close()
+	if s := ro.Stats(); s.ReconciledInMemory || s.Reconciled.Changed() {
+		t.Fatalf("read-only open after the read-write one: in memory %v, reconciled %+v", s.ReconciledInMemory, s.Reconciled)
+	}
 	checkPacket(t, ro, p4, id4)
+}
+
+// treeBytes returns every file below dir on fs and its bytes.
+func treeBytes(t *testing.T, fs *vfs.MemFS, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	names, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		p := fs.PathJoin(dir, n)
+		st, err := fs.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.IsDir() {
+			maps.Copy(out, treeBytes(t, fs, p))
+			continue
+		}
+		out[p] = string(mustData(t, fs, p))
+	}
+	return out
 }

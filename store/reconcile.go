@@ -1,8 +1,6 @@
 package store
 
 import (
-	"fmt"
-
 	"github.com/kvstore/kvstore/store/internal/maint"
 	"github.com/kvstore/kvstore/store/internal/recovery"
 )
@@ -14,26 +12,41 @@ type ReconcileReport = recovery.Report
 
 // reconcile brings the catalog up to date with the blob log before the
 // store is loaded: put records and tombstones synced past the catalog's
-// recorded ends (a batch lost with a damaged WAL, or never committed
-// because the process stopped) are applied. A read-only open that finds
-// any is refused (ErrCorruption): it cannot write the catalog, and would
-// serve it without them. Since Put and Delete stopped waiting for the
-// catalog's WAL (commitLogged), that is the state of any store a crash
-// stopped, not only of one whose WAL was damaged; a read-write Open, or
-// kvstore gc --dry-run, applies the records.
+// recorded ends (a batch lost with a damaged WAL, never committed because
+// the process stopped, or committed but not yet synced when it did: Put and
+// Delete do not wait for the catalog's WAL, commitLogged) are applied. A
+// read-only open that finds any cannot write the catalog, and must not serve
+// it without them: it reopens the catalog read-write over a file system
+// that keeps Pebble's writes in memory (catalog.Options.InMemory) and
+// applies them there, so it serves the acknowledged state and the disk is
+// not written; the next read-write open applies them on disk.
 func (db *DB) reconcile() error {
 	disk, err := maint.DiskFiles(db.fs, db.w.Dir)
 	if err != nil {
 		return err
 	}
-	p, err := recovery.Reconcile(&recovery.Store{Catalog: db.cat, FS: db.fs, Dir: db.w.Dir, Disk: disk, DropPacket: deleteOpsKeys})
+	plan := func() (*recovery.Plan, error) {
+		return recovery.Reconcile(&recovery.Store{Catalog: db.cat, FS: db.fs, Dir: db.w.Dir, Disk: disk, DropPacket: deleteOpsKeys})
+	}
+	p, err := plan()
 	if err != nil {
 		return err
 	}
-	if rep := &p.Report; rep.Changed() {
+	if p.Report.Changed() {
 		if db.opts.ReadOnly {
-			return fmt.Errorf("%w: the blob log holds %d packet records (and %d deletes) newer than the catalog (a crash before its WAL was synced): open the store read-write once to apply them (a writer's Open does, as does kvstore gc --dry-run); kvstore recover is for a catalog that cannot be opened",
-				ErrCorruption, rep.Inserted+rep.Replaced, rep.Deleted)
+			// The catalog cannot take the batch on disk: reopen it with
+			// Pebble's writes kept in memory, and reconcile there.
+			if err := db.cat.Close(); err != nil {
+				db.cat = nil
+				return err
+			}
+			if db.cat, err = openCatalogInMemory(db.fs.PathJoin(db.dir, catalogDirName), db.catalogOptions()); err != nil {
+				return err
+			}
+			db.inMemoryCatalog = true
+			if p, err = plan(); err != nil {
+				return err
+			}
 		}
 		if err := p.Commit(); err != nil {
 			return err
@@ -50,7 +63,7 @@ func (db *DB) reconcile() error {
 func (db *DB) logReconcile(r *ReconcileReport) {
 	if r.Changed() || r.NoRecord > 0 {
 		db.log.Warn("store: recovery: the catalog lacked records the blob log holds",
-			"dir", db.dir, "inserted", r.Inserted, "replaced", r.Replaced, "deleted", r.Deleted, "repointed", r.Repointed,
+			"dir", db.dir, "in_memory_only", db.inMemoryCatalog, "inserted", r.Inserted, "replaced", r.Replaced, "deleted", r.Deleted, "repointed", r.Repointed,
 			"new_files", r.NewFiles, "stale", r.Stale, "without_record", r.NoRecord, "torn_bytes", r.TornBytes)
 	}
 	for _, p := range r.Problems {

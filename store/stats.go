@@ -40,6 +40,10 @@ type Stats struct {
 	// Reconciled is what Open found in the blob log that the catalog did
 	// not hold, and did about it (reconcile.go).
 	Reconciled ReconcileReport
+	// ReconciledInMemory: a read-only Open applied Reconciled to the catalog
+	// in memory only (the disk is not written); the next read-write Open
+	// applies it on disk.
+	ReconciledInMemory bool
 }
 
 // counters are the DB's activity counters, updated without locks.
@@ -84,7 +88,7 @@ func (db *DB) Stats() Stats {
 	}
 	s.ReserveBytes, s.SpaceHeld = uint64(db.space.Bytes()), db.space.Held()
 	db.opsStats(&s)
-	s.Reconciled = db.reconciled
+	s.Reconciled, s.ReconciledInMemory = db.reconciled, db.inMemoryCatalog
 	s.BlobFiles, s.SpanMemories = db.blobFiles()
 	var extents uint64
 	for _, f := range s.BlobFiles {

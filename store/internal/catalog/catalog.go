@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/cowfs"
 )
 
 // Catalog is the Pebble database in DIR/catalog. It keeps every small value
@@ -27,7 +28,12 @@ type Options struct {
 	CacheSize    int64
 	MemTableSize uint64
 	ReadOnly     bool
-	Logger       *slog.Logger
+	// InMemory opens an existing catalog read-write over FS with every
+	// write Pebble makes kept in memory (store/internal/cowfs), and
+	// automatic compactions off: for a read-only store whose catalog must
+	// take a batch that may not reach the disk. ReadOnly is ignored.
+	InMemory bool
+	Logger   *slog.Logger
 }
 
 // ErrFailed: an earlier catalog commit failed in a way the catalog cannot
@@ -40,14 +46,19 @@ func Open(dir string, o *Options) (c *Catalog, err error) {
 	defer recoverFatal(&err, format.ErrCorruption, "open catalog "+dir)
 	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref()
+	fs, readOnly, mustExist := o.FS, o.ReadOnly, o.ReadOnly
+	if o.InMemory {
+		fs, readOnly, mustExist = cowfs.New(o.FS), false, true
+	}
 	db, err := pebble.Open(dir, &pebble.Options{
-		FS:                 o.FS,
-		Cache:              cache,
-		MemTableSize:       o.MemTableSize,
-		ReadOnly:           o.ReadOnly,
-		ErrorIfNotExists:   o.ReadOnly,
-		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             pebbleLogger{o.Logger},
+		FS:                          fs,
+		Cache:                       cache,
+		MemTableSize:                o.MemTableSize,
+		ReadOnly:                    readOnly,
+		ErrorIfNotExists:            mustExist,
+		DisableAutomaticCompactions: o.InMemory,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      pebbleLogger{o.Logger},
 		// Pebble's default for on-disk corruption is Logger.Fatalf, which
 		// would end the process of a server embedding the store on one bad
 		// block. The read that found it returns an error anyway (wrapped

@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -94,4 +96,72 @@ func TestCatalogFatal(t *testing.T) {
 		t.Fatalf("commit with a failing WAL: %v, want ErrFailed", err)
 	}
 	_ = c.Close() // may report the failure again; must not exit or panic
+}
+
+// TestOpenInMemory: an in-memory open of an existing catalog takes
+// commits, synced or not, and serves them, while the catalog on disk keeps
+// its state and bytes.
+func TestOpenInMemory(t *testing.T) {
+	mem := vfs.NewMem()
+	if _, err := Open("/cat", &Options{FS: mem, InMemory: true, Logger: quiet}); err == nil {
+		t.Fatal("an in-memory open created a catalog")
+	}
+	c, err := openMem(t, mem, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsyncedSet(t, c, "disk", "1")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := catalogFiles(t, mem)
+	c, err = Open("/cat", &Options{FS: mem, InMemory: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := c.DB.NewBatch()
+	_ = b.Set([]byte("memory"), []byte("2"), nil)
+	_ = b.Delete([]byte("disk"), nil)
+	if err := c.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Close()
+	if ok, err := c.Has([]byte("memory")); !ok || err != nil {
+		t.Fatalf("in memory: the commit is not served: %v %v", ok, err)
+	}
+	if ok, err := c.Has([]byte("disk")); ok || err != nil {
+		t.Fatalf("in memory: the deleted key is served: %v %v", ok, err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := catalogFiles(t, mem); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatal("an in-memory open wrote to the catalog's directory")
+	}
+	if !has(t, mem, "disk") || has(t, mem, "memory") {
+		t.Fatal("the catalog on disk changed")
+	}
+}
+
+// catalogFiles returns the files of /cat on fs and their bytes.
+func catalogFiles(t *testing.T, fs vfs.FS) map[string]string {
+	t.Helper()
+	names, err := fs.List("/cat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, n := range names {
+		f, err := fs.Open(fs.PathJoin("/cat", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(f)
+		_ = f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[n] = string(b)
+	}
+	return out
 }
