@@ -51,9 +51,18 @@ var KindSpan = RegisterKind(RecordKind{
 })
 
 // ContextID identifies one stored span memory: BLAKE3-256 over (namespace,
-// model fingerprint, context name) (store.ComputeContextID). It is what
+// model fingerprint, context name) (ComputeContextID). It is what
 // the extent trailer names.
 type ContextID [32]byte
+
+// ComputeContextID derives a span memory's id: scopedIDHash of (namespace,
+// model, name) and nothing after. Variable-length fields are
+// length-prefixed so that no two inputs share an encoding.
+func ComputeContextID(namespace string, model Fingerprint, name string) ContextID {
+	var id ContextID
+	copy(id[:], scopedIDHash(contextIDDomain, namespace, model, name).Sum(nil))
+	return id
+}
 
 func (c ContextID) String() string { return hex.EncodeToString(c[:]) }
 

@@ -287,20 +287,41 @@ func ParsePacketID(s string) (PacketID, error) {
 	return p, nil
 }
 
-// ComputePacketID derives a packet's id. Every variable-length field is
-// length-prefixed so that no two distinct inputs share an encoding.
-func ComputePacketID(namespace string, model Fingerprint, adapterID string, tokens []uint32) PacketID {
+// The domain tags that open the two ids derived by scopedIDHash: they keep
+// a packet id and a context id apart even when their other inputs are the
+// same bytes.
+const (
+	packetIDDomain  = "kvstore.packet.v1"
+	contextIDDomain = "kvstore.spans.v1"
+)
+
+// scopedIDHash starts the BLAKE3-256 hash a packet id and a context id share:
+// domain (written bare: it is one of the fixed tags above), namespace (u64
+// LE length + bytes), the 32-byte model fingerprint, then name (u64 LE
+// length + bytes): the adapter id of a packet, the name of a span memory.
+// The caller writes anything that follows and sums it.
+func scopedIDHash(domain, namespace string, model Fingerprint, name string) *blake3.Hasher {
 	h := blake3.New()
 	var n [8]byte
-	put := func(b []byte) {
-		binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+	put := func(s string) {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
 		h.Write(n[:])
-		h.Write(b)
+		h.WriteString(s)
 	}
-	h.Write([]byte("kvstore.packet.v1"))
-	put([]byte(namespace))
+	h.WriteString(domain)
+	put(namespace)
 	h.Write(model[:])
-	put([]byte(adapterID))
+	put(name)
+	return h
+}
+
+// ComputePacketID derives a packet's id: scopedIDHash of (namespace, model,
+// adapterID), then the u64 token count and each token id as u32. Every
+// variable-length field is length-prefixed so that no two distinct inputs
+// share an encoding.
+func ComputePacketID(namespace string, model Fingerprint, adapterID string, tokens []uint32) PacketID {
+	h := scopedIDHash(packetIDDomain, namespace, model, adapterID)
+	var n [8]byte
 	binary.LittleEndian.PutUint64(n[:], uint64(len(tokens)))
 	h.Write(n[:])
 	buf := make([]byte, 0, 4*min(len(tokens), 1024))

@@ -119,3 +119,30 @@ func TestCheckNamespace(t *testing.T) {
 		t.Fatalf("namespace of MaxNameLen+1 bytes: %v, want ErrInvalidArgument", err)
 	}
 }
+
+// TestPacketIDPinned pins ComputePacketID's output on fixed inputs: a
+// packet's id is its catalog key and is written in its trailer, so any
+// change to the derivation orphans every stored packet. The long token
+// list crosses the 1024-token batches the hash is fed in.
+func TestPacketIDPinned(t *testing.T) {
+	long := make([]uint32, 2500)
+	for i := range long {
+		long[i] = uint32(i) * 2654435761
+	}
+	for _, c := range []struct {
+		ns      string
+		model   Fingerprint
+		adapter string
+		tokens  []uint32
+		want    string
+	}{
+		{"", Fingerprint{}, "", nil, "a7b5c5da45d8555ecc797875b1ea55942741c87893a9301dcf1330c961adc6d8"},
+		{"ns", Fingerprint{1, 2, 3}, "", []uint32{1, 2, 3}, "53050ae5c05f3443e0473e139afd3c4709e9485798f2f4229a5acda32ce4cf90"},
+		{"ns", Fingerprint{1, 2, 3}, "lora-x", []uint32{1, 2, 3}, "e0dd002aeeefc6761f957ea721acfbd97e6c1f0308f81991bacd190cd028b5c4"},
+		{"tenant/ü", Fingerprint{0xff, 31: 0xee}, "a", long, "35d29634d542610ee4ecf30ae9d8f0c95c2329cf21791db47f787f571897d136"},
+	} {
+		if got := ComputePacketID(c.ns, c.model, c.adapter, c.tokens).String(); got != c.want {
+			t.Errorf("ComputePacketID(%q, %x, %q, %d tokens) = %s, want %s", c.ns, c.model[:4], c.adapter, len(c.tokens), got, c.want)
+		}
+	}
+}

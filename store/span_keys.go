@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
 // ContextID identifies one stored span memory: BLAKE3-256 over (namespace,
@@ -16,7 +15,7 @@ type ContextID = format.ContextID
 // ComputeContextID derives a span memory's id. Variable-length fields are
 // length-prefixed so that no two inputs share an encoding.
 func ComputeContextID(ns string, model format.Fingerprint, name string) ContextID {
-	return spanmem.ContextID(ns, model, name)
+	return format.ComputeContextID(ns, model, name)
 }
 
 // checkContextName refuses names that do not fit their u16 length prefix.

@@ -7,7 +7,6 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/catalog"
-	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
 // ExtentRef is one catalogued extent: a packet's (Header set) or a span
@@ -64,7 +63,7 @@ func WalkRefs(rd pebble.Reader, fn func(*ExtentRef) error, bad func(BadRecord)) 
 	return catalog.Iterate(rd, []byte{catalog.TagSpanMeta}, func(k, v []byte) error {
 		ns, name, ok := catalog.ParseSpanMetaKey(k)
 		m, err := format.DecodeSpanMeta(v)
-		if err == nil && (!ok || m.Context != spanmem.ContextID(ns, m.Model, name)) {
+		if err == nil && (!ok || m.Context != format.ComputeContextID(ns, m.Model, name)) {
 			err = fmt.Errorf("%w: span memory record under a key that does not name its context", format.ErrCorruption)
 		}
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/catalog"
-	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
 // Info describes one stored span memory as its root record says, without
@@ -44,7 +43,7 @@ func List(cat *catalog.Catalog, fn func(Info) error) error {
 	return cat.Scan(p, catalog.PrefixEnd(p), func(k, v []byte) (bool, error) {
 		ns, name, ok := catalog.ParseSpanMetaKey(k)
 		m, err := format.DecodeSpanMeta(v)
-		if err == nil && (!ok || m.Context != spanmem.ContextID(ns, m.Model, name)) {
+		if err == nil && (!ok || m.Context != format.ComputeContextID(ns, m.Model, name)) {
 			err = fmt.Errorf("%w: the key does not name the record's context", format.ErrCorruption)
 		}
 		if err != nil {

@@ -75,7 +75,7 @@ func (s *Store) Meta(ns, name string) (*format.SpanMeta, error) {
 		return nil, fmt.Errorf("store: span memory %q in namespace %q: %w", name, ns, err)
 	case !found:
 		return nil, fmt.Errorf("%w: span memory %q in namespace %q", s.NotFound, name, ns)
-	case m.Context != spanmem.ContextID(ns, m.Model, name):
+	case m.Context != format.ComputeContextID(ns, m.Model, name):
 		return nil, fmt.Errorf("%w: catalog key of span memory %q in namespace %q holds context %s", format.ErrCorruption, name, ns, m.Context.Short())
 	}
 	return m, nil

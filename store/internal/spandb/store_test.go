@@ -176,7 +176,7 @@ func (fx *fixture) put(ns, name string, m *spanmem.Memory) (format.ContextID, []
 	if err := m.Check(); err != nil {
 		return format.ContextID{}, nil, 0, err
 	}
-	id := spanmem.ContextID(ns, m.Model.Fingerprint(), name)
+	id := format.ComputeContextID(ns, m.Model.Fingerprint(), name)
 	p, err := NewPut(ns, name, m, id)
 	if err != nil {
 		return id, nil, 0, err

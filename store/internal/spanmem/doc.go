@@ -11,7 +11,7 @@
 // zoom-in policy (Routing: Score, Zoom) from the W, tau and bias the store
 // read. Reader (the store's SpanReader) reads one stored memory piece by
 // piece: head records on first use through Records (the store's catalog),
-// blocks through Blocks. ContextID names a stored memory.
+// blocks through Blocks. format.ComputeContextID names a stored memory.
 //
 // It takes the model's SeKV artifacts as inputs (the Artifacts interface)
 // and never reaches into the store: the store reads the artifacts from its

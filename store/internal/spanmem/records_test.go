@@ -28,7 +28,7 @@ func TestSetRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	id := ContextID("ns", m.Model.Fingerprint(), "ctx")
+	id := format.ComputeContextID("ns", m.Model.Fingerprint(), "ctx")
 	meta := e.Meta(m, id, 1, format.BlobHeaderSize)
 	old := *meta
 	old.Layers++ // the replaced memory had a layer more
