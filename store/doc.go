@@ -109,7 +109,7 @@
 //	                         resident rows) from artifacts given as inputs, Check, the extent
 //	                         layout and its records (SetRecords), Routing (NewRouting, Score, Zoom),
 //	                         verified block reads (Blocks), the reader (Reader: head records on first
-//	                         use through Records, factors, resident rows, Routing), ContextID
+//	                         use through Records, factors, resident rows, Routing)
 //	store/internal/catalog   the Pebble catalog (open, in memory over the disk too, get, scan, synced
 //	                         and unsynced commits, the background WAL sync (Syncer), fatal-error
 //	                         guard), every catalog key, the blob file record (BlobFile), the FORMAT
