@@ -141,6 +141,16 @@ func TestVerifyFindsEveryBadChunk(t *testing.T) {
 	if err != nil || len(rep.Findings) != 1 || !rep.Truncated {
 		t.Fatalf("MaxFindings 1: %+v, %v", rep, err)
 	}
+	// Two more bad chunks in hs[0]: its extent alone holds 3 findings, and
+	// a limit of 2 still reports exactly 2.
+	for _, i := range []int{0, 1} {
+		c := hs[0].Chunks[i]
+		flipMem(t, fs, blobPath(db, c.BlobFile), c.Offset+c.Length/2)
+	}
+	rep, err = db.Verify(context.Background(), VerifyOptions{MaxFindings: 2})
+	if err != nil || len(rep.Findings) != 2 || !rep.Truncated {
+		t.Fatalf("MaxFindings 2 with 3 findings in one extent: %d findings, truncated %v, %v", len(rep.Findings), rep.Truncated, err)
+	}
 	db.Close()
 }
 

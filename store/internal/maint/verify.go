@@ -14,7 +14,8 @@ import (
 // VerifyOptions tune Verify. A nil *VerifyOptions means the defaults.
 type VerifyOptions struct {
 	// MaxFindings stops the walk once so many findings are reported
-	// (0: no limit). The report says Truncated then.
+	// (0: no limit): the report holds at most that many, the first found,
+	// and says Truncated.
 	MaxFindings int
 	// Progress, if not nil, is called after each extent with the bytes
 	// read so far and the catalogued live bytes at the start.
@@ -57,11 +58,14 @@ func Verify(ctx context.Context, s *Store, snap pebble.Reader, o *VerifyOptions,
 			progress(v.rep.Bytes, total)
 		}
 		if v.max > 0 && len(v.rep.Findings) >= v.max {
-			v.rep.Truncated = true
 			return errStop
 		}
 		return nil
 	}, func(b BadRecord) { v.add(RecordFinding(b)) })
+	if v.max > 0 && len(v.rep.Findings) >= v.max {
+		// One extent can hold several findings: keep the first max.
+		v.rep.Findings, v.rep.Truncated = v.rep.Findings[:v.max], true
+	}
 	if err != nil && !errors.Is(err, errStop) {
 		return v.rep, err
 	}
