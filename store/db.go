@@ -82,10 +82,10 @@ func (db *DB) commit(b *pebble.Batch) error {
 // (catalog.Syncer), so that the catalog lags the blob log by about one
 // WAL fsync, and a reconcile after a crash has little to read.
 func (db *DB) commitLogged(b *pebble.Batch) error {
-	db.st.catalogUnsynced.Add(1)
 	if err := db.failedBy(db.cat.CommitUnsynced(b)); err != nil {
 		return err
 	}
+	db.st.catalogUnsynced.Add(1)
 	if db.catSync != nil {
 		db.catSync.Kick()
 	}
@@ -101,8 +101,9 @@ func (db *DB) startCatalogSync() {
 	})
 }
 
-// syncFailure returns, once, a failure of the catalog's background sync,
-// to be remembered in db.failed (writer lock held); nil otherwise.
+// syncFailure returns the failure of the catalog's background sync, if one
+// failed, for write to remember in db.failed (writer lock held); nil
+// otherwise.
 func (db *DB) syncFailure() error {
 	if db.catSync == nil {
 		return nil
