@@ -169,9 +169,18 @@ func TestCatalogCommitFailure(t *testing.T) {
 	spec := testSpec(format.DTypeF16, 2, 1, 8)
 	fp := spec.Fingerprint()
 	p := randPacket(spec, "ns", 10, 1)
+	synced := db.Stats().CatalogSyncs
 	id, err := db.Put(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Let the first Put's background sync finish before the WAL fails, so
+	// that the failure meets the second Put (else that sync meets it first
+	// and the second Put already finds the catalog failed).
+	for deadline := time.Now().Add(10 * time.Second); db.Stats().CatalogSyncs == synced; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first Put's background catalog sync never ran")
+		}
 	}
 	on.Store(true)
 	p2 := randPacket(spec, "ns", 10, 2)
@@ -198,8 +207,8 @@ func TestCatalogCommitFailure(t *testing.T) {
 	defer db.Close()
 	checkPacket(t, db, p, id)
 	checkPacket(t, db, p2, id2)
-	// The first Put's batch too, if its background sync had not run when
-	// the WAL started failing.
+	// The first Put's batch too, if the WAL write its background sync made
+	// had not been kept.
 	if r := db.Stats().Reconciled; r.Inserted < 1 || r.Inserted > 2 {
 		t.Fatalf("reopen reconciled %+v, want the acknowledged Puts the WAL lost inserted", r)
 	}
