@@ -9,7 +9,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/safetensors"
-	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/lab/llama"
 )
 
 // Adapter is a KV Packet adapter for one model: Header and Trailer hold

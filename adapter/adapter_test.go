@@ -8,7 +8,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/safetensors"
-	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/store"
 )
 

@@ -33,5 +33,5 @@
 //
 // stored with store.ArtifactMeta{DType: invalid (opaque bytes), Note:
 // "kv-packet-adapter/1 safetensors"}. Training lives in package
-// adapter/train.
+// lab/train.
 package adapter

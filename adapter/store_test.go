@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/lab/llama"
 )
 
 // CachePacket carries doc's token ids and every layer's keys and values,

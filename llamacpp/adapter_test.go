@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/adapter"
-	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/internal/testenv"
+	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/llamacpp"
 	"github.com/kvstore/kvstore/store"
 )
@@ -25,7 +25,7 @@ func f32s(b []byte) []float32 {
 }
 
 // TestSaveAdapter: a document prefilled by llama.cpp as [header; document
-// embeddings; trailer] and stored holds the KV internal/llama's adapter
+// embeddings; trailer] and stored holds the KV lab/llama's adapter
 // prefill computes (adapter.Prefill), with the adapter's id and row counts;
 // BOS and two such packets assembled and loaded give the next-token logits
 // the Go path gives (BOS alone, each packet re-rotated to its place, the
@@ -115,9 +115,9 @@ func testSaveAdapter(t *testing.T, hide bool) {
 		}
 		v.Release()
 	}
-	t.Logf("adapter packets: max |KV difference| llama.cpp vs internal/llama %.3g", worst)
+	t.Logf("adapter packets: max |KV difference| llama.cpp vs lab/llama %.3g", worst)
 	if worst > 1e-4 {
-		t.Fatalf("llama.cpp's adapter prefill differs from internal/llama's by %.3g", worst)
+		t.Fatalf("llama.cpp's adapter prefill differs from lab/llama's by %.3g", worst)
 	}
 
 	dst := newContext(t, m, o)
@@ -155,7 +155,7 @@ func testSaveAdapter(t *testing.T, hide bool) {
 		t.Fatal(err)
 	}
 	d := maxDiff(got, res.Logits[0])
-	t.Logf("BOS and %d adapter packets assembled, %d cells: max |logit difference| llama.cpp vs internal/llama %.3g", len(docs), l.Cells, d)
+	t.Logf("BOS and %d adapter packets assembled, %d cells: max |logit difference| llama.cpp vs lab/llama %.3g", len(docs), l.Cells, d)
 	if d > 1e-3 {
 		t.Fatalf("assembled logits differ from the Go path by %.3g", d)
 	}

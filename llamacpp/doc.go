@@ -46,7 +46,7 @@
 // token-embedding getter), removes the header's cells when the adapter
 // hides its header, and saves the rest with the adapter's id and row
 // counts. TestSaveAdapter holds its KV and the logits of an assembled
-// request against internal/llama's adapter path.
+// request against lab/llama's adapter path.
 //
 // What is not covered: models whose cells carry an extension (M-RoPE),
 // recurrent or SWA caches, per-layer KV head counts, quantized cache types,

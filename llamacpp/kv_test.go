@@ -7,7 +7,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/llamacpp"
 	"github.com/kvstore/kvstore/store"
 )

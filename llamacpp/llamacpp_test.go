@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format/gguf"
-	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/internal/testenv"
+	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/llamacpp"
 	"github.com/kvstore/kvstore/store"
 )
@@ -174,7 +174,7 @@ func goPrompt(s string) []int32 {
 }
 
 // TestGreedyMatchesReference: llama.cpp on the GGUF of each test
-// checkpoint decodes the greedy ids internal/llama decodes.
+// checkpoint decodes the greedy ids lab/llama decodes.
 func TestGreedyMatchesReference(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -203,7 +203,7 @@ func TestGreedyMatchesReference(t *testing.T) {
 			}
 			for i := range got {
 				if got[i] != want[i] {
-					t.Fatalf("id %d: llama.cpp %v, internal/llama %v", i, got, want)
+					t.Fatalf("id %d: llama.cpp %v, lab/llama %v", i, got, want)
 				}
 			}
 			t.Logf("%d ids agree: %v", len(got), got)

@@ -27,7 +27,7 @@ func Random(layers, kvHeads, tokens, keep int, seed uint64) (*Set, error) {
 
 // TOVAScores scores each of the first tokens rows by the attention the
 // last `queries` query rows paid it: att[layer][head][query][key] as
-// internal/llama's Forward returns it (query heads; heads/kvHeads of them
+// lab/llama's Forward returns it (query heads; heads/kvHeads of them
 // share a KV head, grouped consecutively), summed over the query heads of
 // each KV head and over the queries. TOVA proper uses the last query
 // alone (queries = 1).

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/internal/testenv"
+	"github.com/kvstore/kvstore/lab/llama"
 )
 
 // The KV Packet property through the store, on real and random weights: a
@@ -15,7 +15,7 @@ import (
 // delta equals the document prefilled alone at delta, and generation
 // continues from the assembled cache as from recompute.
 //
-// Tolerances (internal/llama's packet tests measure the same quantities
+// Tolerances (lab/llama's packet tests measure the same quantities
 // with reconstruct.ShiftF32; these add only the storage rounding):
 //   - f32 storage (stories260K): layer 0 values bit-identical; layer 0
 //     keys within 1e-6 x the layer's max |K|; deeper layers' keys and

@@ -12,7 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/internal/bench"
+	"github.com/kvstore/kvstore/lab/bench"
 	"github.com/kvstore/kvstore/store"
 )
 

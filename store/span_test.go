@@ -11,7 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"
 	"github.com/kvstore/kvstore/store/internal/catalog"

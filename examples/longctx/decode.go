@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/store"
 )

@@ -1,5 +1,5 @@
 // Command longctx is SeKV's long-context flow on kvstore, end to end, with
-// the small reference Llama of internal/llama:
+// the small reference Llama of lab/llama:
 //
 //  1. a long context is prefilled once; its KV cache and per-token surprisal
 //     become a span memory (store.BuildSpanMemory: spans cut at surprisal
@@ -32,8 +32,8 @@ import (
 	"strings"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/internal/testenv"
+	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/segment"
 	"github.com/kvstore/kvstore/store"
 )

@@ -1,5 +1,5 @@
 // Command rag is KV Packet's retrieval-augmented generation flow on kvstore,
-// end to end, with the small reference Llama of internal/llama:
+// end to end, with the small reference Llama of lab/llama:
 //
 //  1. offline, each document is prefilled alone from position 0 and its KV
 //     cache stored as a packet (store.Put);
@@ -11,7 +11,7 @@
 //     KL(full || packets);
 //  4. the same with KV Packet adapter packets: each document prefilled
 //     alone as [header; doc; trailer] with a trained adapter (package
-//     adapter; trained at run time by adapter/train from -adapter-init,
+//     adapter; trained at run time by lab/train from -adapter-init,
 //     by default a hidden BOS header, or loaded from the store with
 //     -adapter), stored as an artifact, its packets naming it.
 //
@@ -33,10 +33,10 @@ import (
 	"time"
 
 	"github.com/kvstore/kvstore/adapter"
-	"github.com/kvstore/kvstore/adapter/train"
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/internal/llama"
 	"github.com/kvstore/kvstore/internal/testenv"
+	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/lab/train"
 	"github.com/kvstore/kvstore/store"
 )
 

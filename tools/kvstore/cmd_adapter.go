@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/kvstore/kvstore/adapter"
-	"github.com/kvstore/kvstore/adapter/train"
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/safetensors"
-	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/lab/train"
 	"github.com/spf13/pflag"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/kvstore/kvstore/adapter"
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/store"
 	"github.com/spf13/pflag"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/internal/llama"
+	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/segment"
 )
 

@@ -1,0 +1,317 @@
+package quality
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/reconstruct"
+	"github.com/kvstore/kvstore/store"
+)
+
+// spanStore is a context's span memory written to an in-memory store and
+// opened again: every factor and resident row the span methods use is read
+// back through the store's SpanReader and routed by its Routing.
+type spanStore struct {
+	db         *store.DB
+	r          *store.SpanReader
+	rt         *store.Routing
+	meta       *store.SpanMeta
+	hd         int
+	resK, resV [][]float32       // per layer, [KVHeads][resident][hd], post-RoPE at their positions
+	recon      map[[3]int]rowSet // (layer, head, span) -> reconstructed rows
+}
+
+// newSpanStore builds, stores and opens the span memory of a prefilled
+// cache (at base position 0).
+func newSpanStore(m *llama.Model, c *llama.Cache, h []float32, cfg *Config) (*spanStore, error) {
+	db, err := store.Open("/sekv", &store.Options{FS: vfs.NewMem()})
+	if err != nil {
+		return nil, err
+	}
+	s := &spanStore{db: db, hd: c.HeadDim, recon: map[[3]int]rowSet{}}
+	if err := s.build(m, c, h, cfg); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *spanStore) build(m *llama.Model, c *llama.Cache, h []float32, cfg *Config) error {
+	spec := m.Spec(format.DTypeF32, cfg.Name)
+	in := &store.SpanInput{Model: spec, Surprisal: h}
+	for _, kv := range c.Layers {
+		in.K, in.V = append(in.K, kv.K), append(in.V, kv.V)
+	}
+	mem, err := s.db.BuildSpanMemory(in, &store.SpanOptions{Segment: cfg.Segment, FactorDType: cfg.FactorDType,
+		SVD: reconstruct.SVDOptions{Energy: cfg.Energy, MaxRank: cfg.MaxRank}})
+	if err != nil {
+		return err
+	}
+	if _, err := s.db.PutSpanMemory(context.Background(), "quality", "context", mem); err != nil {
+		return err
+	}
+	if s.r, err = s.db.OpenSpanMemory(context.Background(), "quality", spec.Fingerprint(), "context"); err != nil {
+		return err
+	}
+	s.meta = s.r.Meta()
+	if cfg.SetTau {
+		tau := make([]float32, spec.Layers*spec.KVHeads)
+		for i := range tau {
+			tau[i] = cfg.Tau
+		}
+		data, meta, err := store.EncodeHeadValues(tau, spec.Layers, spec.KVHeads)
+		if err != nil {
+			return err
+		}
+		if err := s.db.PutArtifact(spec.Fingerprint(), store.ArtifactTau, data, meta); err != nil {
+			return err
+		}
+	}
+	if s.rt, err = s.r.Routing(); err != nil {
+		return err
+	}
+	for l := range spec.Layers {
+		kb, vb, err := s.r.Resident(l)
+		if err != nil {
+			return err
+		}
+		k, v := make([]float32, len(kb)/4), make([]float32, len(vb)/4)
+		if err := format.ToF32(k, kb, format.DTypeF32); err != nil {
+			return err
+		}
+		if err := format.ToF32(v, vb, format.DTypeF32); err != nil {
+			return err
+		}
+		s.resK, s.resV = append(s.resK, k), append(s.resV, v)
+	}
+	return nil
+}
+
+func (s *spanStore) close() {
+	if s.r != nil {
+		s.r.Release()
+	}
+	_ = s.db.Close()
+}
+
+// span reconstructs (once) span sp of (layer, head) from its stored factors,
+// keys RoPE'd at their positions.
+func (s *spanStore) span(layer, head, sp int) (rowSet, error) {
+	key := [3]int{layer, head, sp}
+	if rs, ok := s.recon[key]; ok {
+		return rs, nil
+	}
+	n := s.meta.Spans[sp].Len()
+	rs := rowSet{k: make([]float32, n*s.hd), v: make([]float32, n*s.hd)}
+	if err := s.r.ReconstructSpan(layer, head, sp, 0, rs.k, rs.v); err != nil {
+		return rowSet{}, err
+	}
+	s.recon[key] = rs
+	return rs, nil
+}
+
+// spanMethod is span memory at one budget.
+type spanMethod struct {
+	s         *spanStore
+	rt        store.Routing // s.rt with this budget's zoom costs
+	summaries bool
+	resident  []bool // per context token: on the GPU at this budget
+	resIdx    []int  // indices into Meta().Resident of the resident rows kept
+	fixedRows float64
+	zoom      int64 // zoom rows per layer, shared by its KV heads; 0 = none
+	over      bool  // resident rows and summaries alone exceed the budget
+	stats     spanStats
+}
+
+type spanStats struct {
+	steps, rows float64 // group-steps and the rows they used
+	bytes       float64 // factor bytes zoomed in, all groups
+	spans       float64 // spans zoomed in, all groups
+}
+
+// newSpanMethod sizes span memory to b rows per (layer, KV head).
+func newSpanMethod(s *spanStore, h []float32, b int, share float64, summaries bool) *spanMethod {
+	meta := s.meta
+	sm := &spanMethod{s: s, rt: *s.rt, summaries: summaries, resident: make([]bool, meta.Tokens)}
+	keep := keptAnchors(meta, h, int(share*float64(b)))
+	for i, t := range meta.Resident {
+		if keep[t] || !meta.Spans[spanOf(meta, t)].Factored {
+			sm.resident[t] = true
+			sm.resIdx = append(sm.resIdx, i)
+		}
+	}
+	sm.rt.SpanTokens = make([]int, len(meta.Spans))
+	factored := 0
+	for sp, info := range meta.Spans {
+		if !info.Factored {
+			continue
+		}
+		factored++
+		for t := info.Start; t < info.End; t++ {
+			if !sm.resident[t] {
+				sm.rt.SpanTokens[sp]++
+			}
+		}
+	}
+	sm.fixedRows = float64(len(sm.resIdx))
+	if summaries {
+		sm.fixedRows += float64(factored) * float64(2*s.hd+meta.ProjDim) / float64(2*s.hd)
+	}
+	left := float64(b) - sm.fixedRows
+	sm.over = left < 0
+	if left >= 1 {
+		sm.zoom = int64(math.Floor(left)) * int64(meta.KVHeads)
+	}
+	return sm
+}
+
+// keptAnchors marks the anchors resident within limit rows: the sinks
+// first, then by descending surprisal (NaN first), ties to the earlier.
+func keptAnchors(meta *store.SpanMeta, h []float32, limit int) []bool {
+	a := append([]int(nil), meta.Anchors...)
+	prio := func(t int) float64 {
+		switch {
+		case t < sinks, math.IsNaN(float64(h[t])):
+			return math.Inf(1)
+		}
+		return float64(h[t])
+	}
+	slices.SortStableFunc(a, func(x, y int) int { return cmp.Compare(prio(y), prio(x)) })
+	keep := make([]bool, meta.Tokens)
+	for _, t := range a[:min(max(limit, 0), len(a))] {
+		keep[t] = true
+	}
+	return keep
+}
+
+func spanOf(meta *store.SpanMeta, t int) int {
+	i, _ := slices.BinarySearchFunc(meta.Spans, t, func(s format.Span, t int) int {
+		switch {
+		case s.End <= t:
+			return -1
+		case s.Start > t:
+			return 1
+		}
+		return 0
+	})
+	return i
+}
+
+// rows routes a's layer with its queries, zooms within the budget and
+// returns each KV head's rows.
+func (sm *spanMethod) rows(a *llama.StepAttention) ([]rowSet, error) {
+	meta, hd := sm.s.meta, sm.s.hd
+	z := &reconstruct.ZoomSet{Spans: make([][]int, meta.Layers*meta.KVHeads)}
+	if sm.zoom > 0 {
+		queries := make([][]float32, meta.Layers*meta.KVHeads)
+		per := len(a.QPre) / hd / meta.KVHeads
+		for g := range meta.KVHeads {
+			queries[a.Layer*meta.KVHeads+g] = a.QPre[g*per*hd : (g+1)*per*hd]
+		}
+		var err error
+		if z, err = sm.rt.Zoom(queries, reconstruct.Budget{Tokens: sm.zoom, Fill: true}); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]rowSet, meta.KVHeads)
+	for g := range out {
+		gi := a.Layer*meta.KVHeads + g
+		rs, err := sm.groupRows(a.Layer, g, z.Spans[gi])
+		if err != nil {
+			return nil, err
+		}
+		out[g] = rs
+		sm.stats.steps++
+		sm.stats.rows += sm.fixedRows
+		for _, sp := range z.Spans[gi] {
+			sm.stats.rows += float64(sm.rt.SpanTokens[sp])
+			sm.stats.bytes += float64(sm.rt.SpanBytes[gi][sp])
+			sm.stats.spans++
+		}
+	}
+	return out, nil
+}
+
+// groupRows is (layer, g)'s resident rows, zoomed spans' rows not resident,
+// and, with summaries, one entry per factored span not zoomed.
+func (sm *spanMethod) groupRows(layer, g int, zoomed []int) (rowSet, error) {
+	meta, hd := sm.s.meta, sm.s.hd
+	nr := len(meta.Resident)
+	var rs rowSet
+	for _, i := range sm.resIdx {
+		rs.k = append(rs.k, sm.s.resK[layer][(g*nr+i)*hd:(g*nr+i+1)*hd]...)
+		rs.v = append(rs.v, sm.s.resV[layer][(g*nr+i)*hd:(g*nr+i+1)*hd]...)
+	}
+	rows := len(sm.resIdx)
+	isZoomed := make([]bool, len(meta.Spans))
+	for _, sp := range zoomed {
+		isZoomed[sp] = true
+		rec, err := sm.s.span(layer, g, sp)
+		if err != nil {
+			return rowSet{}, err
+		}
+		start := meta.Spans[sp].Start
+		for t := start; t < meta.Spans[sp].End; t++ {
+			if !sm.resident[t] {
+				rs.k = append(rs.k, rec.k[(t-start)*hd:(t-start+1)*hd]...)
+				rs.v = append(rs.v, rec.v[(t-start)*hd:(t-start+1)*hd]...)
+				rows++
+			}
+		}
+	}
+	if !sm.summaries {
+		return rs, nil
+	}
+	rs.bias = make([]float32, rows)
+	return sm.summaryRows(rs, layer, g, isZoomed)
+}
+
+// summaryRows appends one entry per factored span not zoomed: the summary
+// key RoPE'd at the mean position of the span's tokens not resident, its
+// value, and a bias of ln(their count).
+func (sm *spanMethod) summaryRows(rs rowSet, layer, g int, zoomed []bool) (rowSet, error) {
+	sums, err := sm.s.r.Summaries(layer, g)
+	if err != nil {
+		return rowSet{}, err
+	}
+	for sp, info := range sm.s.meta.Spans {
+		if !info.Factored || zoomed[sp] {
+			continue
+		}
+		var n, pos float64
+		for t := info.Start; t < info.End; t++ {
+			if !sm.resident[t] {
+				n++
+				pos += float64(t)
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		k := append([]float32(nil), sums[sp].Key...)
+		sm.s.r.RoPE().Apply(k, int64(math.Round(pos/n)))
+		rs.k = append(rs.k, k...)
+		rs.v = append(rs.v, sums[sp].Value...)
+		rs.bias = append(rs.bias, float32(math.Log(n)))
+	}
+	return rs, nil
+}
+
+// usage is the mean rows per group-step and bytes per step.
+func (sm *spanMethod) usage(steps int) (rows, bytes float64) {
+	if sm.stats.steps == 0 {
+		return sm.fixedRows, 0
+	}
+	return sm.stats.rows / sm.stats.steps, sm.stats.bytes / float64(steps)
+}
+
+func (sm *spanMethod) String() string {
+	return fmt.Sprintf("span(resident %d, zoom %d/layer, summaries %v)", len(sm.resIdx), sm.zoom, sm.summaries)
+}
