@@ -11,9 +11,10 @@
 //	              forward pass and its gradients), lab/train (adapter
 //	              training), lab/quality and lab/bench (the quality and peer
 //	              benchmark harnesses)
-//	test support  internal/testenv, internal/s3test, internal/cputest: what
-//	              tests and the lab use to find models, start servers and
-//	              measure CPU time
+//	test support  internal/testenv, internal/s3test, internal/cputest and
+//	              internal/testsummary: what tests and the lab use to find
+//	              models, start servers and measure CPU time, and the test
+//	              command's summary
 //	commands      tools/kvstore (the operations CLI), lab/cmd/... (the lab's
 //	              commands: training, quality tables, peer benchmarks),
 //	              examples/..., and the test-only packages fuzz and docs

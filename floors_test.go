@@ -51,7 +51,7 @@ func zoneOf(pkg string) (zone, bool) {
 		return commands, true
 	case strings.HasPrefix(pkg, "lab/"):
 		return lab, true
-	case pkg == "internal/testenv" || pkg == "internal/s3test" || pkg == "internal/cputest":
+	case pkg == "internal/testenv" || pkg == "internal/s3test" || pkg == "internal/cputest" || pkg == "internal/testsummary":
 		return testSupport, true
 	}
 	_, ok := floorOf(pkg)

@@ -20,6 +20,7 @@ set -eu
 . "$(dirname "$0")/cached-binary.sh"
 
 build() {
+	echo "install-versitygw.sh: building versitygw $version from source with go install (once per machine: minutes of CPU, up to 20 min of wall time on a loaded 2-core machine)" >&2
 	# GOFLAGS from the caller (say -race) must not leak into the server build;
 	# -trimpath keeps the binary independent of where it was built.
 	GOBIN=$bin GOFLAGS=-buildvcs=false go install -trimpath \

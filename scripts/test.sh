@@ -11,6 +11,11 @@
 # and sets KVSTORE_REQUIRE so that a test that needs one of these, the
 # models in ../shared/testdata, g++, an S3 server or a tmpfs mount (root), fails instead of skipping.
 #
+# The tests run with -count=1 (never a cached result) under `go test -json`,
+# read by internal/testsummary: it prints each package's result as it
+# ends, the output of every failed test, a line a minute saying what is
+# still running, and at the end the count of packages and tests.
+#
 # Usage: scripts/test.sh [go test flags and packages]   (default: -race ./...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,17 +25,21 @@ step() { printf '== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)" >&2; }
 go version
 command -v g++ >/dev/null || { echo "scripts/test.sh: g++ is required (apt-get install g++)" >&2; exit 1; }
 
-step "libllama"
+step "libllama: @node-llama-cpp/linux-x64 from npm into .deps/llama (reused when present)"
 KVSTORE_LLAMA_LIB=$(bash scripts/install-libllama.sh)
 export KVSTORE_LLAMA_LIB
 
-step "versitygw"
+step "versitygw: the S3 server of the tier tests into .deps/bin (reused or copied from ~/.cache/kvstore when present)"
 KVSTORE_S3_BIN=$(bash scripts/install-versitygw.sh)
 export KVSTORE_S3_BIN
 
 export KVSTORE_REQUIRE=${KVSTORE_REQUIRE-model,gxx,go,libllama,s3,mount}
-step "go test (KVSTORE_REQUIRE=$KVSTORE_REQUIRE)"
 if [ $# -eq 0 ]; then
 	set -- -race ./...
 fi
-go test "$@"
+step "building the test summary"
+summary=$(mktemp -d)/testsummary
+trap 'rm -rf "$(dirname "$summary")"' EXIT
+go build -o "$summary" ./internal/testsummary
+step "go test -count=1 $* (KVSTORE_REQUIRE=$KVSTORE_REQUIRE): compiling every package first (several minutes on 2 cores with a cold build cache, longer with -race), then a line per package"
+go test -json -count=1 "$@" | "$summary"
