@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -96,5 +98,27 @@ func TestProgress(t *testing.T) {
 	s.add(event{Action: "pass", Package: "m/adapter"})
 	if p := s.progress(s.running["m/store"]); !strings.Contains(p, "1 packages done") || !strings.Contains(p, "running: store") {
 		t.Errorf("progress %q", p)
+	}
+}
+
+// TestScriptUsesSummary: the test command never reuses cached results and
+// ends with the summary's count (it would pass silently on a cached run
+// and end on a bare "ok" line otherwise).
+func TestScriptUsesSummary(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "scripts", "test.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"go test -json -count=1", "./internal/testsummary", "pipefail"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("scripts/test.sh lacks %q", want)
+		}
+	}
+	ci, err := os.ReadFile(filepath.Join("..", "..", ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ci), "exec bash scripts/test.sh\n") {
+		t.Errorf(".ci/run does not call exactly scripts/test.sh:\n%s", ci)
 	}
 }
