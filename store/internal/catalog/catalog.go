@@ -64,7 +64,7 @@ func Open(dir string, o *Options) (c *Catalog, err error) {
 		// block. The read that found it returns an error anyway (wrapped
 		// in ErrCorruption by the callers), so the event is only logged.
 		EventListener: &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
-			o.Logger.Error("catalog corruption", "component", "catalog", "file", info.Path, "err", info.Details)
+			o.Logger.Error("catalog corruption", "component", "catalog", "file", info.Path, "err", errText(info.Details), "remedy", Remedy)
 		}},
 	})
 	if err != nil {
@@ -100,17 +100,34 @@ func RequireExisting(fs vfs.FS, dir string) error {
 func openError(dir string, err error) error {
 	for _, s := range []error{format.ErrCorruption, iofs.ErrPermission, syscall.ENOSPC, syscall.EROFS} {
 		if errors.Is(err, s) {
+			if s == format.ErrCorruption {
+				return fmt.Errorf("store: open catalog %s: %w (%s)", dir, err, Remedy)
+			}
 			return fmt.Errorf("store: open catalog %s: %w", dir, err)
 		}
 	}
-	return fmt.Errorf("%w: open catalog %s: %v", format.ErrCorruption, dir, err)
+	return fmt.Errorf("%w: open catalog %s: %s (%s)", format.ErrCorruption, dir, errText(err), Remedy)
+}
+
+// Remedy is what an error of a damaged catalog tells its reader to do.
+const Remedy = "the catalog is damaged: kvstore recover DIR (store.Recover) rebuilds it from the blob files"
+
+// errText is err's message on one line: Pebble's errors carry details
+// (paths, stacks, "<corruption detail carrier>") on the lines after the
+// first, which belong in a debugger, not in an error a user reads.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	return first
 }
 
 // readError wraps a failed catalog read: in ErrCorruption when Pebble found
 // damage (a checksum, a table that does not parse), as itself otherwise.
 func readError(what string, err error) error {
 	if pebble.IsCorruptionError(err) {
-		return fmt.Errorf("%w: %s: %v", format.ErrCorruption, what, err)
+		return fmt.Errorf("%w: %s: %s (%s)", format.ErrCorruption, what, errText(err), Remedy)
 	}
 	return fmt.Errorf("store: %s: %w", what, err)
 }
@@ -127,7 +144,11 @@ func recoverFatal(err *error, sentinel error, what string) {
 	if !ok {
 		panic(r)
 	}
-	*err = fmt.Errorf("%w: %s: %s", sentinel, what, fe.msg)
+	msg, _, _ := strings.Cut(fe.msg, "\n")
+	if sentinel == format.ErrCorruption {
+		msg += " (" + Remedy + ")"
+	}
+	*err = fmt.Errorf("%w: %s: %s", sentinel, what, msg)
 }
 
 // Get calls fn with the value of key, which is only valid during the call.
@@ -237,11 +258,13 @@ func (p pebbleLogger) Infof(f string, args ...any) {
 }
 
 func (p pebbleLogger) Errorf(f string, args ...any) {
-	p.l.Error(fmt.Sprintf(f, args...), "component", "catalog")
+	msg, _, _ := strings.Cut(fmt.Sprintf(f, args...), "\n")
+	p.l.Error(msg, "component", "catalog")
 }
 
 func (p pebbleLogger) Fatalf(f string, args ...any) {
 	msg := fmt.Sprintf(f, args...)
-	p.l.Error(msg, "component", "catalog", "fatal", true)
+	first, _, _ := strings.Cut(msg, "\n")
+	p.l.Error(first, "component", "catalog", "fatal", true)
 	panic(fatalError{msg})
 }
