@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/kvstore/kvstore/store/internal/lock"
@@ -20,7 +21,7 @@ const flockSupported = lock.FlockSupported
 
 // lockStore takes DIR/LOCK for db's open: ErrLocked if it is held.
 func (db *DB) lockStore() error {
-	l, shared, err := lockDir(db.opts.FS, db.fs, db.dir, db.opts.ReadOnly)
+	l, shared, err := lockDir(db.opts.FS, db.fs, db.dir, db.opts.ReadOnly, db.opts.LockWait)
 	if err != nil {
 		return err
 	}
@@ -28,10 +29,18 @@ func (db *DB) lockStore() error {
 	return nil
 }
 
-// lockDir takes DIR/LOCK of the store in dir (lock.Dir); ErrLocked if it
-// is held.
-func lockDir(optsFS, fs vfs.FS, dir string, readOnly bool) (io.Closer, bool, error) {
-	l, shared, err := lock.Dir(optsFS, fs, fs.PathJoin(dir, lockFileName), readOnly)
+// lockDir takes DIR/LOCK of the store in dir (lock.Dir; lock.DirWait for
+// a read-write open given a wait); ErrLocked if it is held.
+func lockDir(optsFS, fs vfs.FS, dir string, readOnly bool, wait time.Duration) (io.Closer, bool, error) {
+	path := fs.PathJoin(dir, lockFileName)
+	var l io.Closer
+	var shared bool
+	var err error
+	if readOnly || wait <= 0 {
+		l, shared, err = lock.Dir(optsFS, fs, path, readOnly)
+	} else {
+		l, err = lock.DirWait(optsFS, fs, path, wait)
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %s: %v", ErrLocked, dir, err)
 	}

@@ -52,6 +52,13 @@ type Options struct {
 	// even the LOCK file. For tools whose verbs must never create a store
 	// by a typo (rm, gc, compact).
 	MustExist bool
+	// LockWait is how long a read-write Open (and Recover) waits for
+	// DIR/LOCK while others hold it; 0, the default, does not wait: a held
+	// lock is ErrLocked at once. While a writer waits, read-only opens that
+	// arrive are refused (ErrLocked, "a read-write open is waiting"), so
+	// readers that come and go cannot starve it; the ones already in finish
+	// first. Read-only opens never wait.
+	LockWait time.Duration
 	// Logger receives the store's and the catalog's messages; Pebble's
 	// informational messages go at Debug level. Default: a logger that
 	// discards everything, so that a library embedded in a server writes

@@ -62,7 +62,7 @@ func Recover(dir string, opts *Options) (*RecoverReport, error) {
 	if !found {
 		return nil, fmt.Errorf("%w: no store at %s (no FORMAT file)", ErrNotFound, dir)
 	}
-	lock, _, err := lockDir(o.FS, fs, dir, false)
+	lock, _, err := lockDir(o.FS, fs, dir, false, o.LockWait)
 	if err != nil {
 		return nil, err
 	}

@@ -5,20 +5,36 @@ package lock
 import (
 	"io"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 const flockSupported = true
 
-// flockFile opens path (creating it if absent) and flocks it, shared or
-// exclusive, without waiting.
-func flockFile(path string, shared bool) (io.Closer, error) {
+// openLockFile opens path, creating it if absent (read-only when the
+// directory is).
+func openLockFile(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		if f, err = os.Open(path); err != nil { // a read-only directory
 			return nil, err
 		}
+	}
+	return f, nil
+}
+
+// flockFile opens path (creating it if absent) and flocks it, shared or
+// exclusive, without waiting. A shared lock is also refused while a writer
+// waits for the lock (ErrWriterWaiting).
+func flockFile(path string, shared bool) (io.Closer, error) {
+	f, err := openLockFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if shared && writerWaiting(f) {
+		_ = f.Close()
+		return nil, ErrWriterWaiting
 	}
 	how := unix.LOCK_EX
 	if shared {
@@ -32,4 +48,43 @@ func flockFile(path string, shared bool) (io.Closer, error) {
 		return nil, err
 	}
 	return f, nil // closing the file releases the lock
+}
+
+// flockWait takes path's exclusive flock, waiting up to wait for the
+// holders to leave. From its first refused try until it returns it marks
+// the file as wanted by a writer (markWaiting), so that read-only opens
+// arriving meanwhile are refused instead of keeping a shared lock held
+// forever between them.
+func flockWait(path string, wait time.Duration) (io.Closer, error) {
+	f, err := openLockFile(path)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(wait)
+	pause := time.Millisecond
+	marked := false
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			if marked {
+				unmarkWaiting(f)
+			}
+			return f, nil
+		}
+		if err != unix.EWOULDBLOCK {
+			_ = f.Close()
+			return nil, err
+		}
+		if !marked {
+			// Another waiting writer may hold the mark already: this one
+			// then waits behind it, unmarked.
+			marked = markWaiting(f)
+		}
+		if !time.Now().Before(deadline) {
+			_ = f.Close() // releases the mark with the file
+			return nil, ErrHeld
+		}
+		time.Sleep(min(pause, time.Until(deadline)))
+		pause = min(2*pause, 20*time.Millisecond)
+	}
 }

@@ -5,10 +5,15 @@ package lock
 import (
 	"errors"
 	"io"
+	"time"
 )
 
 const flockSupported = false
 
 func flockFile(path string, shared bool) (io.Closer, error) {
+	return nil, errors.New("flock is not supported on this platform")
+}
+
+func flockWait(path string, wait time.Duration) (io.Closer, error) {
 	return nil, errors.New("flock is not supported on this platform")
 }

@@ -9,12 +9,22 @@
 // FS, such as the in-memory one; Windows) every open takes FS.Lock,
 // exclusive.
 //
+// A read-write open may wait for the lock (DirWait). While it waits it
+// marks the lock file as wanted by a writer (on Linux, an open file
+// description lock on byte 0, which flock does not see), and read-only
+// opens that arrive meanwhile are refused (ErrWriterWaiting), so readers
+// that come and go cannot keep a shared lock held forever and starve it.
+// The readers already in finish as they would; the writer gets the lock
+// when the last leaves. A writer never waits unless asked to.
+//
 // The lock file holds no bytes.
 package lock
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -25,6 +35,10 @@ const FlockSupported = flockSupported
 
 // ErrHeld: another holder has the lock.
 var ErrHeld = errors.New("held by another open (flock)")
+
+// ErrWriterWaiting: a read-only open was refused because a read-write
+// open is waiting for the lock. It wraps ErrHeld.
+var ErrWriterWaiting = fmt.Errorf("%w: a read-write open is waiting for it", ErrHeld)
 
 // Dir takes the lock file path of fs, shared when readOnly and the lock
 // is a flock (optsFS, the FS the store was given, is vfs.Default), else
@@ -39,6 +53,17 @@ func Dir(optsFS, fs vfs.FS, path string, readOnly bool) (lock io.Closer, shared 
 	}
 	lock, err = fs.Lock(path)
 	return lock, false, err
+}
+
+// DirWait is Dir for a read-write open that waits up to wait for the
+// lock's holders to leave, keeping new readers out meanwhile (the package
+// comment). With wait <= 0, or where the lock is not a flock, it is Dir.
+func DirWait(optsFS, fs vfs.FS, path string, wait time.Duration) (io.Closer, error) {
+	if wait <= 0 || optsFS != vfs.Default || !flockSupported {
+		l, _, err := Dir(optsFS, fs, path, false)
+		return l, err
+	}
+	return flockWait(path, wait)
 }
 
 // NoLockFS is an FS whose Lock takes nothing: for a read-only catalog

@@ -3,7 +3,11 @@ package lock
 import (
 	"errors"
 	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -69,4 +73,96 @@ func TestMemFS(t *testing.T) {
 		t.Fatalf("after release: %v", err)
 	}
 	l.Close()
+}
+
+// TestWriterNotStarved: two readers take turns so that one of them always
+// holds the shared lock; a writer that waits gets the lock within its
+// wait every time, because readers arriving while it waits are refused
+// with ErrWriterWaiting. Without the mark the writer would never see the
+// lock free.
+func TestWriterNotStarved(t *testing.T) {
+	if !FlockSupported || runtime.GOOS != "linux" {
+		t.Skip("the writer's mark needs Linux's open file description locks")
+	}
+	path := filepath.Join(t.TempDir(), "LOCK")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(r) * 3 * time.Millisecond)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, _, err := Dir(vfs.Default, vfs.Default, path, true)
+				if err != nil {
+					if errors.Is(err, ErrWriterWaiting) {
+						refused.Add(1)
+					}
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				time.Sleep(6 * time.Millisecond) // overlaps the other reader's hold
+				l.Close()
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(20 * time.Millisecond)
+	// Without waiting the writer is refused while the readers overlap.
+	if l, err := DirWait(vfs.Default, vfs.Default, path, 0); err == nil {
+		l.Close()
+		t.Log("the writer found a gap between the readers without waiting")
+	}
+	for i := range 10 {
+		start := time.Now()
+		l, err := DirWait(vfs.Default, vfs.Default, path, 5*time.Second)
+		if err != nil {
+			t.Fatalf("writer %d: %v after %v", i, err, time.Since(start))
+		}
+		if _, _, err := Dir(vfs.Default, vfs.Default, path, true); !errors.Is(err, ErrHeld) {
+			t.Fatalf("reader beside the writer %d: %v, want ErrHeld", i, err)
+		}
+		l.Close()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if refused.Load() == 0 {
+		t.Error("no reader was refused while the writer waited")
+	}
+}
+
+// TestDirWaitTimesOut: a writer waiting behind a holder that stays gives up
+// with ErrHeld after its wait, and leaves no mark behind.
+func TestDirWaitTimesOut(t *testing.T) {
+	if !FlockSupported {
+		t.Skip("no flock on this platform")
+	}
+	path := filepath.Join(t.TempDir(), "LOCK")
+	r, _, err := Dir(vfs.Default, vfs.Default, path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := DirWait(vfs.Default, vfs.Default, path, 50*time.Millisecond); !errors.Is(err, ErrHeld) {
+		t.Fatalf("writer behind a reader that stays: %v, want ErrHeld", err)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond {
+		t.Fatalf("gave up after %v, before its wait", d)
+	}
+	r2, _, err := Dir(vfs.Default, vfs.Default, path, true)
+	if err != nil {
+		t.Fatalf("a reader after the writer gave up: %v (a mark left behind?)", err)
+	}
+	r2.Close()
+	r.Close()
+	w, err := DirWait(vfs.Default, vfs.Default, path, time.Second)
+	if err != nil {
+		t.Fatalf("writer once the readers left: %v", err)
+	}
+	w.Close()
 }
