@@ -16,8 +16,8 @@ var specialF32 = []uint32{
 	0x477fe000, 0x477fefff, 0x477ff000, 0x4e6e6b28, 0xce6e6b28, // f16 max, just below and at the overflow tie, ±1e9
 	0x7f800000, 0xff800000, 0x7fc00001, 0x7f800001, 0xffc12345, // ±Inf, quiet, signalling, negative NaN
 	0x33800000, 0x33000000, 0x33400000, 0x33c00000, 0x387fc000, 0x38800000, 0x387fffff, // f16 subnormal range and ties
-	0x3f801000, 0x3f803000, 0xbf801000, 0x3f800fff, 0x3f801001, // f16 ties around 1: even, odd, negative, below, above
-	0x3f808000, 0x3f818000, 0xbf818000, 0x3f807fff, 0x3f808001, // bf16 ties around 1
+	0x3f801000, 0x3f803000, 0xbf801000, 0x3f800fff, 0x3f801001, // f16 ties near 1: even, odd, negative, below, above
+	0x3f808000, 0x3f818000, 0xbf818000, 0x3f807fff, 0x3f808001, // bf16 ties near 1
 	0x00000001, 0x807fffff, 0x7f7fffff, 0xff7fffff, // f32 subnormal and max
 }
 

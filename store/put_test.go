@@ -291,7 +291,7 @@ func TestPutDurableBehindBlobLog(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// A fresh session whose batches the clone will lack: the clone is taken
+	// A fresh Open whose batches the clone will lack: the clone is taken
 	// at the first WAL sync after them, the background one.
 	db, err = Open("/db", &Options{FS: errorfs.Wrap(mem, hook), Logger: quiet})
 	if err != nil {

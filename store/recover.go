@@ -36,7 +36,7 @@ type RecoverReport struct {
 // cannot rebuild is counted in the report (NoRecord): span memories,
 // artifacts and packets written before format 1.1, as well as pins and
 // access statistics. Evicted packets stay evicted (evictions write
-// tombstones, except those of versions before the seventh session). A
+// tombstones; an eviction by a version before commit 0dbaf78 wrote none). A
 // packet deleted before a compaction or GC removed
 // the file holding its tombstone, while an older file still holds its
 // extent, comes back (docs/format.md, "Rebuilding the catalog").

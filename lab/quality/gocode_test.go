@@ -65,7 +65,7 @@ func TestGoCodeSpan(t *testing.T) {
 	}
 }
 
-// TestGoCodeTarget checks the setting docs/quality.md names for issue 19's
+// TestGoCodeTarget checks the setting docs/quality.md names for the
 // compression target at full size (448 + 64 tokens, as the table): int4
 // with TOVA keeping 25% stores at most a quarter of bf16's bytes (8.0%
 // measured) with mean KL under 0.01 nats (5.3e-3 measured), and costs more

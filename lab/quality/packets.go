@@ -15,7 +15,7 @@ import (
 	"github.com/kvstore/kvstore/store"
 )
 
-// Compressed and pruned packets (issue 5).
+// Compressed and pruned packets.
 //
 // RunPackets prefills a sampled context of N tokens with full attention
 // (f32), keeps its cache as one packet in a store (in memory) under each

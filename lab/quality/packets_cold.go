@@ -16,7 +16,7 @@ import (
 	"github.com/kvstore/kvstore/store"
 )
 
-// Cold load of a compressed, pruned setting against raw (issue 19's
+// Cold load of a compressed, pruned setting against raw (the compression
 // target: at least 2x raw).
 //
 // ColdLoad prefills cfg's context, stores Copies copies of its packet (each

@@ -13,7 +13,7 @@ import (
 // Flush adds to b the changed statistics of packets still catalogued in
 // cat, and forgets the packets that are not; the caller commits b
 // (unsynced: the statistics are hints). Before Load the table holds this
-// session's uses only: they are added to the saved ones and counting
+// DB's uses only: they are added to the saved ones and counting
 // starts afresh.
 func (t *Table) Flush(cat *catalog.Catalog, b *pebble.Batch) error {
 	t.LastFlush = time.Now()

@@ -90,7 +90,7 @@ func openCatalog(t *testing.T) *catalog.Catalog {
 	return cat
 }
 
-// TestFlushAndLoad saves a session's uses on top of the saved ones, drops
+// TestFlushAndLoad saves a DB's uses on top of the saved ones, drops
 // statistics of packets gone from the catalog, and Load refuses a header
 // that does not decode.
 func TestFlushAndLoad(t *testing.T) {
@@ -130,7 +130,7 @@ func TestFlushAndLoad(t *testing.T) {
 		t.Fatalf("saved last %d uses %d, want a later last use and 7+1 uses", last, uses)
 	}
 	if e := tb.Entry(Key{"ns", h.ID}, false); e.Uses.Load() != 0 || e.Dirty.Load() {
-		t.Fatalf("after a flush before Load the session's count restarts: uses %d dirty %v", e.Uses.Load(), e.Dirty.Load())
+		t.Fatalf("after a flush before Load the DB's count restarts: uses %d dirty %v", e.Uses.Load(), e.Dirty.Load())
 	}
 	if err := tb.Load(cat.DB); err == nil || tb.Loaded() {
 		t.Fatalf("Load over an undecodable header: %v, loaded %v", err, tb.Loaded())

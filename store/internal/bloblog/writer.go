@@ -113,7 +113,7 @@ func (w *Writer) create() (*Active, error) {
 	return a, nil
 }
 
-// reopen opens the active file of an earlier session for writing. Bytes
+// reopen opens the active file of an earlier Open for writing. Bytes
 // past its catalogued size are left from writes that never committed; the
 // next extent overwrites them. A file shorter than its catalogued size has
 // lost bytes: it is sealed and a new file started.
