@@ -16,7 +16,7 @@
 # ends, the output of every failed test, a line a minute saying what is
 # still running, and at the end the count of packages and tests.
 #
-# Usage: scripts/test.sh [go test flags and packages]   (default: -race ./...)
+# Usage: scripts/test.sh [go test flags and packages]   (default: -race -timeout 30m ./...; a package's tests may take more than go test's 10 minutes on a loaded 2-core machine)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +35,7 @@ export KVSTORE_S3_BIN
 
 export KVSTORE_REQUIRE=${KVSTORE_REQUIRE-model,gxx,go,libllama,s3,mount}
 if [ $# -eq 0 ]; then
-	set -- -race ./...
+	set -- -race -timeout 30m ./...
 fi
 step "building the test summary"
 summary=$(mktemp -d)/testsummary
