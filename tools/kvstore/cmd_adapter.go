@@ -35,9 +35,9 @@ adapter id is refused unless the store holds that adapter for its model.
           trailer; F32, BF16 or F16; the reference's format)
   export  write a stored adapter to a safetensors file
 
-Training is not an operation of this CLI: go run ./lab/cmd/kvtrain
-adapter (the flags adapter train had) trains an adapter on a llama2.c
-checkpoint and stores it.
+Training is not an operation of this CLI: it is
+go run ./lab/cmd/kvtrain adapter (the flags adapter train had), which
+trains an adapter on a llama2.c checkpoint and stores it.
 
 The model fingerprint is that of the packets: --model, --dtype and
 --weights-id (default llama2.c:<file name>:<size>, as kvstore demo uses).`
