@@ -51,9 +51,11 @@ func runAdapter(ctx context.Context, e *env, f *adapterFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := checkStore(e); err != nil {
+	db, err := openStore(e)
+	if err != nil {
 		return err
 	}
+	defer db.Close()
 	p := newProgress(e.stderr, "kvtrain adapter")
 	res, err := trainAdapter(ctx, m, f, p)
 	p.done()
@@ -64,11 +66,11 @@ func runAdapter(ctx context.Context, e *env, f *adapterFlags) error {
 		return fmt.Errorf("trained, not stored: %w", err)
 	}
 	a := res.Adapter
-	id := f.id
-	if id == "" {
-		id = a.ID()
+	id, err := storeAdapter(db, fp, f.id, a)
+	if err != nil {
+		return err
 	}
-	if err := putAdapter(e, fp, id, a); err != nil {
+	if err := db.Close(); err != nil {
 		return err
 	}
 	r := &report{ID: id, Model: fp.String(), Header: a.HeaderRows(), Trailer: a.TrailerRows(), Bytes: a.Bytes(),

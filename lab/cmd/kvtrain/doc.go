@@ -21,10 +21,9 @@
 // is written at most every ten seconds. kvstore adapter ls, export and
 // import list and move stored adapters.
 //
-// The store is opened before training (so that a mistyped --dir fails at
-// once; --create makes a new store there) and closed while the model
-// trains, so that a server may use it meanwhile; it is opened again to
-// store the adapter.
+// The store is opened before training, so that a mistyped --dir fails at
+// once (--create makes a new store there), and held, locked, until the
+// adapter is stored.
 //
 // The first SIGINT (Ctrl-C) or SIGTERM stops training before its next
 // step: nothing is stored, the store is left as it was, and kvtrain exits

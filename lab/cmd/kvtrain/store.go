@@ -25,28 +25,13 @@ func openStore(e *env) (*store.DB, error) {
 	return db, err
 }
 
-// checkStore opens the store in --dir (creating it with --create) and
-// closes it: training then runs without holding the store's lock.
-func checkStore(e *env) error {
-	db, err := openStore(e)
-	if err != nil {
-		return err
+// storeAdapter stores a in db for model under id, or under its content
+// id when id is "", durably, and returns the id.
+func storeAdapter(db *store.DB, model format.Fingerprint, id string, a *adapter.Adapter) (string, error) {
+	if id == "" {
+		id = a.ID()
 	}
-	return db.Close()
-}
-
-// putAdapter stores a for model under id in the store in --dir, durably.
-func putAdapter(e *env, model format.Fingerprint, id string, a *adapter.Adapter) (err error) {
-	db, err := openStore(e)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := db.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	return adapter.Put(db, model, id, a)
+	return id, adapter.Put(db, model, id, a)
 }
 
 // warnLogger logs the store's warnings and errors to w; its routine Info
