@@ -171,3 +171,26 @@ func TestAdapterUsage(t *testing.T) {
 		t.Fatalf("--help: %q", r.stdout)
 	}
 }
+
+// A cancelled context (a signal before the first request is drawn) exits
+// 130 with one line and stores nothing.
+func TestAdapterCancelled(t *testing.T) {
+	model := testenv.ModelFile(t, "stories260K.bin")
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"adapter", "--dir", dir, "--create", "--model", model, "--requests", "2"}, &out, &errb)
+	if code != exitInterrupted || out.Len() != 0 ||
+		!strings.HasSuffix(errb.String(), "\ninterrupted: kvtrain adapter: train: stopped drawing request 1 of 2: context canceled\n") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	db, err := store.Open(dir, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Artifacts(func(i store.ArtifactInfo) error { return fmt.Errorf("stored %q", i.Name) }); err != nil {
+		t.Fatal(err)
+	}
+}
