@@ -215,7 +215,7 @@ func getAdapter(w io.Writer, db *store.DB, m *llama.Model, spec *format.ModelSpe
 	if err != nil {
 		return nil, err
 	}
-	r, err := train.Train(m, exs, train.Options{Init: init, LR: 5e-3, Epochs: max(cfg.trainEpochs, 1), Batch: 4, Seed: 1})
+	r, err := train.Train(context.Background(), m, exs, train.Options{Init: init, LR: 5e-3, Epochs: max(cfg.trainEpochs, 1), Batch: 4, Seed: 1})
 	if err != nil {
 		return nil, err
 	}

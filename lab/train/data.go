@@ -2,6 +2,7 @@ package train
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -131,13 +132,18 @@ func (b *ByteFiles) Chunk(rng *rand.Rand, n int) ([]int, error) {
 }
 
 // Requests draws n requests of docsMin to docsMax documents of docLen
-// tokens and a question of qLen tokens, each from its own chunk.
-func Requests(src Source, rng *rand.Rand, n, docsMin, docsMax, docLen, qLen int) ([]Request, error) {
+// tokens and a question of qLen tokens, each from its own chunk. ctx is
+// checked before every request: once it is done, Requests returns its
+// error, wrapped.
+func Requests(ctx context.Context, src Source, rng *rand.Rand, n, docsMin, docsMax, docLen, qLen int) ([]Request, error) {
 	if docsMin < 0 || docsMax < docsMin {
 		return nil, fmt.Errorf("%w: train: %d to %d documents per request", format.ErrInvalidArgument, docsMin, docsMax)
 	}
 	var out []Request
-	for range n {
+	for i := range n {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("train: stopped drawing request %d of %d: %w", i+1, n, err)
+		}
 		k := docsMin + rng.IntN(docsMax-docsMin+1)
 		q, err := src.Chunk(rng, qLen)
 		if err != nil {
@@ -157,10 +163,14 @@ func Requests(src Source, rng *rand.Rand, n, docsMin, docsMax, docLen, qLen int)
 }
 
 // Examples turns requests into distillation examples (Example with a BOS
-// prefix) of answer tokens each.
-func Examples(m *llama.Model, rs []Request, answer int) ([]*llama.PacketExample, error) {
+// prefix) of answer tokens each. ctx is checked before every request: once
+// it is done, Examples returns its error, wrapped.
+func Examples(ctx context.Context, m *llama.Model, rs []Request, answer int) ([]*llama.PacketExample, error) {
 	var out []*llama.PacketExample
 	for i, r := range rs {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("train: stopped before the example of request %d of %d: %w", i+1, len(rs), err)
+		}
 		ex, err := Example(m, []int{BOS}, r.Docs, r.Question, answer)
 		if err != nil {
 			return nil, fmt.Errorf("train: request %d: %w", i, err)

@@ -11,6 +11,7 @@
 package train
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -142,8 +143,10 @@ type Config struct {
 }
 
 // Train trains an adapter for m on examples (see Example), starting from
-// adapter.Init(m, o.Header, o.Trailer, o.Seed).
-func Train(m *llama.Model, examples []*llama.PacketExample, o Options) (*Result, error) {
+// adapter.Init(m, o.Header, o.Trailer, o.Seed). ctx is checked before
+// every step: once it is done, Train returns its error (context.Canceled
+// or DeadlineExceeded, wrapped, naming the step) and no adapter.
+func Train(ctx context.Context, m *llama.Model, examples []*llama.PacketExample, o Options) (*Result, error) {
 	if o.Init != nil {
 		o.Header, o.Trailer = o.Init.HeaderRows(), o.Init.TrailerRows()
 		if o.Header == 0 {
@@ -187,6 +190,9 @@ func Train(m *llama.Model, examples []*llama.PacketExample, o Options) (*Result,
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		var sum float64
 		for b := 0; b < len(order); b += o.Batch {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("train: stopped before step %d of %d: %w", step+1, steps, err)
+			}
 			batch := order[b:min(b+o.Batch, len(order))]
 			loss, err := batchGrad(m, theta[:nh], theta[nh:], examples, batch, grad, o.Workers, init.HideHeader)
 			if err != nil {

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -79,7 +80,7 @@ func TestTrainLossFalls(t *testing.T) {
 			o := Options{Init: tc.init, LR: 5e-3, Epochs: 6, Batch: 4, Seed: 3}
 			var steps int
 			o.Progress = func(p Progress) { steps = p.Step }
-			r, err := Train(m, train, o)
+			r, err := Train(context.Background(), m, train, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +122,7 @@ func TestTrainDeterministic(t *testing.T) {
 	exs := examples(t, m, rand.New(rand.NewPCG(1, 1)), 4)
 	var runs []*adapter.Adapter
 	for _, w := range []int{1, 1, 3} {
-		r, err := Train(m, exs, Options{Header: 1, Trailer: 2, Epochs: 2, Batch: 3, Workers: w, Seed: 9, LR: 1e-2})
+		r, err := Train(context.Background(), m, exs, Options{Header: 1, Trailer: 2, Epochs: 2, Batch: 3, Workers: w, Seed: 9, LR: 1e-2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,10 +135,10 @@ func TestTrainDeterministic(t *testing.T) {
 			}
 		}
 	}
-	if _, err := Train(m, exs, Options{Header: -1, Trailer: -1}); !errors.Is(err, format.ErrInvalidArgument) {
+	if _, err := Train(context.Background(), m, exs, Options{Header: -1, Trailer: -1}); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Fatalf("an adapter of no rows: %v", err)
 	}
-	if _, err := Train(m, nil, Options{}); !errors.Is(err, format.ErrInvalidArgument) {
+	if _, err := Train(context.Background(), m, nil, Options{}); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Fatalf("no examples: %v", err)
 	}
 }
@@ -154,7 +155,7 @@ func TestTrainEpochHook(t *testing.T) {
 	var seen []EpochEnd
 	o := Options{Header: 1, Trailer: 2, Epochs: 3, Batch: 3, Seed: 9, LR: 1e-2}
 	o.Epoch = func(e EpochEnd) error { seen = append(seen, e); return nil }
-	r, err := Train(m, exs, o)
+	r, err := Train(context.Background(), m, exs, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +175,47 @@ func TestTrainEpochHook(t *testing.T) {
 	}
 	stop := errors.New("stop")
 	o.Epoch = func(EpochEnd) error { return stop }
-	if _, err := Train(m, exs, o); !errors.Is(err, stop) {
+	if _, err := Train(context.Background(), m, exs, o); !errors.Is(err, stop) {
 		t.Fatalf("the hook's error: %v", err)
+	}
+}
+
+// A done context stops training before the next step: cancelled from the
+// Progress of step 2, Train reports no step 3 and returns context.Canceled,
+// wrapped, and no result; Requests and Examples stop on it too.
+func TestTrainCancel(t *testing.T) {
+	m, err := llama.Random(llama.Config{Dim: 16, Hidden: 24, Layers: 2, Heads: 2, KVHeads: 1, Vocab: 32, SeqLen: 256,
+		NormEps: 1e-5, RoPE: format.RoPE{Style: format.RoPEInterleaved, Theta: 10000}}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exs := examples(t, m, rand.New(rand.NewPCG(1, 1)), 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	last := 0
+	o := Options{Header: 1, Trailer: 1, Epochs: 5, Seed: 9}
+	o.Progress = func(p Progress) {
+		if last = p.Step; p.Step == 2 {
+			cancel()
+		}
+	}
+	r, err := Train(ctx, m, exs, o)
+	if !errors.Is(err, context.Canceled) || r != nil || last != 2 {
+		t.Fatalf("cancelled at step 2: result %v, error %v, last step %d", r, err, last)
+	}
+	if !strings.Contains(err.Error(), "step 3 of 20") {
+		t.Fatalf("the error does not name the step: %v", err)
+	}
+	src := Sampled{Model: m, Skip: 1}
+	if _, err := Requests(ctx, src, rand.New(rand.NewPCG(1, 1)), 2, 1, 1, 4, 2); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Requests on a cancelled context: %v", err)
+	}
+	reqs, err := Requests(context.Background(), src, rand.New(rand.NewPCG(1, 1)), 2, 1, 1, 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Examples(ctx, m, reqs, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Examples on a cancelled context: %v", err)
 	}
 }
 
@@ -214,19 +254,19 @@ func TestTrainHiddenHeaderBeatsNoAdapter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trainReqs, err := Requests(tr, rand.New(rand.NewPCG(1, 1)), 16, 2, 2, 16, 8)
+	trainReqs, err := Requests(context.Background(), tr, rand.New(rand.NewPCG(1, 1)), 16, 2, 2, 16, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	heldReqs, err := Requests(ho, rand.New(rand.NewPCG(1, 2)), 8, 2, 3, 16, 8)
+	heldReqs, err := Requests(context.Background(), ho, rand.New(rand.NewPCG(1, 2)), 8, 2, 3, 16, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	train, err := Examples(m, trainReqs, 4)
+	train, err := Examples(context.Background(), m, trainReqs, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := Examples(m, heldReqs, 4)
+	held, err := Examples(context.Background(), m, heldReqs, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +274,7 @@ func TestTrainHiddenHeaderBeatsNoAdapter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Train(m, train, Options{Init: init, LR: 5e-3, Epochs: 3, Batch: 8, Seed: 1})
+	r, err := Train(context.Background(), m, train, Options{Init: init, LR: 5e-3, Epochs: 3, Batch: 8, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,10 +305,10 @@ func TestChunkRefused(t *testing.T) {
 	if got, err := b.Chunk(rng, 10); err != nil || len(got) != 10 {
 		t.Fatalf("a chunk of the file's length: %v %v", got, err)
 	}
-	if _, err := Requests(b, rng, 1, 1, 1, 64, 4); !errors.Is(err, format.ErrInvalidArgument) {
+	if _, err := Requests(context.Background(), b, rng, 1, 1, 1, 64, 4); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Fatalf("Requests over too short files: %v", err)
 	}
-	if _, err := Requests(b, rng, 1, 3, 2, 4, 4); !errors.Is(err, format.ErrInvalidArgument) {
+	if _, err := Requests(context.Background(), b, rng, 1, 3, 2, 4, 4); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Fatalf("Requests with docsMax < docsMin: %v", err)
 	}
 }

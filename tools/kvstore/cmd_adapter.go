@@ -4,25 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/kvstore/kvstore/adapter"
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/safetensors"
 	"github.com/kvstore/kvstore/lab/llama"
-	"github.com/kvstore/kvstore/lab/train"
 	"github.com/spf13/pflag"
 )
 
 func init() {
-	register(&command{name: "adapter", summary: "train, import and export KV Packet adapters (train | import | export)", long: adapterSummary,
+	register(&command{name: "adapter", summary: "list, import and export KV Packet adapters (ls | import | export)", long: adapterSummary,
 		sub: []*command{
-			{name: "train", summary: "train an adapter on a llama2.c checkpoint and store it", long: adapterSummary, setup: setupAdapterTrain},
+			{name: "ls", summary: "list the stored adapters, of one model or of all", long: adapterSummary, setup: setupAdapterLs},
 			{name: "import", args: "ADAPTER.safetensors", summary: "store an adapter read from a safetensors file", long: adapterSummary, setup: setupAdapterImport},
 			{name: "export", args: "OUT.safetensors", summary: "write a stored adapter to a safetensors file", long: adapterSummary, setup: setupAdapterExport},
+			{name: "train", summary: "moved: go run ./lab/cmd/kvtrain adapter", long: adapterTrainMoved, moved: adapterTrainer + " (the flags adapter train had)"},
 		}})
 }
 
@@ -30,16 +28,26 @@ const adapterSummary = `KV Packet adapters: trained header and trailer soft toke
 store as artifacts per (model fingerprint, adapter id); a packet naming an
 adapter id is refused unless the store holds that adapter for its model.
 
-  train   train an adapter on a llama2.c checkpoint by self-distillation
-          (documents prefilled alone as [header; doc; trailer], the model
-          reading everything at once as teacher, KL loss, AdamW with linear
-          decay) and store it; a progress line goes to stderr
+  ls      list the stored adapters: id, model fingerprint, header and
+          trailer rows, stored bytes (--model or --fingerprint: one
+          model's; default all)
   import  store an adapter read from a safetensors file (tensors header,
           trailer; F32, BF16 or F16; the reference's format)
   export  write a stored adapter to a safetensors file
 
+Training is not an operation of this CLI: it is
+go run ./lab/cmd/kvtrain adapter (the flags adapter train had), which
+trains an adapter on a llama2.c checkpoint and stores it.
+
 The model fingerprint is that of the packets: --model, --dtype and
 --weights-id (default llama2.c:<file name>:<size>, as kvstore demo uses).`
+
+// adapterTrainer is the command that trains adapters.
+const adapterTrainer = "go run ./lab/cmd/kvtrain adapter"
+
+const adapterTrainMoved = `Adapter training left the operations CLI: run
+` + adapterTrainer + ` --dir STORE [--create] --model CKPT [flags]
+(the flags adapter train had). This verb runs nothing and exits 2.`
 
 // adapterModel is the model flags every adapter verb shares.
 type adapterModel struct {
@@ -78,15 +86,13 @@ func (a *adapterModel) load() (*llama.Model, format.Fingerprint, error) {
 	return m, m.Spec(dt, a.weights).Fingerprint(), nil
 }
 
-// adapterReport is what train and import print.
+// adapterReport is what import prints.
 type adapterReport struct {
-	ID          string    `json:"id"`
-	Model       string    `json:"model_fingerprint"`
-	Header      int       `json:"header_rows"`
-	Trailer     int       `json:"trailer_rows"`
-	Bytes       int       `json:"bytes"`
-	EpochLoss   []float64 `json:"epoch_loss,omitempty"`
-	TrainSecond float64   `json:"train_seconds,omitempty"`
+	ID      string `json:"id"`
+	Model   string `json:"model_fingerprint"`
+	Header  int    `json:"header_rows"`
+	Trailer int    `json:"trailer_rows"`
+	Bytes   int    `json:"bytes"`
 }
 
 func (e *env) printAdapter(r *adapterReport) error {
@@ -95,105 +101,8 @@ func (e *env) printAdapter(r *adapterReport) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	fmt.Fprintf(e.stdout, "adapter    %s\nmodel      %s\nrows       %d header + %d trailer (%d bytes f32)\n", r.ID, r.Model, r.Header, r.Trailer, r.Bytes)
-	if len(r.EpochLoss) > 0 {
-		fmt.Fprintf(e.stdout, "loss       %.4f (first epoch) -> %.4f (last), %d epochs in %.1f s\n", r.EpochLoss[0], r.EpochLoss[len(r.EpochLoss)-1], len(r.EpochLoss), r.TrainSecond)
-	}
-	return nil
-}
-
-func setupAdapterTrain(fs *pflag.FlagSet, e *env) verbFunc {
-	var mf adapterModel
-	mf.flags(fs)
-	var o train.Options
-	var id, data, initFrom string
-	var requests, docsMin, docsMax, docLen, qLen, answer int
-	var seed uint64
-	fs.StringVar(&id, "id", "", "adapter id (default: its content id, kvp-<hash>)")
-	fs.StringVar(&data, "data", "sampled", "documents: 'sampled' (the model's own text) or a directory of .go files cut into bytes (byte-level models)")
-	fs.StringVar(&initFrom, "init", "stats", "starting point: 'stats' (the reference's rows drawn from N(mean, std) of the embeddings, header and trailer visible) or 'token' (header rows BOS's embedding, hidden from the question; trailer rows the mean embedding)")
-	fs.IntVar(&o.Header, "header", 8, "header rows N_h")
-	fs.IntVar(&o.Trailer, "trailer", 8, "trailer rows N_t")
-	fs.IntVar(&requests, "requests", 64, "training requests")
-	fs.IntVar(&docsMin, "docs-min", 2, "fewest documents per request")
-	fs.IntVar(&docsMax, "docs-max", 3, "most documents per request")
-	fs.IntVar(&docLen, "doc-len", 24, "tokens per document")
-	fs.IntVar(&qLen, "question-len", 8, "tokens per question")
-	fs.IntVar(&answer, "answer", 4, "greedy answer tokens the loss covers")
-	fs.IntVar(&o.Epochs, "epochs", 30, "epochs")
-	fs.IntVar(&o.Batch, "batch", 1, "examples per step")
-	fs.Float64Var(&o.LR, "lr", 5e-4, "peak learning rate, decayed linearly to 0")
-	fs.Uint64Var(&seed, "seed", 1, "seed of the requests, the initialisation and the example order")
-	return func(_ context.Context, e *env, args []string) error {
-		switch {
-		case len(args) > 0:
-			return fmt.Errorf("%w: unexpected arguments %q", errUsage, args)
-		case initFrom != "stats" && initFrom != "token":
-			return fmt.Errorf("%w: --init %q: want stats or token", errUsage, initFrom)
-		case requests < 1 || docsMin < 1 || docsMax < docsMin || docLen < 1 || qLen < 1 || answer < 1 || o.Header < 0 || o.Trailer < 0:
-			return fmt.Errorf("%w: --requests, --docs-min, --doc-len, --question-len, --answer must be >= 1, --docs-max >= --docs-min, rows >= 0", errUsage)
-		}
-		o.Seed = seed
-		for _, n := range []*int{&o.Header, &o.Trailer} {
-			if *n == 0 {
-				*n = -1 // none, not the default
-			}
-		}
-		m, fp, err := mf.load()
-		if err != nil {
-			return err
-		}
-		if initFrom == "token" {
-			// llama2.c checkpoints' BOS is token 1 (as kvstore demo uses).
-			if o.Init, err = adapter.InitToken(m, max(o.Header, 0), max(o.Trailer, 0), 1); err != nil {
-				return err
-			}
-		}
-		db, err := openStore(e, true)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		var src train.Source = train.Sampled{Model: m, Skip: 4}
-		if data != "sampled" {
-			if src, err = train.LoadByteFiles(data, ".go", nil, 2*max(docLen, qLen)); err != nil {
-				return err
-			}
-		}
-		p := newProgress(e, "adapter train")
-		p.stage(fmt.Sprintf("building %d requests (teacher: full recompute)", requests))
-		reqs, err := train.Requests(src, rand.New(rand.NewPCG(seed, 1)), requests, docsMin, docsMax, docLen, qLen)
-		if err != nil {
-			p.done()
-			return err
-		}
-		exs, err := train.Examples(m, reqs, answer)
-		if err != nil {
-			p.done()
-			return err
-		}
-		var last time.Time
-		o.Progress = func(g train.Progress) {
-			if time.Since(last) >= progressEvery {
-				last = time.Now()
-				p.stage(fmt.Sprintf("step %d/%d, epoch %d, loss %.4f, %v", g.Step, g.Steps, g.Epoch+1, g.Loss, g.Elapsed.Round(time.Second)))
-			}
-		}
-		res, err := train.Train(m, exs, o)
-		p.done()
-		if err != nil {
-			return err
-		}
-		a := res.Adapter
-		if id == "" {
-			id = a.ID()
-		}
-		if err := adapter.Put(db, fp, id, a); err != nil {
-			return err
-		}
-		return e.printAdapter(&adapterReport{ID: id, Model: fp.String(), Header: a.HeaderRows(), Trailer: a.TrailerRows(), Bytes: a.Bytes(),
-			EpochLoss: res.EpochLoss, TrainSecond: res.Time.Seconds()})
-	}
+	_, err := fmt.Fprintf(e.stdout, "adapter    %s\nmodel      %s\nrows       %d header + %d trailer (%d bytes f32)\n", r.ID, r.Model, r.Header, r.Trailer, r.Bytes)
+	return err
 }
 
 func setupAdapterImport(fs *pflag.FlagSet, e *env) verbFunc {

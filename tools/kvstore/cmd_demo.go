@@ -45,7 +45,11 @@ The model is a deterministic random-weight Llama-shaped model built in code
 scaling), or a llama2.c checkpoint with --model (the real one to use:
 ../shared/testdata/gocode-hd64.bin, a byte-level Go-code Llama with 64-wide
 heads; stories260K.bin is the second). The store is a temporary
-directory, removed afterwards, unless --dir names one.`
+directory, removed afterwards, unless --dir names one.
+
+On a terminal a progress line shows the prefills (thousands of tokens
+take a while on a CPU). SIGINT (Ctrl-C) or SIGTERM stops the demo within
+one prefill chunk (exit 130); a --dir store keeps the packets put so far.`
 
 // demoFlags are demo's flags, parsed.
 type demoFlags struct {
@@ -68,13 +72,13 @@ func setupDemo(fs *pflag.FlagSet, e *env) verbFunc {
 	fs.IntVar(&f.question, "question", 4, "tokens of the question prefilled after the packets")
 	fs.StringVar(&f.model, "model", "", "llama2.c checkpoint to use instead of the built-in random model (e.g. ../shared/testdata/gocode-hd64.bin)")
 	fs.StringVar(&f.dtype, "dtype", "bf16", "storage dtype of the packets: bf16, f16 or f32")
-	return func(_ context.Context, e *env, args []string) error {
+	return func(ctx context.Context, e *env, args []string) error {
 		f.dir, f.json = e.dir, e.json // the global --dir (default: a temporary store) and --json
-		return runDemo(e, args, f)
+		return runDemo(ctx, e, args, f)
 	}
 }
 
-func runDemo(e *env, args []string, f demoFlags) error {
+func runDemo(ctx context.Context, e *env, args []string, f demoFlags) error {
 	if err := noArgs(args); err != nil {
 		return err
 	}
@@ -85,7 +89,9 @@ func runDemo(e *env, args []string, f demoFlags) error {
 	case f.docs < 1 || f.docs > 64 || f.tokens < 1 || f.tokens > 4096 || f.question < 1 || f.question > 4096:
 		return fmt.Errorf("%w: --docs must be in [1, 64], --tokens and --question in [1, 4096]", errUsage)
 	}
-	rep, err := demo(f, dt, e.stderr)
+	p := newProgress(e, "demo")
+	rep, err := demo(ctx, f, dt, e.stderr, p)
+	p.done()
 	if err != nil {
 		return err
 	}
@@ -147,7 +153,9 @@ type demoDoc struct {
 	id     format.PacketID
 }
 
-func demo(f demoFlags, dt format.DType, stderr io.Writer) (*demoReport, error) {
+// demo runs the demo, showing its prefills on prog; it stops once ctx is
+// done (a signal), leaving --dir's store with the packets put so far.
+func demo(ctx context.Context, f demoFlags, dt format.DType, stderr io.Writer, prog *progress) (*demoReport, error) {
 	m, name, weights, err := demoLoad(f.model)
 	if err != nil {
 		return nil, err
@@ -163,17 +171,19 @@ func demo(f demoFlags, dt format.DType, stderr io.Writer) (*demoReport, error) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	docs := make([]*demoDoc, f.docs)
 	for i := range docs {
-		if docs[i], err = demoPut(db, m, spec, randomTokens(rng, m.Vocab, f.tokens), rep); err != nil {
+		pre := prefiller{ctx: ctx, m: m, p: prog, what: fmt.Sprintf("prefill document %d/%d", i+1, len(docs))}
+		if docs[i], err = demoPut(ctx, db, pre, spec, randomTokens(rng, m.Vocab, f.tokens), rep); err != nil {
 			return nil, err
 		}
 	}
 	question := randomTokens(rng, m.Vocab, f.question)
 	slices.Reverse(docs)
-	packetsLogits, cache, err := demoAssemble(db, m, spec, docs, question, rep)
+	pre := prefiller{ctx: ctx, m: m, p: prog, what: "prefill the question over the assembled packets"}
+	packetsLogits, cache, err := demoAssemble(ctx, db, pre, spec, docs, question, rep)
 	if err != nil {
 		return nil, err
 	}
-	if err := demoCompareRows(m, spec, docs, cache, rep); err != nil {
+	if err := demoCompareRows(pre, spec, docs, cache, rep); err != nil {
 		return nil, err
 	}
 	var prompt []int
@@ -182,7 +192,8 @@ func demo(f demoFlags, dt format.DType, stderr io.Writer) (*demoReport, error) {
 	}
 	prompt = append(prompt, question...)
 	start := time.Now()
-	full, err := m.Forward(prompt, 0, nil, llama.ForwardOptions{LastOnly: true})
+	pre.what = "full recompute"
+	full, err := pre.prefill(prompt, 0, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -239,8 +250,8 @@ func randomTokens(rng *rand.Rand, vocab, n int) []int {
 
 // demoPut prefills tokens alone at position 0, puts the cache as a packet
 // and verifies it through a view.
-func demoPut(db *store.DB, m *llama.Model, spec *format.ModelSpec, tokens []int, rep *demoReport) (*demoDoc, error) {
-	out, err := m.Forward(tokens, 0, nil, llama.ForwardOptions{LastOnly: true})
+func demoPut(ctx context.Context, db *store.DB, pre prefiller, spec *format.ModelSpec, tokens []int, rep *demoReport) (*demoDoc, error) {
+	out, err := pre.prefill(tokens, 0, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -249,17 +260,17 @@ func demoPut(db *store.DB, m *llama.Model, spec *format.ModelSpec, tokens []int,
 		return nil, err
 	}
 	id := format.ComputePacketID(demoNamespace, spec.Fingerprint(), "", d.packet.TokenIDs)
-	had, err := db.Has(context.Background(), demoNamespace, spec.Fingerprint(), id)
+	had, err := db.Has(ctx, demoNamespace, spec.Fingerprint(), id)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	if d.id, err = db.Put(context.Background(), d.packet); err != nil {
+	if d.id, err = db.Put(ctx, d.packet); err != nil {
 		return nil, err
 	}
 	row := demoPacket{ID: d.id.Short(), Tokens: len(tokens), Bytes: int64(len(tokens) * spec.TokenBytes()),
 		PutNs: time.Since(start).Nanoseconds(), Stored: had, Verify: "ok"}
-	if err := demoVerify(db, spec, d); err != nil {
+	if err := demoVerify(ctx, db, spec, d); err != nil {
 		row.Verify, rep.Verified = err.Error(), false
 	}
 	rep.Packets = append(rep.Packets, row)
@@ -270,8 +281,8 @@ const demoNamespace = "demo"
 
 // demoVerify reads every chunk of d's packet through a view (each checked
 // against its CRC32C on first read) and compares it with what was put.
-func demoVerify(db *store.DB, spec *format.ModelSpec, d *demoDoc) error {
-	v, err := db.Get(context.Background(), demoNamespace, spec.Fingerprint(), d.id)
+func demoVerify(ctx context.Context, db *store.DB, spec *format.ModelSpec, d *demoDoc) error {
+	v, err := db.Get(ctx, demoNamespace, spec.Fingerprint(), d.id)
 	if err != nil {
 		return err
 	}
@@ -291,7 +302,7 @@ func demoVerify(db *store.DB, spec *format.ModelSpec, d *demoDoc) error {
 // demoAssemble assembles the packets at consecutive offsets from 0 and
 // prefills the question after them; it returns the next-token logits and
 // the assembled cache.
-func demoAssemble(db *store.DB, m *llama.Model, spec *format.ModelSpec, docs []*demoDoc, question []int, rep *demoReport) ([]float32, *llama.Cache, error) {
+func demoAssemble(ctx context.Context, db *store.DB, pre prefiller, spec *format.ModelSpec, docs []*demoDoc, question []int, rep *demoReport) ([]float32, *llama.Cache, error) {
 	items := make([]store.AssembleItem, len(docs))
 	off := int64(0)
 	for i, d := range docs {
@@ -299,13 +310,13 @@ func demoAssemble(db *store.DB, m *llama.Model, spec *format.ModelSpec, docs []*
 		off += int64(len(d.tokens))
 	}
 	start := time.Now()
-	a, err := db.PrepareAssemble(context.Background(), demoNamespace, spec.Fingerprint(), items)
+	a, err := db.PrepareAssemble(ctx, demoNamespace, spec.Fingerprint(), items)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer a.Release()
 	dst := store.NewContiguousDest(spec, a.Tokens())
-	if err := a.Run(context.Background(), dst, nil); err != nil {
+	if err := a.Run(ctx, dst, nil); err != nil {
 		return nil, nil, err
 	}
 	rep.AssembleNs = time.Since(start).Nanoseconds()
@@ -325,7 +336,7 @@ func demoAssemble(db *store.DB, m *llama.Model, spec *format.ModelSpec, docs []*
 		cache.Positions = append(cache.Positions, int64(i))
 	}
 	assembled := cache.Clone() // Forward appends the question to cache
-	out, err := m.Forward(question, int64(a.Tokens()), cache, llama.ForwardOptions{LastOnly: true})
+	out, err := pre.prefill(question, int64(a.Tokens()), cache)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -336,12 +347,13 @@ func demoAssemble(db *store.DB, m *llama.Model, spec *format.ModelSpec, docs []*
 
 // demoCompareRows compares each document's rows of the assembled cache
 // with the document prefilled alone at its new offset.
-func demoCompareRows(m *llama.Model, spec *format.ModelSpec, docs []*demoDoc, c *llama.Cache, rep *demoReport) error {
+func demoCompareRows(pre prefiller, spec *format.ModelSpec, docs []*demoDoc, c *llama.Cache, rep *demoReport) error {
 	total, row := c.Len(), 0
 	hd := spec.HeadDim
-	for _, d := range docs {
+	for di, d := range docs {
 		n := len(d.tokens)
-		at, err := m.Forward(d.tokens, int64(row), nil, llama.ForwardOptions{LastOnly: true})
+		pre.what = fmt.Sprintf("prefill document %d/%d at its offset", di+1, len(docs))
+		at, err := pre.prefill(d.tokens, int64(row), nil)
 		if err != nil {
 			return err
 		}

@@ -2,14 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/testenv"
+	"github.com/kvstore/kvstore/lab/llama"
 )
 
 func TestDemoTable(t *testing.T) {
@@ -118,4 +125,87 @@ func TestDemoBinary(t *testing.T) {
 	if err := json.Unmarshal(out, &r); err != nil || !r.Verified || len(r.Packets) != 2 || r.Recomputed != 4 {
 		t.Fatalf("binary's report: %v\n%s", err, out)
 	}
+}
+
+// Prefilling in chunks gives one Forward's logits and cache bit for bit,
+// from position 0 and after a cache; a done context stops it before any
+// chunk, and every chunk of a long prefill is shown on the progress line.
+func TestDemoPrefillChunks(t *testing.T) {
+	m, err := llama.Random(demoModel, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := randomTokens(rand.New(rand.NewPCG(3, 4)), m.Vocab, 2*prefillChunk+5)
+	var line bytes.Buffer
+	pre := prefiller{ctx: context.Background(), m: m, p: startProgress(&line, "demo", time.Now), what: "prefill"}
+	for _, c := range []struct {
+		name  string
+		split int // tokens prefilled before, as the cache
+	}{{"from 0", 0}, {"after a cache", 7}} {
+		t.Run(c.name, func(t *testing.T) {
+			var before, whole *llama.Cache
+			if c.split > 0 {
+				for _, cache := range []**llama.Cache{&before, &whole} {
+					r, err := m.Forward(tokens[:c.split], 0, nil, llama.ForwardOptions{LastOnly: true})
+					if err != nil {
+						t.Fatal(err)
+					}
+					*cache = r.Cache
+				}
+			}
+			want, err := m.Forward(tokens[c.split:], int64(c.split), whole, llama.ForwardOptions{LastOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := pre.prefill(tokens[c.split:], int64(c.split), before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameBits(got.Logits[0], want.Logits[0]) || got.Cache.Len() != want.Cache.Len() {
+				t.Fatalf("logits or cache length (%d, want %d) differ", got.Cache.Len(), want.Cache.Len())
+			}
+			for l := range want.Cache.Layers {
+				if !sameBits(got.Cache.Layers[l].K, want.Cache.Layers[l].K) || !sameBits(got.Cache.Layers[l].V, want.Cache.Layers[l].V) {
+					t.Fatalf("layer %d's cache differs", l)
+				}
+			}
+		})
+	}
+	if s := line.String(); !strings.Contains(s, "demo: prefill: 64/133 tokens") || !strings.Contains(s, "demo: prefill: 128/133 tokens") {
+		t.Fatalf("progress line: %q", s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	pre.ctx = ctx
+	if _, err := pre.prefill(tokens, 0, nil); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "prefill: stopped at token 0 of 133") {
+		t.Fatalf("cancelled prefill: %v", err)
+	}
+}
+
+// A demo of long documents draws its prefills on the progress line.
+func TestDemoProgress(t *testing.T) {
+	var line bytes.Buffer
+	f := demoFlags{docs: 2, tokens: prefillChunk + 1, question: 2}
+	r, err := demo(context.Background(), f, format.DTypeBF16, &line, startProgress(&line, "demo", time.Now))
+	if err != nil || !r.Verified {
+		t.Fatalf("demo: %v %+v", err, r)
+	}
+	for _, want := range []string{"demo: prefill document 1/2: 0/65 tokens", "demo: prefill document 2/2: 64/65 tokens",
+		"demo: prefill document 2/2 at its offset: 64/65 tokens", "demo: full recompute: 128/132 tokens"} {
+		if !strings.Contains(line.String(), want) {
+			t.Errorf("progress lacks %q: %q", want, line.String())
+		}
+	}
+}
+
+func sameBits(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
 }

@@ -67,9 +67,13 @@ type command struct {
 	long    string // the verb's --help text
 	// setup defines the verb's own flags on fs and returns its body.
 	setup func(fs *pflag.FlagSet, e *env) verbFunc
-	// sub are the verb's sub-verbs (adapter train|import|export); a verb
+	// sub are the verb's sub-verbs (adapter import|export|ls); a verb
 	// with sub-verbs has no setup.
 	sub []*command
+	// moved, when not "", is where a verb that left the CLI went: the
+	// verb is hidden, accepts any flags and fails with a usage error
+	// naming it.
+	moved string
 }
 
 var commands = map[string]*command{}
@@ -141,7 +145,7 @@ Exit codes: 0 success, 1 failure or findings (verify, check), 2 bad usage,
 	pf := root.PersistentFlags()
 	pf.StringVar(&e.dir, "dir", "", "store directory")
 	pf.BoolVar(&e.json, "json", false, "print machine-readable JSON (exact byte counts)")
-	pf.BoolVar(&e.create, "create", false, "let import and adapter train/import create the store when --dir holds none (other verbs never create one)")
+	pf.BoolVar(&e.create, "create", false, "let import and adapter import create the store when --dir holds none (other verbs never create one)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %v", errUsage, err) })
 	names := make([]string, 0, len(commands))
 	for n := range commands {
@@ -168,6 +172,14 @@ func newCommand(e *env, c *command, ran **command) *cobra.Command {
 		}
 		for _, s := range c.sub {
 			cmd.AddCommand(newCommand(e, s, ran))
+		}
+		return cmd
+	}
+	if c.moved != "" {
+		cmd.Hidden = true
+		cmd.FParseErrWhitelist.UnknownFlags = true
+		cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+			return fmt.Errorf("%w: moved: use %s", errUsage, c.moved)
 		}
 		return cmd
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -140,4 +141,58 @@ func interruptCompact(t *testing.T, dir string, files int, sig syscall.Signal) (
 		return r, false // finished before the signal was handled
 	}
 	return r, true
+}
+
+// SIGINT or SIGTERM during a demo's long prefill (documents of 4096
+// tokens, minutes of work) stops it within seconds: one "interrupted:"
+// line, exit 130, and the --dir store checks and verifies clean.
+func TestBinaryInterruptDemo(t *testing.T) {
+	testenv.Need(t, testenv.GoTool, kvBinary != "", "no go command on PATH to build the binary")
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "store")
+			var out, errb bytes.Buffer
+			cmd := exec.Command(kvBinary, "--dir", dir, "demo", "--docs", "4", "--tokens", "4096")
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			// The store is open once its lock file is there: the demo is
+			// in its prefills.
+			for open := false; !open; {
+				select {
+				case err := <-done:
+					t.Fatalf("demo ended before the signal: %v\nstdout %s\nstderr %s", err, out.String(), errb.String())
+				case <-time.After(10 * time.Millisecond):
+					_, err := os.Stat(filepath.Join(dir, "LOCK"))
+					open = err == nil
+				}
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+				<-done
+				t.Fatalf("demo still running 20 s after %v; stderr %q", sig, errb.String())
+			}
+			r := result{stdout: out.String(), stderr: errb.String()}
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				r.code = ee.ExitCode()
+			}
+			r.want(t, exitInterrupted)
+			if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 ||
+				!strings.HasPrefix(lines[0], "interrupted: kvstore demo: prefill document 1/4: stopped at token ") || r.stdout != "" {
+				t.Fatalf("stdout %q, stderr %q", r.stdout, r.stderr)
+			}
+			kv(t, "--dir", dir, "check").want(t, exitOK)
+			kv(t, "--dir", dir, "verify").want(t, exitOK)
+		})
+	}
 }

@@ -33,6 +33,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -181,11 +182,11 @@ func measure(w, log io.Writer, c config, name string) error {
 		what = fmt.Sprintf("byte cuts of %d non-test Go files (training) and %d _test.go files (held out)", len(tr.Files), len(ho.Files))
 	}
 	start := time.Now()
-	trainReqs, err := train.Requests(trainSrc, rand.New(rand.NewPCG(c.seed, 1)), c.trainN, 2, 3, c.docLen, c.qLen)
+	trainReqs, err := train.Requests(context.Background(), trainSrc, rand.New(rand.NewPCG(c.seed, 1)), c.trainN, 2, 3, c.docLen, c.qLen)
 	if err != nil {
 		return err
 	}
-	heldReqs, err := train.Requests(heldSrc, rand.New(rand.NewPCG(c.seed, 2)), c.heldN, 2, 5, c.docLen, c.qLen)
+	heldReqs, err := train.Requests(context.Background(), heldSrc, rand.New(rand.NewPCG(c.seed, 2)), c.heldN, 2, 5, c.docLen, c.qLen)
 	if err != nil {
 		return err
 	}
@@ -193,7 +194,7 @@ func measure(w, log io.Writer, c config, name string) error {
 	if c.fitHeldout {
 		fitReqs = heldReqs
 	}
-	exs, err := train.Examples(m, fitReqs, c.answer)
+	exs, err := train.Examples(context.Background(), m, fitReqs, c.answer)
 	if err != nil {
 		return err
 	}
@@ -352,7 +353,7 @@ func oneAdapter(w, log io.Writer, c config, m *llama.Model, name string, nh, nt 
 		fmt.Fprintln(log)
 		return nil
 	}
-	res, err := train.Train(m, ev.exs, o)
+	res, err := train.Train(context.Background(), m, ev.exs, o)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,7 @@
 // bound to one model fingerprint and kept whole in the catalog. It checks
 // names and data (CheckName, Check), frames and parses a record (Record,
 // Decode, Read), and reads, lists and batches them in the catalog it is
-// given (Get, Has, Other, List, Set, Delete); the store admits each call and
+// given (Get, Has, Other, List, Each, Set, Delete); the store admits each call and
 // commits its batches.
 //
 // A record is kind "KVAR", its body drawn in format/artifact.go; the keys

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/lab/train"
+	"github.com/spf13/cobra"
+)
+
+const adapterLong = `Trains a KV Packet adapter on a llama2.c checkpoint by self-distillation
+and stores it: each training request's documents are prefilled alone as
+[header; doc; trailer], the model reading the whole request at once is
+the teacher, the loss is KL(teacher || student) over --answer greedy
+tokens, minimised by AdamW with linear decay. The base model is frozen.
+
+The adapter is stored for the model fingerprint of the packets it serves:
+--model, --dtype and --weights-id (default llama2.c:<file name>:<size>,
+as kvstore demo and kvstore adapter import/export/ls use). A progress
+line goes to stderr. The first SIGINT or SIGTERM stops training before
+its next step; nothing is stored (exit 130).`
+
+// adapterCommand is the adapter verb; *ran is set when its body runs.
+func adapterCommand(e *env, ran *bool) *cobra.Command {
+	var f adapterFlags
+	cmd := &cobra.Command{
+		Use:   "adapter --dir STORE [--create] --model CKPT",
+		Short: "train a KV Packet adapter on a llama2.c checkpoint and store it",
+		Long:  adapterLong,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			*ran = true
+			return runAdapter(cmd.Context(), e, &f)
+		},
+	}
+	f.define(cmd.Flags())
+	return cmd
+}
+
+// runAdapter trains the adapter f asks for and stores it.
+func runAdapter(ctx context.Context, e *env, f *adapterFlags) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	if e.dir == "" {
+		return fmt.Errorf("%w: --dir is required", errUsage)
+	}
+	m, fp, err := f.model.load()
+	if err != nil {
+		return err
+	}
+	db, err := openStore(e)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	p := newProgress(e.stderr, "kvtrain adapter")
+	res, err := trainAdapter(ctx, m, f, p)
+	p.done()
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("trained, not stored: %w", err)
+	}
+	a := res.Adapter
+	id, err := storeAdapter(db, fp, f.id, a)
+	if err != nil {
+		return err
+	}
+	if err := db.Close(); err != nil {
+		return err
+	}
+	r := &report{ID: id, Model: fp.String(), Header: a.HeaderRows(), Trailer: a.TrailerRows(), Bytes: a.Bytes(),
+		EpochLoss: res.EpochLoss, TrainSecond: res.Time.Seconds()}
+	return r.write(e.stdout, e.json)
+}
+
+// trainAdapter builds f's examples on m and trains the adapter, showing
+// each stage and step on p; it stops once ctx is done.
+func trainAdapter(ctx context.Context, m *llama.Model, f *adapterFlags, p *progress) (*train.Result, error) {
+	src, err := f.source(m)
+	if err != nil {
+		return nil, err
+	}
+	o := f.options()
+	if o.Init, err = f.initial(m); err != nil {
+		return nil, err
+	}
+	exs, err := f.examples(ctx, m, src, p)
+	if err != nil {
+		return nil, err
+	}
+	o.Progress = func(g train.Progress) {
+		p.step(fmt.Sprintf("step %d/%d, epoch %d, loss %.4f, %v", g.Step, g.Steps, g.Epoch+1, g.Loss, g.Elapsed.Round(time.Second)))
+	}
+	return train.Train(ctx, m, exs, o)
+}

@@ -1,0 +1,41 @@
+// Command kvtrain trains what kvstore serves, apart from the operations
+// CLI (tools/kvstore), which never runs a model's gradient. Its one verb
+// today trains a KV Packet adapter (package adapter) on a llama2.c
+// checkpoint with lab/train and stores it in a store:
+//
+//	kvtrain adapter --dir STORE [--create] --model CKPT [--json] [flags]
+//	go run ./lab/cmd/kvtrain adapter --dir STORE --create --model ../shared/testdata/stories260K.bin
+//
+// adapter draws --requests training requests (--docs-min to --docs-max
+// documents of --doc-len tokens and a --question-len question, from the
+// model's own sampled text or, with --data DIR, byte cuts of the .go files
+// under DIR for byte-level models), has the model read each request whole
+// as the teacher and greedy-generate --answer tokens, and trains the
+// adapter's --header and --trailer rows by self-distillation (KL loss,
+// AdamW with --lr decayed linearly over --epochs; --init stats or token).
+// The adapter is stored with adapter.Put for the model fingerprint of the
+// packets it serves (--model, --dtype, --weights-id, as kvstore's adapter
+// verbs compute it), under --id or its content id (kvp-<hash>); it prints
+// what it stored, as JSON with --json. A progress line goes to stderr: on
+// a terminal it is redrawn in place, elsewhere (a pipe, a log file) a line
+// is written at most every ten seconds. kvstore adapter ls, export and
+// import list and move stored adapters.
+//
+// The store is opened before training, so that a mistyped --dir fails at
+// once (--create makes a new store there), and held, locked, until the
+// adapter is stored.
+//
+// The first SIGINT (Ctrl-C) or SIGTERM stops training before its next
+// step: nothing is stored, the store is left as it was, and kvtrain exits
+// with 130 after one "interrupted:" line; a second signal kills it at
+// once.
+//
+// Exit codes:
+//
+//	0    success
+//	1    training or storing failed
+//	2    bad usage: unknown command, bad flag or argument
+//	130  interrupted by SIGINT or SIGTERM: nothing was stored
+//
+// The parser is cobra (with pflag), as kvstore's.
+package main

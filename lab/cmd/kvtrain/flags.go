@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/lab/train"
+	"github.com/spf13/pflag"
+)
+
+// adapterFlags are adapter's flags, parsed.
+type adapterFlags struct {
+	model modelFlags
+	id    string // adapter id; "" for its content id
+	data  string // "sampled" or a directory of .go files
+	init  string // "stats" or "token"
+	// requests: how many, and their shape.
+	requests, docsMin, docsMax, docLen, qLen, answer int
+	// training: rows, epochs, batch, lr, seed.
+	header, trailer, epochs, batch int
+	lr                             float64
+	seed                           uint64
+}
+
+// define adds f's flags, with their defaults, to fs.
+func (f *adapterFlags) define(fs *pflag.FlagSet) {
+	f.model.define(fs)
+	fs.StringVar(&f.id, "id", "", "adapter id (default: its content id, kvp-<hash>)")
+	fs.StringVar(&f.data, "data", "sampled", "documents: 'sampled' (the model's own text) or a directory of .go files cut into bytes (byte-level models)")
+	fs.StringVar(&f.init, "init", "stats", "starting point: 'stats' (the reference's rows drawn from N(mean, std) of the embeddings, header and trailer visible) or 'token' (header rows BOS's embedding, hidden from the question; trailer rows the mean embedding)")
+	fs.IntVar(&f.header, "header", 8, "header rows N_h")
+	fs.IntVar(&f.trailer, "trailer", 8, "trailer rows N_t")
+	fs.IntVar(&f.requests, "requests", 64, "training requests")
+	fs.IntVar(&f.docsMin, "docs-min", 2, "fewest documents per request")
+	fs.IntVar(&f.docsMax, "docs-max", 3, "most documents per request")
+	fs.IntVar(&f.docLen, "doc-len", 24, "tokens per document")
+	fs.IntVar(&f.qLen, "question-len", 8, "tokens per question")
+	fs.IntVar(&f.answer, "answer", 4, "greedy answer tokens the loss covers")
+	fs.IntVar(&f.epochs, "epochs", 30, "epochs")
+	fs.IntVar(&f.batch, "batch", 1, "examples per step")
+	fs.Float64Var(&f.lr, "lr", 5e-4, "peak learning rate, decayed linearly to 0")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the requests, the initialisation and the example order")
+}
+
+// check refuses bad values (errUsage); the model flags are checked when
+// the model loads.
+func (f *adapterFlags) check() error {
+	switch {
+	case f.init != "stats" && f.init != "token":
+		return fmt.Errorf("%w: --init %q: want stats or token", errUsage, f.init)
+	case f.requests < 1 || f.docsMin < 1 || f.docsMax < f.docsMin || f.docLen < 1 || f.qLen < 1 || f.answer < 1 || f.header < 0 || f.trailer < 0:
+		return fmt.Errorf("%w: --requests, --docs-min, --doc-len, --question-len, --answer must be >= 1, --docs-max >= --docs-min, rows >= 0", errUsage)
+	case f.epochs < 1 || f.batch < 1 || !(f.lr > 0):
+		return fmt.Errorf("%w: --epochs and --batch must be >= 1, --lr > 0", errUsage)
+	}
+	return nil
+}
+
+// options is the training options of f (without Init and Progress).
+func (f *adapterFlags) options() train.Options {
+	o := train.Options{Header: f.header, Trailer: f.trailer, Epochs: f.epochs, Batch: f.batch, LR: f.lr, Seed: f.seed}
+	for _, n := range []*int{&o.Header, &o.Trailer} {
+		if *n == 0 {
+			*n = -1 // none, not the default
+		}
+	}
+	return o
+}
+
+// modelFlags name the model and the packets the adapter serves: their
+// fingerprint is the one kvstore's adapter verbs compute from the same
+// flags.
+type modelFlags struct {
+	path, dtype, weights string
+}
+
+func (m *modelFlags) define(fs *pflag.FlagSet) {
+	fs.StringVar(&m.path, "model", "", "llama2.c checkpoint (required)")
+	fs.StringVar(&m.dtype, "dtype", "f32", "dtype of the packets the adapter serves: f32, bf16 or f16")
+	fs.StringVar(&m.weights, "weights-id", "", "weights id of the model spec (default llama2.c:<file name>:<size>)")
+}
+
+// load returns the model and the fingerprint of its packets.
+func (m *modelFlags) load() (*llama.Model, format.Fingerprint, error) {
+	var fp format.Fingerprint
+	if m.path == "" {
+		return nil, fp, fmt.Errorf("%w: --model is required", errUsage)
+	}
+	dt, err := format.ParseDType(m.dtype)
+	if err != nil || !dt.Float() {
+		return nil, fp, fmt.Errorf("%w: --dtype %q: want f32, bf16 or f16", errUsage, m.dtype)
+	}
+	model, err := llama.Load(m.path)
+	if err != nil {
+		return nil, fp, err
+	}
+	weights := m.weights
+	if weights == "" {
+		st, err := os.Stat(m.path)
+		if err != nil {
+			return nil, fp, err
+		}
+		weights = fmt.Sprintf("llama2.c:%s:%d", filepath.Base(m.path), st.Size())
+	}
+	return model, model.Spec(dt, weights).Fingerprint(), nil
+}
