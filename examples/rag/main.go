@@ -348,13 +348,10 @@ func openStore(dir string) (*store.DB, func(), error) {
 	return db, cleanup, nil
 }
 
-// storeDoc prefills doc alone at position 0 and puts its cache.
+// storeDoc prefills doc alone at position 0 (adapter.Packet with no
+// adapter) and puts its KV.
 func storeDoc(db *store.DB, m *llama.Model, spec *format.ModelSpec, doc []int) (format.PacketID, error) {
-	out, err := m.Forward(doc, 0, nil, llama.ForwardOptions{LastOnly: true})
-	if err != nil {
-		return format.PacketID{}, err
-	}
-	p, err := adapter.CachePacket(spec, namespace, doc, out.Cache)
+	p, err := adapter.Packet(m, spec, namespace, "", nil, doc)
 	if err != nil {
 		return format.PacketID{}, err
 	}
