@@ -9,7 +9,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/safetensors"
-	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/reconstruct"
 )
 
 // Adapter is a KV Packet adapter for one model: Header and Trailer hold
@@ -51,23 +51,29 @@ func (a *Adapter) Bytes() int { return 4 * (len(a.Header) + len(a.Trailer)) }
 
 // Init returns an untrained adapter for m with nh header and nt trailer
 // rows, drawn as KV Packet does from the token embedding matrix's
-// statistics: value j of each row from N(mean_j, std_j) of column j. The
-// same m, sizes and seed give the same adapter.
-func Init(m *llama.Model, nh, nt int, seed uint64) (*Adapter, error) {
+// statistics (Model.EmbeddingStats): value j of each row from
+// N(mean_j, std_j) of column j. The same statistics, sizes and seed give
+// the same adapter.
+func Init(m Model, nh, nt int, seed uint64) (*Adapter, error) {
 	if nh < 0 || nt < 0 || nh > 1<<16 || nt > 1<<16 {
 		return nil, fmt.Errorf("%w: adapter: %d header and %d trailer rows", format.ErrInvalidArgument, nh, nt)
 	}
+	d := m.EmbeddingDim()
 	mean, std := m.EmbeddingStats()
+	if d <= 0 || len(mean) != d || len(std) != d {
+		return nil, fmt.Errorf("%w: adapter: embedding statistics of %d and %d columns for a model of width %d",
+			format.ErrInvalidArgument, len(mean), len(std), d)
+	}
 	rng := rand.New(rand.NewPCG(seed, 0x6b7670)) // "kvp"
 	draw := func(rows int) []float32 {
-		x := make([]float32, rows*m.Dim)
+		x := make([]float32, rows*d)
 		for i := range x {
-			j := i % m.Dim
+			j := i % d
 			x[i] = float32(mean[j] + std[j]*rng.NormFloat64())
 		}
 		return x
 	}
-	return &Adapter{Dim: m.Dim, Header: draw(nh), Trailer: draw(nt)}, nil
+	return &Adapter{Dim: d, Header: draw(nh), Trailer: draw(nt)}, nil
 }
 
 // InitToken returns an untrained adapter for m that starts as a
@@ -77,80 +83,90 @@ func Init(m *llama.Model, nh, nt int, seed uint64) (*Adapter, error) {
 // neutral token), with HideHeader set. Trained from here, an adapter
 // starts near what the plain prefill after BOS gives instead of from
 // random rows the model has never seen.
-func InitToken(m *llama.Model, nh, nt, bos int) (*Adapter, error) {
+func InitToken(m Model, nh, nt, bos int) (*Adapter, error) {
 	if nh < 0 || nt < 0 || nh > 1<<16 || nt > 1<<16 {
 		return nil, fmt.Errorf("%w: adapter: %d header and %d trailer rows", format.ErrInvalidArgument, nh, nt)
 	}
-	b, err := m.Embed([]int{bos})
+	d := m.EmbeddingDim()
+	b, err := m.AppendEmbeddings(nil, []int{bos})
 	if err != nil {
 		return nil, err
 	}
 	mean, _ := m.EmbeddingStats()
-	a := &Adapter{Dim: m.Dim, Header: make([]float32, nh*m.Dim), Trailer: make([]float32, nt*m.Dim), HideHeader: true}
+	if d <= 0 || len(b) != d || len(mean) != d {
+		return nil, fmt.Errorf("%w: adapter: a token embedding of %d and statistics of %d values for a model of width %d",
+			format.ErrInvalidArgument, len(b), len(mean), d)
+	}
+	a := &Adapter{Dim: d, Header: make([]float32, nh*d), Trailer: make([]float32, nt*d), HideHeader: true}
 	for i := range a.Header {
-		a.Header[i] = b[0][i%m.Dim]
+		a.Header[i] = b[i%d]
 	}
 	for i := range a.Trailer {
-		a.Trailer[i] = float32(mean[i%m.Dim])
+		a.Trailer[i] = float32(mean[i%d])
 	}
 	return a, nil
 }
 
 // check verifies a fits m.
-func (a *Adapter) check(m *llama.Model) error {
-	if a.Dim != m.Dim || len(a.Header)%a.Dim != 0 || len(a.Trailer)%a.Dim != 0 {
-		return fmt.Errorf("%w: adapter of %d and %d values, %d wide, for a model of dim %d",
-			format.ErrInvalidArgument, len(a.Header), len(a.Trailer), a.Dim, m.Dim)
+func (a *Adapter) check(m Model) error {
+	if a.Dim <= 0 || a.Dim != m.EmbeddingDim() || len(a.Header)%a.Dim != 0 || len(a.Trailer)%a.Dim != 0 {
+		return fmt.Errorf("%w: adapter of %d and %d values, %d wide, for a model of width %d",
+			format.ErrInvalidArgument, len(a.Header), len(a.Trailer), a.Dim, m.EmbeddingDim())
 	}
 	return nil
 }
 
-// Rows returns the input embeddings [header; doc; trailer] of doc. A nil
-// adapter adds no rows.
-func (a *Adapter) Rows(m *llama.Model, doc []int) ([][]float32, error) {
-	x, err := m.Embed(doc)
-	if err != nil {
-		return nil, err
+// Rows returns the input embeddings [header; doc; trailer] of doc, flat
+// (rows of m.EmbeddingDim() values): what Prefill runs. A nil adapter
+// adds no rows.
+func (a *Adapter) Rows(m Model, doc []int) ([]float32, error) {
+	if len(doc) == 0 {
+		return nil, fmt.Errorf("%w: adapter: a document of no tokens", format.ErrInvalidArgument)
 	}
 	if a == nil {
-		return x, nil
+		return m.AppendEmbeddings(nil, doc)
 	}
 	if err := a.check(m); err != nil {
 		return nil, err
 	}
-	return append(append(split(a.Header, a.Dim), x...), split(a.Trailer, a.Dim)...), nil
+	x := make([]float32, 0, len(a.Header)+len(doc)*a.Dim+len(a.Trailer))
+	x = append(x, a.Header...)
+	x, err := m.AppendEmbeddings(x, doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(x) != len(a.Header)+len(doc)*a.Dim {
+		return nil, fmt.Errorf("%w: adapter: the model gave %d embedding values for %d tokens of width %d",
+			format.ErrInvalidArgument, len(x)-len(a.Header), len(doc), a.Dim)
+	}
+	return append(x, a.Trailer...), nil
 }
 
-// Prefill prefills doc alone from position 0 as [header; doc; trailer] and
-// returns its cache: the packet's N_h + len(doc) + N_t rows, or with
-// HideHeader its len(doc) + N_t rows re-rotated to positions 0, 1, ...
-// A nil adapter prefills the document alone.
-func (a *Adapter) Prefill(m *llama.Model, doc []int) (*llama.Cache, error) {
+// Prefill prefills doc alone from position 0 as [header; doc; trailer]
+// (Model.PrefillEmbeddings of Rows) and returns the packet's KV: its
+// N_h + len(doc) + N_t rows, or with HideHeader its len(doc) + N_t rows,
+// the header's dropped and the keys re-rotated by -N_h with m.RoPE()
+// (reconstruct.ShiftF32) to positions 0, 1, ... A nil adapter prefills the
+// document alone.
+func (a *Adapter) Prefill(m Model, doc []int) (*KV, error) {
 	x, err := a.Rows(m, doc)
 	if err != nil {
 		return nil, err
 	}
-	res, err := m.ForwardEmbeddings(x, 0, nil, llama.ForwardOptions{LastOnly: true})
+	kv, err := prefill(m, x)
 	if err != nil {
 		return nil, err
 	}
-	c := res.Cache
 	if a != nil && a.HideHeader && a.HeaderRows() > 0 {
 		nh := a.HeaderRows()
-		c = c.Slice(nh, c.Len())
-		if err := c.Shift(m.RoPE(), -int64(nh)); err != nil {
-			return nil, err
+		kv = kv.from(nh)
+		for l := range kv.K {
+			if err := reconstruct.ShiftF32(kv.K[l], kv.K[l], m.RoPE(), kv.KVHeads, kv.Rows(), -int64(nh)); err != nil {
+				return nil, fmt.Errorf("adapter: hiding the header: %w", err)
+			}
 		}
 	}
-	return c, nil
-}
-
-func split(x []float32, d int) [][]float32 {
-	var rows [][]float32
-	for i := 0; i+d <= len(x); i += d {
-		rows = append(rows, x[i:i+d:i+d])
-	}
-	return rows
+	return kv, nil
 }
 
 // Encode returns a's safetensors file (dtype F32, or BF16).

@@ -22,6 +22,29 @@ func testModel(t testing.TB) *llama.Model {
 	return m
 }
 
+// prefillCache is a.Prefill of doc as a lab/llama cache.
+func prefillCache(t testing.TB, m *llama.Model, a *Adapter, doc []int) *llama.Cache {
+	t.Helper()
+	kv, err := a.Prefill(m, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.CacheOf(kv.K, kv.V)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// rows splits flat rows of d values.
+func rows(x []float32, d int) [][]float32 {
+	var out [][]float32
+	for i := 0; i+d <= len(x); i += d {
+		out = append(out, x[i:i+d:i+d])
+	}
+	return out
+}
+
 func TestInitDeterministic(t *testing.T) {
 	m := testModel(t)
 	a, err := Init(m, 3, 2, 7)
@@ -47,10 +70,7 @@ func TestPrefill(t *testing.T) {
 	m := testModel(t)
 	a, _ := Init(m, 2, 3, 1)
 	doc := []int{4, 5, 6, 7}
-	c, err := a.Prefill(m, doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := prefillCache(t, m, a, doc)
 	if c.Len() != 2+4+3 || c.Positions[0] != 0 || c.Positions[8] != 8 {
 		t.Fatalf("%d rows at %v", c.Len(), c.Positions)
 	}
@@ -58,7 +78,7 @@ func TestPrefill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := m.ForwardEmbeddings(x, 0, nil, llama.ForwardOptions{})
+	want, err := m.ForwardEmbeddings(rows(x, m.Dim), 0, nil, llama.ForwardOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +91,8 @@ func TestPrefill(t *testing.T) {
 	}
 	var none *Adapter
 	c0, err := none.Prefill(m, doc)
-	if err != nil || c0.Len() != 4 {
-		t.Fatalf("no adapter: %v, %d rows", err, c0.Len())
+	if err != nil || c0.Rows() != 4 {
+		t.Fatalf("no adapter: %v, %d rows", err, c0.Rows())
 	}
 	bad := &Adapter{Dim: 8, Header: make([]float32, 8)}
 	if _, err := bad.Prefill(m, doc); !errors.Is(err, format.ErrInvalidArgument) {
@@ -168,15 +188,12 @@ func TestInitTokenHiddenHeader(t *testing.T) {
 		t.Fatalf("hide %v, %d stored header rows", a.HideHeader, a.StoredHeaderRows())
 	}
 	doc := []int{4, 5, 6}
-	c, err := a.Prefill(m, doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := prefillCache(t, m, a, doc)
 	if c.Len() != len(doc)+1 || c.Positions[0] != 0 {
 		t.Fatalf("%d rows at %v, want %d from 0", c.Len(), c.Positions, len(doc)+1)
 	}
 	x, _ := a.Rows(m, doc)
-	full, err := m.ForwardEmbeddings(x, 0, nil, llama.ForwardOptions{})
+	full, err := m.ForwardEmbeddings(rows(x, m.Dim), 0, nil, llama.ForwardOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +209,7 @@ func TestInitTokenHiddenHeader(t *testing.T) {
 		}
 	}
 	// The rows kept are not the plain prefill's: the header shaped them.
-	plain, _ := (*Adapter)(nil).Prefill(m, doc)
+	plain := prefillCache(t, m, nil, doc)
 	if plain.Layers[1].V[0] == c.Layers[1].V[0] {
 		t.Fatal("the hidden header changed nothing")
 	}

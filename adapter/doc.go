@@ -10,6 +10,29 @@
 // (HeaderTokens 0), so the question never attends to the header
 // (docs/quality.md, "KV Packet adapters", says why).
 //
+// # Models
+//
+// An adapter works with any model through the Model interface: the width
+// of its input embeddings, the token embeddings themselves
+// (AppendEmbeddings) and their column statistics (EmbeddingStats, which
+// ColumnStats computes from the matrix; Init draws from them), the RoPE it
+// applies to keys, and PrefillEmbeddings: run these input-embedding rows
+// as a new sequence from position 0 and return every layer's keys and
+// values. Two implementations ship: *llama.Model of lab/llama (the pure-Go
+// reference) and llamacpp.AdapterModel (a llama.cpp context's sequence,
+// prefilled with llama_batch.embd and read back from its state).
+// examples/adapterpacket makes the same packet through both.
+//
+// Prefill returns a KV, model-neutral: per layer, K and V float32 laid out
+// [KV heads][rows][head dim] as store.Layer holds them (Packet and
+// CachePacket only convert them to the spec's dtype), keys rotated for
+// positions 0, 1, ... A hidden header is prefilled and then dropped here,
+// not by the model: its rows are cut out and the remaining keys re-rotated
+// by -N_h with the model's RoPE (reconstruct.ShiftF32, the rotation
+// store.Assemble applies), in float32 before any conversion. Model's
+// methods use only built-in and engine types, so a model package need not
+// import this one (lab/llama cannot: the store's tests import it).
+//
 // An adapter is kept in a store as an artifact (store.PutArtifact) named
 // store.AdapterArtifact(id) = "adapter/<id>", bound to the model
 // fingerprint of the packets made with it; store.Put refuses a packet

@@ -18,7 +18,8 @@ func TestCachePacket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := CachePacket(spec, "ns", doc, out.Cache)
+	k, v := out.Cache.KeysValues()
+	p, err := CachePacket(spec, "ns", doc, &KV{KVHeads: spec.KVHeads, HeadDim: spec.HeadDim, K: k, V: v})
 	if err != nil {
 		t.Fatal(err)
 	}

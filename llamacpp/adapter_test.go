@@ -111,7 +111,7 @@ func testSaveAdapter(t *testing.T, hide bool) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			worst = max(worst, maxDiff(f32s(k), want.Layers[l].K), maxDiff(f32s(val), want.Layers[l].V))
+			worst = max(worst, maxDiff(f32s(k), want.K[l]), maxDiff(f32s(val), want.V[l]))
 		}
 		v.Release()
 	}
@@ -139,7 +139,11 @@ func testSaveAdapter(t *testing.T, hide bool) {
 	}
 	all := goCache.Cache
 	for _, d := range docs {
-		c, err := a.Prefill(ref, ints(d))
+		kv, err := a.Prefill(ref, ints(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := ref.CacheOf(kv.K, kv.V)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,4 +170,105 @@ func testSaveAdapter(t *testing.T, hide bool) {
 	if _, err := llamacpp.SaveAdapter(context.Background(), db, "ns", ctx, 0, u32s(docs[0]), emb, a, "kvp-unknown"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an adapter the store does not hold: %v", err)
 	}
+}
+
+// TestAdapterModel: llama.cpp behind adapter.Model gives the reference
+// model's adapters and KV. Init and InitToken draw the same adapter from
+// either (the same embedding matrix, the same column statistics);
+// adapter.Prefill through llama.cpp, decoded in batches smaller than the
+// document, holds the KV lab/llama computes, from an F32 cache to float
+// rounding and from an F16 cache to f16 rounding; the sequence keeps the
+// cells.
+func TestAdapterModel(t *testing.T) {
+	const name = "gocode-hd64.bin"
+	ref, err := llama.Load(testenv.ModelFile(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := model(t, name)
+	emb, err := m.TokenEmbeddings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := ints(goPrompt("func Max(a, b int) int {\n\tif a > b {\n")[1:])
+	for _, tc := range []struct {
+		name  string
+		cache llamacpp.CacheType
+		tol   float64 // of max |difference| / max |reference value|
+	}{
+		{"f32", llamacpp.CacheF32, 1e-5},
+		{"f16", llamacpp.CacheF16, 2e-3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := newContext(t, m, llamacpp.ContextOptions{Ctx: 128, Batch: 8, Cache: tc.cache, Seqs: 2})
+			am, err := llamacpp.NewAdapterModel(ctx, 1, emb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if am.EmbeddingDim() != ref.Dim || am.RoPE().Config() != ref.RoPE().Config() {
+				t.Fatalf("width %d, RoPE %+v; reference %d, %+v", am.EmbeddingDim(), am.RoPE().Config(), ref.Dim, ref.RoPE().Config())
+			}
+			a, err := adapter.Init(am, 3, 2, 11)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want, _ := adapter.Init(ref, 3, 2, 11); a.ID() != want.ID() {
+				t.Fatalf("Init through llama.cpp gave %s, through lab/llama %s", a.ID(), want.ID())
+			}
+			tok, err := adapter.InitToken(am, 2, 1, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want, _ := adapter.InitToken(ref, 2, 1, 1); tok.ID() != want.ID() {
+				t.Fatalf("InitToken through llama.cpp gave %s, through lab/llama %s", tok.ID(), want.ID())
+			}
+			for i, b := range []*adapter.Adapter{nil, a, tok} {
+				got, err := b.Prefill(am, doc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := b.Prefill(ref, doc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Rows() != want.Rows() || got.KVHeads != want.KVHeads || got.HeadDim != want.HeadDim || len(got.K) != len(want.K) {
+					t.Fatalf("KV of %d rows, %d x %d, %d layers; reference %d, %d x %d, %d", got.Rows(), got.KVHeads, got.HeadDim, len(got.K),
+						want.Rows(), want.KVHeads, want.HeadDim, len(want.K))
+				}
+				var diff, scale float64
+				for l := range got.K {
+					diff = max(diff, maxDiff(got.K[l], want.K[l]), maxDiff(got.V[l], want.V[l]))
+					scale = max(scale, maxAbs(want.K[l]), maxAbs(want.V[l]))
+				}
+				t.Logf("%s: %d rows, max |KV difference| %.3g of max |value| %.3g", []string{"no adapter", "Init", "InitToken"}[i], got.Rows(), diff, scale)
+				if diff > tc.tol*scale {
+					t.Fatalf("llama.cpp's KV differs from lab/llama's by %.3g (max |value| %.3g)", diff, scale)
+				}
+				rows := len(doc)
+				if b != nil {
+					rows += b.HeaderRows() + b.TrailerRows() // the cells hold the hidden header too
+				}
+				if lo, hi := ctx.PosRange(1); lo != 0 || hi != rows-1 {
+					t.Fatalf("sequence 1 holds positions [%d, %d], want [0, %d]", lo, hi, rows-1)
+				}
+			}
+			if _, err := am.AppendEmbeddings(nil, []int{1, ref.Vocab}); !errors.Is(err, llamacpp.ErrInvalidArgument) {
+				t.Fatalf("a token outside the vocabulary: %v", err)
+			}
+			if _, _, err := am.PrefillEmbeddings(make([]float32, (ctx.Cells()+1)*ref.Dim)); !errors.Is(err, llamacpp.ErrInvalidArgument) {
+				t.Fatalf("more rows than cells: %v", err)
+			}
+			if _, err := llamacpp.NewAdapterModel(ctx, 2, emb); !errors.Is(err, llamacpp.ErrInvalidArgument) {
+				t.Fatalf("a sequence the context does not have: %v", err)
+			}
+		})
+	}
+}
+
+func maxAbs(x []float32) float64 {
+	var m float64
+	for _, v := range x {
+		m = max(m, math.Abs(float64(v)))
+	}
+	return m
 }

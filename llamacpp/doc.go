@@ -39,14 +39,18 @@
 //
 // # Adapter packets
 //
-// SaveAdapter stores a KV Packet adapter packet (package adapter): it
-// decodes [header; document; trailer] from position 0 as input embeddings
-// (llama_batch.embd; the document's rows come from the GGUF's
-// token_embd.weight, Model.TokenEmbeddings, since libllama 0.5.0 has no
-// token-embedding getter), removes the header's cells when the adapter
-// hides its header, and saves the rest with the adapter's id and row
-// counts. TestSaveAdapter holds its KV and the logits of an assembled
-// request against lab/llama's adapter path.
+// AdapterModel is a context's sequence as an adapter.Model, so that the
+// adapter package's generic path (adapter.Init, InitToken, Prefill,
+// Packet) runs on llama.cpp: its input embeddings are the GGUF's
+// token_embd.weight (Model.TokenEmbeddings, since libllama 0.5.0 has no
+// token-embedding getter), its prefill empties the sequence, decodes the
+// rows from position 0 as input embeddings (llama_batch.embd, in batches
+// of ContextOptions.Batch) and reads the cells back from the sequence's
+// state as Save does, in float32; its RoPE is the GGUF's. A hidden
+// header is dropped and the keys re-rotated by package adapter.
+// SaveAdapter is adapter.Packet through an AdapterModel, then Put.
+// TestSaveAdapter and TestAdapterModel hold the KV, and the logits of an
+// assembled request, against lab/llama's adapter path.
 //
 // What is not covered: models whose cells carry an extension (M-RoPE),
 // recurrent or SWA caches, per-layer KV head counts, quantized cache types,

@@ -23,53 +23,73 @@ func Save(ctx context.Context, db *store.DB, ns string, lc *Context, seq int, to
 	if !lc.seqOK(seq) {
 		return format.PacketID{}, lc.badSeq("save", seq)
 	}
-	return save(ctx, db, ns, lc, seq, packetRows{tokens: tokens})
+	return save(ctx, db, ns, lc, seq, tokens)
 }
 
-// packetRows says what a sequence's cells are: header adapter rows, one
-// per token, trailer adapter rows.
-type packetRows struct {
-	tokens          []uint32
-	adapterID       string
-	header, trailer int
-}
-
-func save(ctx context.Context, db *store.DB, ns string, lc *Context, seq int, rows packetRows) (format.PacketID, error) {
+func save(ctx context.Context, db *store.DB, ns string, lc *Context, seq int, tokens []uint32) (format.PacketID, error) {
 	var id format.PacketID
-	tokens := rows.tokens
 	if lc.shifted[seq] {
 		return id, fmt.Errorf("%w: save: sequence %d was shifted and not decoded since; its keys are stale", ErrState, seq)
 	}
+	cells, err := readCells(lc, seq)
+	if err != nil {
+		return id, fmt.Errorf("llamacpp: save sequence %d: %w", seq, err)
+	}
+	n := len(cells.pos)
+	if len(tokens) != n {
+		return id, fmt.Errorf("%w: save: %d token ids for %d cells", ErrInvalidArgument, len(tokens), n)
+	}
+	p := &store.Packet{Namespace: ns, Model: cells.spec, TokenIDs: tokens, BasePosition: int(cells.pos[0]),
+		Layers: make([]store.Layer, len(cells.k))}
+	for l := range p.Layers {
+		p.Layers[l] = store.Layer{K: cells.k[l], V: cells.v[l]}
+	}
+	if id, err = db.Put(ctx, p); err != nil {
+		return id, fmt.Errorf("llamacpp: save: %w", err)
+	}
+	return id, nil
+}
+
+// cells are a sequence's cells read back from its state: their positions
+// (consecutive) and every layer's keys and values in a packet's layout,
+// [kv_heads][cells][head_dim] of spec's dtype (the cache's element type).
+type cells struct {
+	spec *format.ModelSpec
+	pos  []int32
+	k, v [][]byte
+}
+
+// readCells exports sequence seq's state and turns its token-major K rows
+// and its transposed (or not) V into a packet's head-major chunks.
+func readCells(lc *Context, seq int) (*cells, error) {
 	spec, err := lc.m.Spec(lc.opts.Cache)
 	if err != nil {
-		return id, err
+		return nil, err
 	}
 	st, err := lc.AppendState(nil, seq)
 	if err != nil {
-		return id, fmt.Errorf("llamacpp: save: %w", err)
+		return nil, err
 	}
 	H, D := spec.KVHeads, spec.HeadDim
 	lay, err := parseState(st, spec.Layers, H*D)
 	if err != nil {
-		return id, fmt.Errorf("llamacpp: save sequence %d: %w", seq, err)
+		return nil, err
 	}
 	if lay.typ != lc.opts.Cache.ggml() {
-		return id, fmt.Errorf("%w: save: state of ggml type %d, context cache %d", ErrState, lay.typ, lc.opts.Cache.ggml())
+		return nil, fmt.Errorf("%w: state of ggml type %d, context cache %d", ErrState, lay.typ, lc.opts.Cache.ggml())
 	}
 	n := len(lay.pos)
+	if n == 0 {
+		return nil, fmt.Errorf("%w: the sequence holds no cells", ErrState)
+	}
 	for i, p := range lay.pos {
 		if p != lay.pos[0]+int32(i) {
-			return id, fmt.Errorf("%w: save: cell %d at position %d, not %d: the cells are not consecutive", ErrState, i, p, lay.pos[0]+int32(i))
+			return nil, fmt.Errorf("%w: cell %d at position %d, not %d: the cells are not consecutive", ErrState, i, p, lay.pos[0]+int32(i))
 		}
 	}
-	if rows.header+len(tokens)+rows.trailer != n {
-		return id, fmt.Errorf("%w: save: %d token ids and %d adapter rows for %d cells", ErrInvalidArgument, len(tokens), rows.header+rows.trailer, n)
-	}
-	p := &store.Packet{Namespace: ns, Model: spec, TokenIDs: tokens, BasePosition: int(lay.pos[0]),
-		AdapterID: rows.adapterID, HeaderTokens: rows.header, TrailerTokens: rows.trailer,
-		Layers: make([]store.Layer, spec.Layers)}
+	c := &cells{spec: spec, pos: lay.pos, k: make([][]byte, spec.Layers), v: make([][]byte, spec.Layers)}
 	es, per := lay.esize, n*H*D*lay.esize
-	for l := range p.Layers {
+	for l := range spec.Layers {
 		k, v := make([]byte, per), make([]byte, per)
 		transposeRows(k, st[lay.k[l]:lay.k[l]+per], n, H, D*es)
 		if lay.vTrans {
@@ -77,12 +97,9 @@ func save(ctx context.Context, db *store.DB, ns string, lc *Context, seq int, ro
 		} else {
 			transposeRows(v, st[lay.v[l]:lay.v[l]+per], n, H, D*es)
 		}
-		p.Layers[l] = store.Layer{K: k, V: v}
+		c.k[l], c.v[l] = k, v
 	}
-	if id, err = db.Put(ctx, p); err != nil {
-		return id, fmt.Errorf("llamacpp: save: %w", err)
-	}
-	return id, nil
+	return c, nil
 }
 
 // transposeRows turns token-major [n][H] rows of rb bytes into head-major

@@ -7,7 +7,7 @@
 // prefills only the question, and generates the answer.
 //
 //	export KVSTORE_LLAMA_LIB=$(scripts/install-libllama.sh)
-//	go run ./examples/llamacpp                     # gocode-hd64 from ../shared/testdata
+//	go run ./examples/llamacpp                     # gocode-hd64.bin from $KVSTORE_TESTDATA or ../shared/testdata
 //	go run ./examples/llamacpp -model m.gguf -dir /var/lib/kv
 //
 // A llama2.c checkpoint (.bin) is converted to GGUF first; any GGUF of an
@@ -28,15 +28,13 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/gguf"
-	"github.com/kvstore/kvstore/internal/testenv"
 	"github.com/kvstore/kvstore/llamacpp"
 	"github.com/kvstore/kvstore/store"
 )
 
 func main() {
 	var cfg config
-	def, _ := testenv.ModelPath("gocode-hd64.bin")
-	flag.StringVar(&cfg.model, "model", def, "GGUF model, or a llama2.c checkpoint to convert")
+	flag.StringVar(&cfg.model, "model", defaultModel(), "GGUF model, or a llama2.c checkpoint to convert (default: gocode-hd64.bin in $KVSTORE_TESTDATA, else in ../shared/testdata)")
 	flag.StringVar(&cfg.lib, "lib", "", "directory of libllama*.so (default $KVSTORE_LLAMA_LIB)")
 	flag.StringVar(&cfg.dir, "dir", "", "store directory (default: a temporary one, removed afterwards)")
 	flag.IntVar(&cfg.answer, "answer", 48, "tokens to generate")
@@ -76,7 +74,21 @@ func tokens(s string) []int32 {
 	return out
 }
 
+// defaultModel is gocode-hd64.bin in $KVSTORE_TESTDATA, else in
+// ../shared/testdata (where the repository's test models sit, seen from
+// its root).
+func defaultModel() string {
+	dir := os.Getenv("KVSTORE_TESTDATA")
+	if dir == "" {
+		dir = filepath.Join("..", "shared", "testdata")
+	}
+	return filepath.Join(dir, "gocode-hd64.bin")
+}
+
 func run(w io.Writer, cfg config) (*result, error) {
+	if st, err := os.Stat(cfg.model); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("model %q not found: pass -model with a GGUF or a llama2.c checkpoint (.bin), or set KVSTORE_TESTDATA to the directory of gocode-hd64.bin", cfg.model)
+	}
 	tmp, err := os.MkdirTemp("", "kvstore-llamacpp-example-")
 	if err != nil {
 		return nil, err

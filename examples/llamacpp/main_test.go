@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -47,4 +48,13 @@ func TestRun(t *testing.T) {
 		t.Fatalf("second run: ids %v answer %v; first %v %v", r2.IDs, r2.Answer, r.IDs, r.Answer)
 	}
 	t.Log(out.String())
+}
+
+// A model that is not there is an error that says how to give one.
+func TestRunMissingModel(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none.bin")
+	_, err := run(&bytes.Buffer{}, config{model: missing, answer: 1})
+	if err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "-model") {
+		t.Fatalf("run with %s: %v", missing, err)
+	}
 }

@@ -14,11 +14,12 @@
 //     over the whole context, KL(full || span memory).
 //
 // It uses gocode-hd64 (real weights, 64-wide heads, trained on Go source;
-// the quality harness's default real model) when testenv.ModelPath finds
-// it, or stories260K with -model stories, otherwise (or with -model random)
-// a random-weight model with 128-dim heads, and says which. See README.md
-// for what the numbers mean; docs/quality.md has the same methods measured
-// on held-out Go text.
+// the quality harness's default real model) found in -testdata (default
+// $KVSTORE_TESTDATA, else ../shared/testdata), or stories260K with -model
+// stories, or any llama2.c checkpoint with -model PATH.bin; otherwise (or
+// with -model random) a random-weight model with 128-dim heads, and says
+// which and why. See README.md for what the numbers mean; docs/quality.md
+// has the same methods measured on held-out Go text.
 package main
 
 import (
@@ -29,10 +30,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/internal/testenv"
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/segment"
 	"github.com/kvstore/kvstore/store"
@@ -44,7 +45,8 @@ func main() {
 	flag.IntVar(&cfg.context, "context", 0, "context tokens (default 448 for the real models, whose seq_len is 512; 1024 for the random model)")
 	flag.IntVar(&cfg.steps, "steps", 16, "tokens decoded")
 	flag.Float64Var(&cfg.budget, "budget", 0.25, "GPU budget: KV rows per (layer, KV head) as a share of the context")
-	flag.StringVar(&cfg.model, "model", "gocode", "gocode (gocode-hd64.bin), stories (stories260K.bin) or random; a real model not found falls back to random")
+	flag.StringVar(&cfg.model, "model", "gocode", "gocode (gocode-hd64.bin), stories (stories260K.bin), random, or the path of a llama2.c checkpoint (.bin); a named real model not found in -testdata falls back to random")
+	flag.StringVar(&cfg.testdata, "testdata", "", "directory of gocode-hd64.bin and stories260K.bin (default $KVSTORE_TESTDATA, else ../shared/testdata)")
 	flag.BoolVar(&cfg.random, "random", false, "same as -model random")
 	flag.Parse()
 	if _, err := run(os.Stdout, cfg); err != nil {
@@ -58,7 +60,8 @@ type config struct {
 	context       int
 	steps         int
 	budget        float64
-	model         string // gocode (default), stories or random
+	model         string // gocode (default), stories, random or a checkpoint path
+	testdata      string // where gocode and stories are looked for ("": defaultTestdata)
 	random        bool   // -model random
 	minSpanRandom int    // segmentation of the random model (0: 64)
 }
@@ -88,7 +91,7 @@ type step struct {
 const namespace, contextName = "longctx-example", "conversation-1"
 
 func run(w io.Writer, cfg config) (*result, error) {
-	m, name, bos, err := loadModel(cfg.model, cfg.random)
+	m, name, bos, err := loadModel(w, cfg.model, cfg.testdata, cfg.random)
 	if err != nil {
 		return nil, err
 	}
@@ -208,6 +211,15 @@ func storeMemory(w io.Writer, db *store.DB, m *llama.Model, pre *llama.Result, s
 	return r, nil
 }
 
+// defaultTestdata is $KVSTORE_TESTDATA, else ../shared/testdata (where
+// the repository's test models sit, seen from its root).
+func defaultTestdata() string {
+	if d := os.Getenv("KVSTORE_TESTDATA"); d != "" {
+		return d
+	}
+	return filepath.Join("..", "shared", "testdata")
+}
+
 func openStore(dir string) (*store.DB, func(), error) {
 	remove := func() {}
 	if dir == "" {
@@ -225,17 +237,34 @@ func openStore(dir string) (*store.DB, func(), error) {
 	return db, func() { _ = db.Close(); remove() }, nil
 }
 
-// loadModel returns the named real model when found (BOS 1 for both),
-// else the random model with 128-dim heads (BOS 0).
-func loadModel(model string, random bool) (*llama.Model, string, int, error) {
+// loadModel returns the real model named (found in testdata) or given by
+// path (BOS 1), else the random model with 128-dim heads (BOS 0), saying
+// on w why a named model was not used.
+func loadModel(w io.Writer, model, testdata string, random bool) (*llama.Model, string, int, error) {
 	files := map[string]string{"": "gocode-hd64.bin", "gocode": "gocode-hd64.bin", "stories": "stories260K.bin", "random": ""}
-	file, known := files[model]
-	if !known {
-		return nil, "", 0, fmt.Errorf("-model %q: want gocode, stories or random", model)
+	file, named := files[model]
+	path := model
+	switch {
+	case !named && !strings.HasSuffix(model, ".bin"):
+		return nil, "", 0, fmt.Errorf("-model %q: want gocode, stories, random or a llama2.c checkpoint (.bin)", model)
+	case random || (named && file == ""):
+		path = ""
+	case named:
+		if testdata == "" {
+			testdata = defaultTestdata()
+		}
+		path = filepath.Join(testdata, file)
+		if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+			fmt.Fprintf(w, "%s not found in %s (set -testdata or $KVSTORE_TESTDATA to its directory): using random weights\n", file, testdata)
+			path = ""
+		}
 	}
-	if p, ok := testenv.ModelPath(file); ok && file != "" && !random {
-		m, err := llama.Load(p)
-		return m, strings.TrimSuffix(file, ".bin") + " (real weights)", 1, err
+	if path != "" {
+		m, err := llama.Load(path)
+		if err != nil {
+			return nil, "", 0, fmt.Errorf("-model %s: %w", path, err)
+		}
+		return m, strings.TrimSuffix(filepath.Base(path), ".bin") + " (real weights)", 1, nil
 	}
 	m, err := llama.Random(llama.Config{Dim: 128, Hidden: 256, Layers: 2, Heads: 1, KVHeads: 1, Vocab: 256, SeqLen: 131072,
 		NormEps: 1e-5, RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 500000}}, 1)

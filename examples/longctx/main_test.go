@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -54,9 +55,9 @@ func TestRunRandom(t *testing.T) {
 }
 
 func TestRunStories(t *testing.T) {
-	testenv.ModelFile(t, "stories260K.bin")
+	dir := filepath.Dir(testenv.ModelFile(t, "stories260K.bin"))
 	var out bytes.Buffer
-	r, err := run(&out, config{model: "stories", context: 96, steps: 2, budget: 0.25})
+	r, err := run(&out, config{model: "stories", testdata: dir, context: 96, steps: 2, budget: 0.25})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,9 +68,9 @@ func TestRunStories(t *testing.T) {
 }
 
 func TestRunGoCode(t *testing.T) {
-	testenv.ModelFile(t, "gocode-hd64.bin")
+	dir := filepath.Dir(testenv.ModelFile(t, "gocode-hd64.bin"))
 	var out bytes.Buffer
-	r, err := run(&out, config{context: 96, steps: 2, budget: 0.25})
+	r, err := run(&out, config{testdata: dir, context: 96, steps: 2, budget: 0.25})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,5 +83,36 @@ func TestRunGoCode(t *testing.T) {
 func TestRunUnknownModel(t *testing.T) {
 	if _, err := run(io.Discard, config{model: "gpt", context: 96, steps: 2, budget: 0.25}); err == nil {
 		t.Fatal("-model gpt ran")
+	}
+}
+
+// A checkpoint given by path is used; a missing one is an error naming it.
+func TestRunModelPath(t *testing.T) {
+	p := testenv.ModelFile(t, "stories260K.bin")
+	var out bytes.Buffer
+	r, err := run(&out, config{model: p, context: 96, steps: 1, budget: 0.25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.Model, strings.TrimSuffix(filepath.Base(p), ".bin")) {
+		t.Fatalf("-model %s ran %s", p, r.Model)
+	}
+	missing := filepath.Join(t.TempDir(), "none.bin")
+	if _, err := run(io.Discard, config{model: missing, context: 96, steps: 1, budget: 0.25}); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("-model %s: %v", missing, err)
+	}
+}
+
+// A named model missing from -testdata falls back to the random model and
+// says why.
+func TestRunNamedModelMissing(t *testing.T) {
+	var out bytes.Buffer
+	dir := t.TempDir()
+	r, err := run(&out, config{model: "gocode", testdata: dir, context: 128, steps: 1, budget: 0.5, minSpanRandom: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.Model, "random") || !strings.Contains(out.String(), "gocode-hd64.bin not found in "+dir) {
+		t.Fatalf("model %s, output:\n%s", r.Model, out.String())
 	}
 }

@@ -16,10 +16,11 @@
 //     -adapter), stored as an artifact, its packets naming it.
 //
 // It uses gocode-hd64 (real weights, 64-wide heads, trained on Go source;
-// the quality harness's default real model) when testenv.ModelPath finds
-// it, stories260K with -model stories, otherwise (or with -model random) a
-// deterministic random-weight Llama-shaped model, and says which. See
-// README.md for what the numbers mean.
+// the quality harness's default real model) found in -testdata (default
+// $KVSTORE_TESTDATA, else ../shared/testdata), stories260K with -model
+// stories, any llama2.c checkpoint with -model PATH.bin, otherwise (or
+// with -model random) a deterministic random-weight Llama-shaped model, and
+// says which and why. See README.md for what the numbers mean.
 package main
 
 import (
@@ -29,12 +30,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/kvstore/kvstore/adapter"
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/internal/testenv"
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/lab/train"
 	"github.com/kvstore/kvstore/store"
@@ -43,7 +44,8 @@ import (
 func main() {
 	var cfg config
 	flag.StringVar(&cfg.dir, "dir", "", "store directory (default: a temporary one, removed afterwards)")
-	flag.StringVar(&cfg.model, "model", "gocode", "gocode (gocode-hd64.bin), stories (stories260K.bin) or random; a real model not found falls back to random")
+	flag.StringVar(&cfg.model, "model", "gocode", "gocode (gocode-hd64.bin), stories (stories260K.bin), random, or the path of a llama2.c checkpoint (.bin); a named real model not found in -testdata falls back to random")
+	flag.StringVar(&cfg.testdata, "testdata", "", "directory of gocode-hd64.bin and stories260K.bin (default $KVSTORE_TESTDATA, else ../shared/testdata)")
 	flag.IntVar(&cfg.docs, "docs", 3, "documents retrieved")
 	flag.IntVar(&cfg.docTokens, "doc-tokens", 48, "tokens per document")
 	flag.IntVar(&cfg.questionTokens, "question-tokens", 8, "tokens of the question")
@@ -62,7 +64,8 @@ func main() {
 // config is what main's flags set.
 type config struct {
 	dir                             string
-	model                           string // gocode (default), stories or random
+	model                           string // gocode (default), stories, random or a checkpoint path
+	testdata                        string // where gocode and stories are looked for ("": defaultTestdata)
 	docs, docTokens, questionTokens int
 	adapterID                       string
 	adapterRows                     int
@@ -103,7 +106,7 @@ func run(w io.Writer, cfg config) (*result, error) {
 	cfg.docs = max(cfg.docs, 1)
 	cfg.docTokens = max(cfg.docTokens, 2)
 	cfg.questionTokens = max(cfg.questionTokens, 1)
-	m, name, err := loadModel(cfg.model)
+	m, name, err := loadModel(w, cfg.model, cfg.testdata)
 	if err != nil {
 		return nil, err
 	}
@@ -310,24 +313,47 @@ func report(w io.Writer, r *result, docs, question int) {
 	fmt.Fprintln(w, "KL > 0 is expected without adapters; what a trained adapter does on these small models: see README.md.")
 }
 
-// loadModel returns the named real model if present, else a random Llama.
-func loadModel(model string) (*llama.Model, string, error) {
+// loadModel returns the real model named (found in testdata) or given by
+// path, else a random Llama, saying on w why a named model was not used.
+func loadModel(w io.Writer, model, testdata string) (*llama.Model, string, error) {
 	files := map[string]string{"": "gocode-hd64.bin", "gocode": "gocode-hd64.bin", "stories": "stories260K.bin", "random": ""}
-	file, known := files[model]
-	if !known {
-		return nil, "", fmt.Errorf("-model %q: want gocode, stories or random", model)
+	file, named := files[model]
+	path := model
+	switch {
+	case !named && !strings.HasSuffix(model, ".bin"):
+		return nil, "", fmt.Errorf("-model %q: want gocode, stories, random or a llama2.c checkpoint (.bin)", model)
+	case named && file == "":
+		path = ""
+	case named:
+		if testdata == "" {
+			testdata = defaultTestdata()
+		}
+		path = filepath.Join(testdata, file)
+		if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+			fmt.Fprintf(w, "%s not found in %s (set -testdata or $KVSTORE_TESTDATA to its directory): using random weights\n", file, testdata)
+			path = ""
+		}
 	}
-	if path, ok := testenv.ModelPath(file); ok && file != "" {
+	if path != "" {
 		m, err := llama.Load(path)
 		if err != nil {
-			return nil, "", err
+			return nil, "", fmt.Errorf("-model %s: %w", path, err)
 		}
-		return m, strings.TrimSuffix(file, ".bin") + " (real weights, " + path + ")", nil
+		return m, strings.TrimSuffix(filepath.Base(path), ".bin") + " (real weights, " + path + ")", nil
 	}
 	m, err := llama.Random(llama.Config{Dim: 128, Hidden: 256, Layers: 4, Heads: 4, KVHeads: 2, Vocab: 256, SeqLen: 4096,
 		NormEps: 1e-5, RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 500000, Scaling: format.RoPEScalingLlama3,
 			Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192}}, 1)
 	return m, "random-weight Llama-shaped model", err
+}
+
+// defaultTestdata is $KVSTORE_TESTDATA, else ../shared/testdata (where
+// the repository's test models sit, seen from its root).
+func defaultTestdata() string {
+	if d := os.Getenv("KVSTORE_TESTDATA"); d != "" {
+		return d
+	}
+	return filepath.Join("..", "shared", "testdata")
 }
 
 // openStore opens dir, or a temporary directory removed by cleanup.
@@ -348,13 +374,10 @@ func openStore(dir string) (*store.DB, func(), error) {
 	return db, cleanup, nil
 }
 
-// storeDoc prefills doc alone at position 0 and puts its cache.
+// storeDoc prefills doc alone at position 0 (adapter.Packet with no
+// adapter) and puts its KV.
 func storeDoc(db *store.DB, m *llama.Model, spec *format.ModelSpec, doc []int) (format.PacketID, error) {
-	out, err := m.Forward(doc, 0, nil, llama.ForwardOptions{LastOnly: true})
-	if err != nil {
-		return format.PacketID{}, err
-	}
-	p, err := adapter.CachePacket(spec, namespace, doc, out.Cache)
+	p, err := adapter.Packet(m, spec, namespace, "", nil, doc)
 	if err != nil {
 		return format.PacketID{}, err
 	}

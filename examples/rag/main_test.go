@@ -3,13 +3,23 @@ package main
 import (
 	"bytes"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvstore/kvstore/internal/testenv"
 )
+
+// testdata is where the tests look for gocode-hd64.bin, as the
+// repository's other tests do; without it they run on the random model.
+var testdata = func() string {
+	p, _ := testenv.ModelPath("gocode-hd64.bin")
+	return filepath.Dir(p)
+}()
 
 func TestRunThreeDocuments(t *testing.T) {
 	var out bytes.Buffer
-	r, err := run(&out, config{docs: 3, docTokens: 12, questionTokens: 4, adapterRows: 1, adapterInit: "stats", trainRequests: 4, trainEpochs: 2})
+	r, err := run(&out, config{testdata: testdata, docs: 3, docTokens: 12, questionTokens: 4, adapterRows: 1, adapterInit: "stats", trainRequests: 4, trainEpochs: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +46,7 @@ func TestRunThreeDocuments(t *testing.T) {
 // there is no missing context, so the packets path must give the full
 // recompute's distribution up to float rounding.
 func TestRunOneDocumentEqualsRecompute(t *testing.T) {
-	r, err := run(&bytes.Buffer{}, config{docs: 1, docTokens: 12, questionTokens: 3, adapterRows: 1, trainRequests: 2, trainEpochs: 1})
+	r, err := run(&bytes.Buffer{}, config{testdata: testdata, docs: 1, docTokens: 12, questionTokens: 3, adapterRows: 1, trainRequests: 2, trainEpochs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +62,7 @@ func TestRunOneDocumentEqualsRecompute(t *testing.T) {
 // which then gets the same packets and the same KL.
 func TestRunLoadsStoredAdapter(t *testing.T) {
 	dir := t.TempDir()
-	cfg := config{dir: dir, docs: 2, docTokens: 8, questionTokens: 3, adapterRows: 1, trainRequests: 2, trainEpochs: 1}
+	cfg := config{testdata: testdata, dir: dir, docs: 2, docTokens: 8, questionTokens: 3, adapterRows: 1, trainRequests: 2, trainEpochs: 1}
 	first, err := run(&bytes.Buffer{}, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +81,7 @@ func TestRunLoadsStoredAdapter(t *testing.T) {
 // the documents' rows only, and the adapter's KL is measured.
 func TestRunHiddenHeaderAdapter(t *testing.T) {
 	var out bytes.Buffer
-	r, err := run(&out, config{docs: 2, docTokens: 10, questionTokens: 3, adapterRows: 1, trainRequests: 4, trainEpochs: 2})
+	r, err := run(&out, config{testdata: testdata, docs: 2, docTokens: 10, questionTokens: 3, adapterRows: 1, trainRequests: 4, trainEpochs: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

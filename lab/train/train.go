@@ -24,6 +24,9 @@ import (
 	"github.com/kvstore/kvstore/lab/llama"
 )
 
+// The reference model is the model adapters train on.
+var _ adapter.Model = (*llama.Model)(nil)
+
 // Options are the training settings; EnsureDefaults fills the zero ones.
 type Options struct {
 	Header, Trailer int     // adapter rows; default 8 each (set -1 for none)

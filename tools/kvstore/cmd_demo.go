@@ -256,7 +256,8 @@ func demoPut(ctx context.Context, db *store.DB, pre prefiller, spec *format.Mode
 		return nil, err
 	}
 	d := &demoDoc{tokens: tokens, cache: out.Cache}
-	if d.packet, err = adapter.CachePacket(spec, demoNamespace, tokens, out.Cache); err != nil {
+	k, v := out.Cache.KeysValues()
+	if d.packet, err = adapter.CachePacket(spec, demoNamespace, tokens, &adapter.KV{KVHeads: spec.KVHeads, HeadDim: spec.HeadDim, K: k, V: v}); err != nil {
 		return nil, err
 	}
 	id := format.ComputePacketID(demoNamespace, spec.Fingerprint(), "", d.packet.TokenIDs)

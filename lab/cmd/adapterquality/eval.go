@@ -47,7 +47,11 @@ func packetsCache(m *llama.Model, a *adapter.Adapter, docs [][]int) (*llama.Cach
 	}
 	all := bos.Cache
 	for _, d := range docs {
-		c, err := a.Prefill(m, d)
+		kv, err := a.Prefill(m, d)
+		if err != nil {
+			return nil, err
+		}
+		c, err := m.CacheOf(kv.K, kv.V)
 		if err != nil {
 			return nil, err
 		}
