@@ -115,31 +115,34 @@ func TestVerifierHostile(t *testing.T) {
 	if err := verifyBuffer(good, craftTable); err != nil {
 		t.Fatalf("good buffer: %v", err)
 	}
-	for name, b := range map[string][]byte{
-		"too short":            good[:7],
-		"root offset zero":     append([]byte{0, 0, 0, 0}, good[4:]...),
-		"root beyond end":      append([]byte{0xf0, 0, 0, 0}, good[4:]...),
-		"root misaligned":      append([]byte{13, 0, 0, 0}, good[4:]...),
-		"root offset huge":     append([]byte{0xfc, 0xff, 0xff, 0xff}, good[4:]...),
-		"vtable before buffer": func() []byte { b := bytes.Clone(good); b[12] = 0x40; return b }(),
-		"vtable after buffer":  func() []byte { b := bytes.Clone(good); copy(b[12:], []byte{0, 0, 0, 0x80}); return b }(),
-		"vtable misaligned":    func() []byte { b := bytes.Clone(good); b[12] = 7; return b }(),
-		"vtable size odd":      craft(7, 12, 4, 8, str(2, 'h', 'i', 0, 0)),
-		"vtable size small":    craft(2, 12, 4, 8, str(2, 'h', 'i', 0, 0)),
-		"vtable size huge":     craft(0xfffe, 12, 4, 8, str(2, 'h', 'i', 0, 0)),
-		"table size small":     craft(8, 2, 4, 8, str(2, 'h', 'i', 0, 0)),
-		"table size huge":      craft(8, 0xffff, 4, 8, str(2, 'h', 'i', 0, 0)),
-		"field on soffset":     craft(8, 12, 0, 2, str(2, 'h', 'i', 0, 0)),
-		"field past table":     craft(8, 8, 4, 8, str(2, 'h', 'i', 0, 0)),
-		"offset misaligned":    craft(8, 12, 4, 6, str(2, 'h', 'i', 0, 0)),
-		"enum undeclared":      craft(8, 12, 4, 8, append([]byte{3}, str(2, 'h', 'i', 0, 0)[1:]...)),
-		"string past end":      craft(8, 12, 4, 8, str(200, 'h', 'i', 0, 0)),
-		"string length wraps":  craft(8, 12, 4, 8, str(0xffffffff, 'h', 'i', 0, 0)),
-		"string without NUL":   craft(8, 12, 4, 8, str(2, 'h', 'i', 'x', 0)),
-		"string header cut":    craft(8, 12, 4, 8, str(2)[:10]),
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"too short", good[:7]},
+		{"root offset zero", append([]byte{0, 0, 0, 0}, good[4:]...)},
+		{"root beyond end", append([]byte{0xf0, 0, 0, 0}, good[4:]...)},
+		{"root misaligned", append([]byte{13, 0, 0, 0}, good[4:]...)},
+		{"root offset huge", append([]byte{0xfc, 0xff, 0xff, 0xff}, good[4:]...)},
+		{"vtable before buffer", func() []byte { b := bytes.Clone(good); b[12] = 0x40; return b }()},
+		{"vtable after buffer", func() []byte { b := bytes.Clone(good); copy(b[12:], []byte{0, 0, 0, 0x80}); return b }()},
+		{"vtable misaligned", func() []byte { b := bytes.Clone(good); b[12] = 7; return b }()},
+		{"vtable size odd", craft(7, 12, 4, 8, str(2, 'h', 'i', 0, 0))},
+		{"vtable size small", craft(2, 12, 4, 8, str(2, 'h', 'i', 0, 0))},
+		{"vtable size huge", craft(0xfffe, 12, 4, 8, str(2, 'h', 'i', 0, 0))},
+		{"table size small", craft(8, 2, 4, 8, str(2, 'h', 'i', 0, 0))},
+		{"table size huge", craft(8, 0xffff, 4, 8, str(2, 'h', 'i', 0, 0))},
+		{"field on soffset", craft(8, 12, 0, 2, str(2, 'h', 'i', 0, 0))},
+		{"field past table", craft(8, 8, 4, 8, str(2, 'h', 'i', 0, 0))},
+		{"offset misaligned", craft(8, 12, 4, 6, str(2, 'h', 'i', 0, 0))},
+		{"enum undeclared", craft(8, 12, 4, 8, append([]byte{3}, str(2, 'h', 'i', 0, 0)[1:]...))},
+		{"string past end", craft(8, 12, 4, 8, str(200, 'h', 'i', 0, 0))},
+		{"string length wraps", craft(8, 12, 4, 8, str(0xffffffff, 'h', 'i', 0, 0))},
+		{"string without NUL", craft(8, 12, 4, 8, str(2, 'h', 'i', 'x', 0))},
+		{"string header cut", craft(8, 12, 4, 8, str(2)[:10])},
 	} {
-		t.Run(name, func(t *testing.T) {
-			if err := verifyBuffer(b, craftTable); !errors.Is(err, ErrCorruption) {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := verifyBuffer(tc.b, craftTable); !errors.Is(err, ErrCorruption) {
 				t.Fatalf("verifyBuffer = %v, want ErrCorruption", err)
 			}
 		})

@@ -89,18 +89,23 @@ func TestHostile(t *testing.T) {
 			t.Fatalf("truncated to %d: %v", n, err)
 		}
 	}
-	for name, mut := range map[string]func([]byte){
-		"magic":        func(b []byte) { b[0] = 'X' },
-		"version":      func(b []byte) { b[4] = 9 },
-		"tensor count": func(b []byte) { b[15] = 0x7f },
-		"kv count":     func(b []byte) { b[23] = 0x7f },
-		"key length":   func(b []byte) { b[31] = 0x7f },
+	for _, tc := range []struct {
+		name string
+		mut  func([]byte)
+	}{
+		{"magic", func(b []byte) { b[0] = 'X' }},
+		{"version", func(b []byte) { b[4] = 9 }},
+		{"tensor count", func(b []byte) { b[15] = 0x7f }},
+		{"kv count", func(b []byte) { b[23] = 0x7f }},
+		{"key length", func(b []byte) { b[31] = 0x7f }},
 	} {
-		c := bytes.Clone(b)
-		mut(c)
-		if _, err := Parse(c); !errors.Is(err, format.ErrCorruption) {
-			t.Fatalf("%s: %v", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			c := bytes.Clone(b)
+			tc.mut(c)
+			if _, err := Parse(c); !errors.Is(err, format.ErrCorruption) {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+		})
 	}
 }
 
@@ -128,20 +133,25 @@ func TestSpecRefusals(t *testing.T) {
 	if err := spec(base); err != nil {
 		t.Fatalf("base: %v", err)
 	}
-	for name, extra := range map[string]KV{
-		"per-layer kv heads": {"llama.attention.head_count_kv", Uint32s([]uint32{1, 2})},
-		"longrope":           {"llama.rope.scaling.type", String("longrope")},
-		"string layers":      {"llama.block_count", String("2")},
+	for _, tc := range []struct {
+		name  string
+		extra KV
+	}{
+		{"per-layer kv heads", KV{"llama.attention.head_count_kv", Uint32s([]uint32{1, 2})}},
+		{"longrope", KV{"llama.rope.scaling.type", String("longrope")}},
+		{"string layers", KV{"llama.block_count", String("2")}},
 	} {
-		kv := append([]KV{}, base...)
-		if extra.Key == "llama.block_count" {
-			kv[1] = extra
-		} else {
-			kv = append(kv, extra)
-		}
-		if err := spec(kv); err == nil {
-			t.Fatalf("%s: accepted", name)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			kv := append([]KV{}, base...)
+			if tc.extra.Key == "llama.block_count" {
+				kv[1] = tc.extra
+			} else {
+				kv = append(kv, tc.extra)
+			}
+			if err := spec(kv); err == nil {
+				t.Fatalf("%s: accepted", tc.name)
+			}
+		})
 	}
 	arch := append([]KV{}, base...)
 	arch[0] = KV{"general.architecture", String("mamba")}
