@@ -66,15 +66,20 @@ func TestDynamicNTK(t *testing.T) {
 }
 
 func TestDynamicNTKRejects(t *testing.T) {
-	for name, cfg := range map[string]format.RoPE{
-		"factor below 1": {Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 0.5, OriginalMaxPos: 16},
-		"no max pos":     {Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2},
-		"two rotary":     {Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2, OriginalMaxPos: 16, RotaryDims: 2},
-		"mscale":         {Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2, OriginalMaxPos: 16, Mscale: 1},
+	for _, tc := range []struct {
+		name string
+		cfg  format.RoPE
+	}{
+		{"factor below 1", format.RoPE{Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 0.5, OriginalMaxPos: 16}},
+		{"no max pos", format.RoPE{Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2}},
+		{"two rotary", format.RoPE{Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2, OriginalMaxPos: 16, RotaryDims: 2}},
+		{"mscale", format.RoPE{Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2, OriginalMaxPos: 16, Mscale: 1}},
 	} {
-		if _, err := NewRoPE(cfg, 8); !errors.Is(err, format.ErrInvalidArgument) {
-			t.Errorf("%s: NewRoPE = %v, want ErrInvalidArgument", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := NewRoPE(tc.cfg, 8); !errors.Is(err, format.ErrInvalidArgument) {
+				t.Errorf("%s: NewRoPE = %v, want ErrInvalidArgument", tc.name, err)
+			}
+		})
 	}
 }
 
