@@ -220,24 +220,29 @@ func TestBadState(t *testing.T) {
 	}
 	foreign := append([]byte{}, st...)
 	foreign[8] = 7 // n_stream
-	for name, b := range map[string][]byte{
-		"truncated":  st[:len(st)-100],
-		"half":       st[:len(st)/2],
-		"foreign":    foreign,
-		"not state":  []byte("this is not a llama.cpp state at all"),
-		"empty cell": st[:16],
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"truncated", st[:len(st)-100]},
+		{"half", st[:len(st)/2]},
+		{"foreign", foreign},
+		{"not state", []byte("this is not a llama.cpp state at all")},
+		{"empty cell", st[:16]},
 	} {
-		c.Remove(0, -1, -1)
-		if err := c.Decode(0, 0, doc); err != nil { // cells present before the import
-			t.Fatal(err)
-		}
-		err := c.SetState(0, b)
-		if !errors.Is(err, llamacpp.ErrState) {
-			t.Fatalf("%s: %v, want ErrState", name, err)
-		}
-		if lo, hi := c.PosRange(0); lo != -1 || hi != -1 {
-			t.Fatalf("%s: sequence holds positions [%d, %d] after a failed import", name, lo, hi)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			c.Remove(0, -1, -1)
+			if err := c.Decode(0, 0, doc); err != nil { // cells present before the import
+				t.Fatal(err)
+			}
+			err := c.SetState(0, tc.b)
+			if !errors.Is(err, llamacpp.ErrState) {
+				t.Fatalf("%s: %v, want ErrState", tc.name, err)
+			}
+			if lo, hi := c.PosRange(0); lo != -1 || hi != -1 {
+				t.Fatalf("%s: sequence holds positions [%d, %d] after a failed import", tc.name, lo, hi)
+			}
+		})
 	}
 	if err := c.SetState(0, st); err != nil {
 		t.Fatalf("the good state: %v", err)
