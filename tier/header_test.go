@@ -53,14 +53,19 @@ func TestHeaderRoundTrip(t *testing.T) {
 	if err := d.Matches("ns-a", h.Model.Fingerprint(), id); err != nil {
 		t.Fatal(err)
 	}
-	for name, err := range map[string]error{
-		"other namespace": d.Matches("ns-b", h.Model.Fingerprint(), id),
-		"other model":     d.Matches("ns-a", format.Fingerprint{1}, id),
-		"other id":        d.Matches("ns-a", h.Model.Fingerprint(), format.PacketID{2}),
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"other namespace", d.Matches("ns-b", h.Model.Fingerprint(), id)},
+		{"other model", d.Matches("ns-a", format.Fingerprint{1}, id)},
+		{"other id", d.Matches("ns-a", h.Model.Fingerprint(), format.PacketID{2})},
 	} {
-		if !errors.Is(err, ErrCorruption) || !errors.Is(err, format.ErrCorruption) {
-			t.Errorf("%s: %v, want ErrCorruption", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if !errors.Is(tc.err, ErrCorruption) || !errors.Is(tc.err, format.ErrCorruption) {
+				t.Errorf("%s: %v, want ErrCorruption", tc.name, tc.err)
+			}
+		})
 	}
 }
 
@@ -97,14 +102,19 @@ func TestDecodeHeaderRejects(t *testing.T) {
 		}
 		return c
 	}
-	for name, c := range map[string][]byte{
-		"chunk length": reseal(func(h *Header) { h.ChunkLen++ }),
-		"part count":   reseal(func(h *Header) { h.PartCRCs = h.PartCRCs[1:] }),
-		"part size":    reseal(func(h *Header) { h.PartSize = 1 }),
-		"codec":        reseal(func(h *Header) { h.Codec = 200 }),
+	for _, tc := range []struct {
+		name string
+		c    []byte
+	}{
+		{"chunk length", reseal(func(h *Header) { h.ChunkLen++ })},
+		{"part count", reseal(func(h *Header) { h.PartCRCs = h.PartCRCs[1:] })},
+		{"part size", reseal(func(h *Header) { h.PartSize = 1 })},
+		{"codec", reseal(func(h *Header) { h.Codec = 200 })},
 	} {
-		_, err := DecodeHeader(c)
-		want(name, err)
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeHeader(tc.c)
+			want(tc.name, err)
+		})
 	}
 	c := bytes.Clone(b)
 	binary.LittleEndian.PutUint16(c[4:], 2)
