@@ -87,7 +87,7 @@ func TestSpanMetaRoundTrip(t *testing.T) {
 func TestSpanMetaRefusals(t *testing.T) {
 	m := testSpanMeta()
 	v, _ := m.Encode()
-	reseal := func(edit func(b []byte)) []byte {
+	reseal := func(t *testing.T, edit func(b []byte)) []byte {
 		b := bytes.Clone(v[FrameSize:])
 		edit(b)
 		out, err := Seal(KindSpan, b)
@@ -111,7 +111,7 @@ func TestSpanMetaRefusals(t *testing.T) {
 		{"no W name", func(b []byte) { le.PutUint16(b[78:], 0) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := DecodeSpanMeta(reseal(tc.edit)); !errors.Is(err, ErrCorruption) {
+			if _, err := DecodeSpanMeta(reseal(t, tc.edit)); !errors.Is(err, ErrCorruption) {
 				t.Errorf("%s: %v, want ErrCorruption", tc.name, err)
 			}
 		})

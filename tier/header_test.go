@@ -77,7 +77,7 @@ func TestDecodeHeaderRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := func(what string, err error) {
+	want := func(t *testing.T, what string, err error) {
 		t.Helper()
 		if !errors.Is(err, ErrCorruption) && !errors.Is(err, format.ErrVersion) {
 			t.Fatalf("%s: %v, want ErrCorruption or ErrVersion", what, err)
@@ -87,11 +87,11 @@ func TestDecodeHeaderRejects(t *testing.T) {
 		c := bytes.Clone(b)
 		c[i] ^= 0x10
 		_, err := DecodeHeader(c)
-		want("flip", err)
+		want(t, "flip", err)
 	}
 	for n := range len(b) {
 		_, err := DecodeHeader(b[:n])
-		want("truncate", err)
+		want(t, "truncate", err)
 	}
 	reseal := func(mut func(*Header)) []byte {
 		h := testHeader(t)
@@ -113,7 +113,7 @@ func TestDecodeHeaderRejects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeHeader(tc.c)
-			want(tc.name, err)
+			want(t, tc.name, err)
 		})
 	}
 	c := bytes.Clone(b)

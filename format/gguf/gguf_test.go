@@ -118,7 +118,7 @@ func TestSpecRefusals(t *testing.T) {
 		{"llama.attention.head_count", Uint32(2)},
 	}
 	tensors := []TensorData{{Tensor: Tensor{Name: "w", Dims: []uint64{4}, Type: GGMLF32}, Data: make([]byte, 16)}}
-	spec := func(kv []KV) error {
+	spec := func(t *testing.T, kv []KV) error {
 		var buf bytes.Buffer
 		if err := Write(&buf, kv, tensors); err != nil {
 			t.Fatal(err)
@@ -130,7 +130,7 @@ func TestSpecRefusals(t *testing.T) {
 		_, err = f.Spec(format.DTypeF16)
 		return err
 	}
-	if err := spec(base); err != nil {
+	if err := spec(t, base); err != nil {
 		t.Fatalf("base: %v", err)
 	}
 	for _, tc := range []struct {
@@ -148,14 +148,14 @@ func TestSpecRefusals(t *testing.T) {
 			} else {
 				kv = append(kv, tc.extra)
 			}
-			if err := spec(kv); err == nil {
+			if err := spec(t, kv); err == nil {
 				t.Fatalf("%s: accepted", tc.name)
 			}
 		})
 	}
 	arch := append([]KV{}, base...)
 	arch[0] = KV{"general.architecture", String("mamba")}
-	if err := spec(arch); !errors.Is(err, format.ErrInvalidArgument) {
+	if err := spec(t, arch); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Fatalf("mamba: %v", err)
 	}
 }

@@ -313,7 +313,7 @@ func TestCheckRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := func() *Dest { return shuffled(format.KVLayoutPagedNHD)(t, 4) }
+	good := func(t *testing.T) *Dest { return shuffled(format.KVLayoutPagedNHD)(t, 4) }
 	cases := []struct {
 		name  string
 		spoil func(d *Dest)
@@ -328,14 +328,14 @@ func TestCheckRejects(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := good()
+			d := good(t)
 			tc.spoil(d)
 			if err := a.Run(context.Background(), d, nil); !errors.Is(err, ErrInvalidArgument) {
 				t.Errorf("%s: Run = %v, want ErrInvalidArgument", tc.name, err)
 			}
 		})
 	}
-	if err := a.Run(context.Background(), good(), nil); err != nil {
+	if err := a.Run(context.Background(), good(t), nil); err != nil {
 		t.Fatalf("good destination: %v", err)
 	}
 }
@@ -364,7 +364,7 @@ func TestCheckPooledRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, layout := range []format.KVLayout{format.KVLayoutPagedKV, format.KVLayoutPagedPacked} {
-		good := func() *Dest { return shuffled(layout)(t, 4) }
+		good := func(t *testing.T) *Dest { return shuffled(layout)(t, 4) }
 		cases := []struct {
 			name  string
 			spoil func(d *Dest)
@@ -379,14 +379,14 @@ func TestCheckPooledRejects(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(layout.String()+"/"+tc.name, func(t *testing.T) {
-				d := good()
+				d := good(t)
 				tc.spoil(d)
 				if err := a.Run(context.Background(), d, nil); !errors.Is(err, ErrInvalidArgument) {
 					t.Errorf("%v %s: Run = %v, want ErrInvalidArgument", layout, tc.name, err)
 				}
 			})
 		}
-		if err := a.Run(context.Background(), good(), nil); err != nil {
+		if err := a.Run(context.Background(), good(t), nil); err != nil {
 			t.Fatalf("%v: good destination: %v", layout, err)
 		}
 	}
