@@ -287,9 +287,11 @@ func TestLowRankHostile(t *testing.T) {
 		b []byte
 		d Desc
 	}{{k, kd}, {v, vd}} {
-		if err := decodeErr(t, good.b, format.CodecLowRank, good.d); err != nil {
-			t.Fatalf("good %v chunk: %v", good.d.Kind, err)
-		}
+		t.Run(good.d.Kind.String(), func(t *testing.T) {
+			if err := decodeErr(t, good.b, format.CodecLowRank, good.d); err != nil {
+				t.Fatalf("good %v chunk: %v", good.d.Kind, err)
+			}
+		})
 	}
 	at := func(b []byte, h int) int { // head h's factor encoding
 		off := lowRankHeader + 2*kd.Heads

@@ -174,14 +174,16 @@ func TestFakeCUDAOpenErrors(t *testing.T) {
 		{"cuModuleGetFunction", 500, false, false, "cuModuleGetFunction(kvs_reconstruct): CUDA error 500 CUDA_ERROR_NOT_FOUND"},
 		{"cuModuleGetFunction", 500, true, false, "cuModuleGetFunction(kvs_reconstruct)"},
 	} {
-		ctl.reset()
-		ctl.failNext(c.inject, c.code)
-		dev, err := OpenCUDA(CUDAOptions{Library: lib, PrivateContext: c.private})
-		if dev != nil || err == nil || errors.Is(err, ErrNoDevice) != c.noDevice || !errors.Is(err, ErrCUDA) || !strings.Contains(err.Error(), c.text) {
-			t.Errorf("%s failing (private %v): %v, %v; want ErrCUDA (ErrNoDevice %v) saying %q", c.inject, c.private, dev, err, c.noDevice, c.text)
-		}
-		ctl.expect(t, map[string]int64{"injected:" + c.inject: 1, "primary:refs": 0, "live:ctx": 0, "live:module": 0,
-			"unload:no_ctx": 0, "release:bad": 0, "destroy:bad": 0})
+		t.Run(c.inject, func(t *testing.T) {
+			ctl.reset()
+			ctl.failNext(c.inject, c.code)
+			dev, err := OpenCUDA(CUDAOptions{Library: lib, PrivateContext: c.private})
+			if dev != nil || err == nil || errors.Is(err, ErrNoDevice) != c.noDevice || !errors.Is(err, ErrCUDA) || !strings.Contains(err.Error(), c.text) {
+				t.Errorf("%s failing (private %v): %v, %v; want ErrCUDA (ErrNoDevice %v) saying %q", c.inject, c.private, dev, err, c.noDevice, c.text)
+			}
+			ctl.expect(t, map[string]int64{"injected:" + c.inject: 1, "primary:refs": 0, "live:ctx": 0, "live:module": 0,
+				"unload:no_ctx": 0, "release:bad": 0, "destroy:bad": 0})
+		})
 	}
 }
 
@@ -297,18 +299,20 @@ func TestFakeCUDACloseReportsFailure(t *testing.T) {
 		{"cuModuleUnload", 400, map[string]int64{"unload:ok": 1, "release:ok": 1, "reclaimed:module": 1}},
 		{"cuDevicePrimaryCtxRelease_v2", 201, map[string]int64{"unload:ok": 2, "primary:refs": 1}},
 	} {
-		ctl.reset()
-		dev, err := OpenCUDA(CUDAOptions{Library: lib})
-		must(t, err)
-		ctl.failNext(c.inject, c.code)
-		var ce *CUDAError
-		if err := dev.Close(); !errors.As(err, &ce) || ce.Code != int(c.code) || !strings.Contains(err.Error(), c.inject) {
-			t.Errorf("Close with %s failing: %v", c.inject, err)
-		}
-		ctl.expect(t, c.want)
-		if err := dev.Close(); err != nil {
-			t.Errorf("second Close after a failed one: %v", err)
-		}
+		t.Run(c.inject, func(t *testing.T) {
+			ctl.reset()
+			dev, err := OpenCUDA(CUDAOptions{Library: lib})
+			must(t, err)
+			ctl.failNext(c.inject, c.code)
+			var ce *CUDAError
+			if err := dev.Close(); !errors.As(err, &ce) || ce.Code != int(c.code) || !strings.Contains(err.Error(), c.inject) {
+				t.Errorf("Close with %s failing: %v", c.inject, err)
+			}
+			ctl.expect(t, c.want)
+			if err := dev.Close(); err != nil {
+				t.Errorf("second Close after a failed one: %v", err)
+			}
+		})
 	}
 	// The injected release failure left the primary context retained.
 	ctl.reset()

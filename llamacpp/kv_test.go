@@ -99,24 +99,26 @@ func TestSaveAtOffset(t *testing.T) {
 	}
 	// Loaded at 40, the packet saved at 0 gives what b gives, and so does
 	// b's own, saved at 40 and stored at local positions.
-	want := func(ctx *llamacpp.Context) []float32 {
+	want := func(t *testing.T, ctx *llamacpp.Context) []float32 {
 		if err := ctx.Decode(0, 48, []int32{33}); err != nil {
 			t.Fatal(err)
 		}
 		return ctx.Logits()
 	}
-	ref := want(b)
+	ref := want(t, b)
 	for _, it := range []struct {
 		ns   string
 		item store.AssembleItem
 	}{{"ns", store.AssembleItem{ID: idA, Offset: 40}}, {"ns2", store.AssembleItem{ID: idB, Offset: 40}}} {
-		c := newContext(t, m, o)
-		if _, err := llamacpp.Load(context.Background(), db, it.ns, c, 0, []store.AssembleItem{it.item}, nil); err != nil {
-			t.Fatal(err)
-		}
-		if d := maxDiff(want(c), ref); d > 1e-4 {
-			t.Fatalf("%s: logits differ by %.3g", it.ns, d)
-		}
+		t.Run(it.ns, func(t *testing.T) {
+			c := newContext(t, m, o)
+			if _, err := llamacpp.Load(context.Background(), db, it.ns, c, 0, []store.AssembleItem{it.item}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if d := maxDiff(want(t, c), ref); d > 1e-4 {
+				t.Fatalf("%s: logits differ by %.3g", it.ns, d)
+			}
+		})
 	}
 }
 

@@ -153,13 +153,15 @@ func TestYaRNMscale(t *testing.T) {
 		{"attention_factor wins", 40, 0.707, 1, 1.25, 1.25},
 		{"factor 1", 1, 2, 1, 0, 1},
 	} {
-		cfg := format.RoPE{Style: format.RoPEInterleaved, Theta: 10000, Scaling: format.RoPEScalingYaRN,
-			Factor: tc.factor, OriginalMaxPos: 4096, BetaFast: 32, BetaSlow: 1,
-			Mscale: tc.m, MscaleAllDim: tc.mAll, AttentionFactor: tc.att}
-		r := mustRoPE(t, cfg, 64)
-		if got := float64(r.AttentionScale()); math.Abs(got-tc.want) > 1e-7 {
-			t.Errorf("%s: AttentionScale %v, want %v", tc.name, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := format.RoPE{Style: format.RoPEInterleaved, Theta: 10000, Scaling: format.RoPEScalingYaRN,
+				Factor: tc.factor, OriginalMaxPos: 4096, BetaFast: 32, BetaSlow: 1,
+				Mscale: tc.m, MscaleAllDim: tc.mAll, AttentionFactor: tc.att}
+			r := mustRoPE(t, cfg, 64)
+			if got := float64(r.AttentionScale()); math.Abs(got-tc.want) > 1e-7 {
+				t.Errorf("%s: AttentionScale %v, want %v", tc.name, got, tc.want)
+			}
+		})
 	}
 	bad := ropeYaRN4
 	bad.Mscale = -1

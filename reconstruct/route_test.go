@@ -140,16 +140,18 @@ func TestSelectBudget(t *testing.T) {
 		{"unlimited", Budget{}, []int{0, 1, 2, 3}, 85, 550},
 	}
 	for _, tc := range tests {
-		z, err := Select(scores, nil, tokens, bytes, tc.budget)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(z.Spans[0], tc.spans) || z.Tokens != tc.tok || z.Bytes != tc.by {
-			t.Errorf("%s: spans %v, %d tokens, %d bytes; want %v, %d, %d", tc.name, z.Spans[0], z.Tokens, z.Bytes, tc.spans, tc.tok, tc.by)
-		}
-		if (tc.budget.Tokens > 0 && z.Tokens > tc.budget.Tokens) || (tc.budget.Bytes > 0 && z.Bytes > tc.budget.Bytes) {
-			t.Errorf("%s: over budget", tc.name)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			z, err := Select(scores, nil, tokens, bytes, tc.budget)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(z.Spans[0], tc.spans) || z.Tokens != tc.tok || z.Bytes != tc.by {
+				t.Errorf("%s: spans %v, %d tokens, %d bytes; want %v, %d, %d", tc.name, z.Spans[0], z.Tokens, z.Bytes, tc.spans, tc.tok, tc.by)
+			}
+			if (tc.budget.Tokens > 0 && z.Tokens > tc.budget.Tokens) || (tc.budget.Bytes > 0 && z.Bytes > tc.budget.Bytes) {
+				t.Errorf("%s: over budget", tc.name)
+			}
+		})
 	}
 }
 

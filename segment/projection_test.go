@@ -2,6 +2,7 @@ package segment
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -115,22 +116,24 @@ func TestFitPCARecoversPlantedSubspace(t *testing.T) {
 func TestFitPCAShapes(t *testing.T) {
 	keys := []float32{1, 2, 3, 4, 5, 6, 7, 9}
 	for _, tc := range []struct{ dim, want int }{{0, 4}, {2, 2}, {64, 4}} {
-		p, err := FitPCA(keys, 4, tc.dim)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Dim != tc.want {
-			t.Errorf("dim %d: got %d, want %d", tc.dim, p.Dim, tc.want)
-		}
-		if err := p.Validate(); err != nil {
-			t.Error(err)
-		}
-		// Orthonormal even though 2 keys leave 3 directions without variance.
-		for i := 0; i < p.Dim; i++ {
-			if n := dot64(rowF64(p.W, i, 4), rowF64(p.W, i, 4)); math.Abs(n-1) > 1e-6 {
-				t.Errorf("row %d norm^2 %v", i, n)
+		t.Run(fmt.Sprintf("dim %d", tc.dim), func(t *testing.T) {
+			p, err := FitPCA(keys, 4, tc.dim)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			if p.Dim != tc.want {
+				t.Errorf("dim %d: got %d, want %d", tc.dim, p.Dim, tc.want)
+			}
+			if err := p.Validate(); err != nil {
+				t.Error(err)
+			}
+			// Orthonormal even though 2 keys leave 3 directions without variance.
+			for i := 0; i < p.Dim; i++ {
+				if n := dot64(rowF64(p.W, i, 4), rowF64(p.W, i, 4)); math.Abs(n-1) > 1e-6 {
+					t.Errorf("row %d norm^2 %v", i, n)
+				}
+			}
+		})
 	}
 	for _, tc := range []struct {
 		keys         []float32

@@ -33,35 +33,37 @@ func TestLlama2cSpec(t *testing.T) {
 		{"stories260K.bin", 5, 4, 8, 1 + 5*9 + 1},
 		{"gocode-hd64.bin", 4, 1, 64, 1 + 4*9 + 1},
 	} {
-		b := convert(t, c.name)
-		f, err := Parse(b)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if len(f.Tensors) != c.tensors {
-			t.Fatalf("%s: %d tensors, want %d", c.name, len(f.Tensors), c.tensors)
-		}
-		m, err := f.Spec(format.DTypeF32)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if m.Layers != c.layers || m.KVHeads != c.kvHeads || m.HeadDim != c.headDim ||
-			m.RoPE.Style != format.RoPEInterleaved || m.RoPE.Theta != 10000 || m.RoPE.Scaling != format.RoPEScalingNone {
-			t.Fatalf("%s: spec %+v", c.name, m)
-		}
-		// One weight changed: another weights id, the same shape.
-		b[len(b)-1] ^= 1
-		f2, err := Parse(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m2, err := f2.Spec(format.DTypeF32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m2.WeightsID == m.WeightsID || m2.Fingerprint() == m.Fingerprint() {
-			t.Fatalf("%s: a changed weight kept weights id %s", c.name, m.WeightsID)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			b := convert(t, c.name)
+			f, err := Parse(b)
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if len(f.Tensors) != c.tensors {
+				t.Fatalf("%s: %d tensors, want %d", c.name, len(f.Tensors), c.tensors)
+			}
+			m, err := f.Spec(format.DTypeF32)
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if m.Layers != c.layers || m.KVHeads != c.kvHeads || m.HeadDim != c.headDim ||
+				m.RoPE.Style != format.RoPEInterleaved || m.RoPE.Theta != 10000 || m.RoPE.Scaling != format.RoPEScalingNone {
+				t.Fatalf("%s: spec %+v", c.name, m)
+			}
+			// One weight changed: another weights id, the same shape.
+			b[len(b)-1] ^= 1
+			f2, err := Parse(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m2, err := f2.Spec(format.DTypeF32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m2.WeightsID == m.WeightsID || m2.Fingerprint() == m.Fingerprint() {
+				t.Fatalf("%s: a changed weight kept weights id %s", c.name, m.WeightsID)
+			}
+		})
 	}
 }
 
