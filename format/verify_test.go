@@ -52,37 +52,39 @@ func TestVerifierMatchesSchema(t *testing.T) {
 	}
 	scalarSize := map[string]uint32{"ubyte": 1, "ushort": 2, "uint": 4, "int": 4, "ulong": 8, "long": 8, "double": 8}
 	for _, spec := range []*tableSpec{ropeTable, modelSpecTable, chunkTable, headerTable} {
-		d := decls[spec.name]
-		if len(d) != len(spec.fields) {
-			t.Errorf("%s: schema has %d fields, verifier %d", spec.name, len(d), len(spec.fields))
-			continue
-		}
-		for i, f := range spec.fields {
-			want := fieldSpec{name: d[i].name}
-			switch typ := d[i].typ; {
-			case typ == "string":
-				want.typ = ftString
-			case typ == "Hash256":
-				want.typ, want.size = ftStruct, 32
-			case scalarSize[typ] != 0:
-				want.typ, want.size = ftScalar, scalarSize[typ]
-			case strings.HasPrefix(typ, "[") && scalarSize[strings.Trim(typ, "[]")] != 0:
-				want.typ, want.size = ftVector, scalarSize[strings.Trim(typ, "[]")]
-			case strings.HasPrefix(typ, "["):
-				want.typ = ftTableVector
-			case decls[typ] != nil:
-				want.typ = ftTable
-			default:
-				n, ok := enums[typ]
-				if !ok {
-					t.Fatalf("%s.%s: unknown type %s", spec.name, d[i].name, typ)
+		t.Run(spec.name, func(t *testing.T) {
+			d := decls[spec.name]
+			if len(d) != len(spec.fields) {
+				t.Errorf("%s: schema has %d fields, verifier %d", spec.name, len(d), len(spec.fields))
+				return
+			}
+			for i, f := range spec.fields {
+				want := fieldSpec{name: d[i].name}
+				switch typ := d[i].typ; {
+				case typ == "string":
+					want.typ = ftString
+				case typ == "Hash256":
+					want.typ, want.size = ftStruct, 32
+				case scalarSize[typ] != 0:
+					want.typ, want.size = ftScalar, scalarSize[typ]
+				case strings.HasPrefix(typ, "[") && scalarSize[strings.Trim(typ, "[]")] != 0:
+					want.typ, want.size = ftVector, scalarSize[strings.Trim(typ, "[]")]
+				case strings.HasPrefix(typ, "["):
+					want.typ = ftTableVector
+				case decls[typ] != nil:
+					want.typ = ftTable
+				default:
+					n, ok := enums[typ]
+					if !ok {
+						t.Fatalf("%s.%s: unknown type %s", spec.name, d[i].name, typ)
+					}
+					want.typ, want.size, want.max = ftEnum, 1, uint8(n)
 				}
-				want.typ, want.size, want.max = ftEnum, 1, uint8(n)
+				if f.name != want.name || f.typ != want.typ || f.size != want.size || f.max != want.max {
+					t.Errorf("%s slot %d: verifier has %+v, schema says %s:%s", spec.name, i, f, d[i].name, d[i].typ)
+				}
 			}
-			if f.name != want.name || f.typ != want.typ || f.size != want.size || f.max != want.max {
-				t.Errorf("%s slot %d: verifier has %+v, schema says %s:%s", spec.name, i, f, d[i].name, d[i].typ)
-			}
-		}
+		})
 	}
 }
 

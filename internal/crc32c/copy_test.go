@@ -45,21 +45,23 @@ func TestCopyLengths(t *testing.T) {
 	fns := []testKernel{{name: "Copy", ok: true, copy: copyAPI}}
 	fns = append(fns, kernels...)
 	for _, k := range fns {
-		if !k.ok || k.copy == nil {
-			continue
-		}
-		for sOff := range 64 {
-			dOff := (sOff*37 + 5) % 64
-			for n := k.min; n <= maxTableLen; n++ {
-				checkCopy(t, k.name, k.copy, src, dst, sOff, dOff, n, uint32(n)*0x9e3779b9)
+		t.Run(k.name, func(t *testing.T) {
+			if !k.ok || k.copy == nil {
+				return
 			}
-		}
-		for range 4 {
-			n := k.min + r.IntN(3<<20)
-			src := randBytes(r, n+64)
-			dst := make([]byte, n+128)
-			checkCopy(t, k.name, k.copy, src, dst, r.IntN(64), r.IntN(64), n, r.Uint32())
-		}
+			for sOff := range 64 {
+				dOff := (sOff*37 + 5) % 64
+				for n := k.min; n <= maxTableLen; n++ {
+					checkCopy(t, k.name, k.copy, src, dst, sOff, dOff, n, uint32(n)*0x9e3779b9)
+				}
+			}
+			for range 4 {
+				n := k.min + r.IntN(3<<20)
+				src := randBytes(r, n+64)
+				dst := make([]byte, n+128)
+				checkCopy(t, k.name, k.copy, src, dst, r.IntN(64), r.IntN(64), n, r.Uint32())
+			}
+		})
 	}
 }
 
