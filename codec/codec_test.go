@@ -163,32 +163,35 @@ func TestShuffleZstdCompresses(t *testing.T) {
 func TestEncodeArguments(t *testing.T) {
 	good := desc(format.ChunkK, format.DTypeBF16, [3]int{1, 2, 3})
 	src := kvData(good, 1)
-	for name, tc := range map[string]struct {
+	for _, tc := range []struct {
+		name string
 		c    format.Codec
 		d    Desc
 		opts Options
 		src  []byte
 	}{
-		"kind":          {format.CodecRaw, Desc{Kind: 3, DType: format.DTypeBF16, Heads: 1, Tokens: 2, HeadDim: 3}, Options{}, src},
-		"dtype int8":    {format.CodecRaw, Desc{Kind: format.ChunkK, DType: format.DTypeInt8, Heads: 1, Tokens: 2, HeadDim: 6}, Options{}, src},
-		"zero heads":    {format.CodecRaw, Desc{Kind: format.ChunkK, DType: format.DTypeBF16, Tokens: 2, HeadDim: 3}, Options{}, src},
-		"negative dim":  {format.CodecRaw, Desc{Kind: format.ChunkK, DType: format.DTypeBF16, Heads: 1, Tokens: 2, HeadDim: -3}, Options{}, src},
-		"huge":          {format.CodecRaw, Desc{Kind: format.ChunkK, DType: format.DTypeF32, Heads: 1 << 20, Tokens: 1 << 20, HeadDim: 1 << 20}, Options{}, src},
-		"short src":     {format.CodecShuffleZstd, good, Options{}, src[1:]},
-		"codec":         {5, good, Options{}, src},
-		"group":         {format.CodecInt8, good, Options{GroupSize: MaxGroupSize + 1}, src},
-		"negative grp":  {format.CodecInt8, good, Options{GroupSize: -1}, src},
-		"scale dtype":   {format.CodecInt4, good, Options{ScaleDType: format.DTypeBF16}, src},
-		"level":         {format.CodecShuffleZstd, good, Options{Level: 23}, src},
-		"nan":           {format.CodecInt8, good, Options{}, withElem(src, format.DTypeBF16, 4, float32(math.NaN()))},
-		"inf":           {format.CodecInt4, good, Options{}, withElem(src, format.DTypeBF16, 0, float32(math.Inf(-1)))},
-		"range too big": {format.CodecInt8, desc(format.ChunkV, format.DTypeF32, [3]int{1, 1, 2}), Options{}, f32Bytes(-3e38, 3e38)},
+		{"kind", format.CodecRaw, Desc{Kind: 3, DType: format.DTypeBF16, Heads: 1, Tokens: 2, HeadDim: 3}, Options{}, src},
+		{"dtype int8", format.CodecRaw, Desc{Kind: format.ChunkK, DType: format.DTypeInt8, Heads: 1, Tokens: 2, HeadDim: 6}, Options{}, src},
+		{"zero heads", format.CodecRaw, Desc{Kind: format.ChunkK, DType: format.DTypeBF16, Tokens: 2, HeadDim: 3}, Options{}, src},
+		{"negative dim", format.CodecRaw, Desc{Kind: format.ChunkK, DType: format.DTypeBF16, Heads: 1, Tokens: 2, HeadDim: -3}, Options{}, src},
+		{"huge", format.CodecRaw, Desc{Kind: format.ChunkK, DType: format.DTypeF32, Heads: 1 << 20, Tokens: 1 << 20, HeadDim: 1 << 20}, Options{}, src},
+		{"short src", format.CodecShuffleZstd, good, Options{}, src[1:]},
+		{"codec", 5, good, Options{}, src},
+		{"group", format.CodecInt8, good, Options{GroupSize: MaxGroupSize + 1}, src},
+		{"negative grp", format.CodecInt8, good, Options{GroupSize: -1}, src},
+		{"scale dtype", format.CodecInt4, good, Options{ScaleDType: format.DTypeBF16}, src},
+		{"level", format.CodecShuffleZstd, good, Options{Level: 23}, src},
+		{"nan", format.CodecInt8, good, Options{}, withElem(src, format.DTypeBF16, 4, float32(math.NaN()))},
+		{"inf", format.CodecInt4, good, Options{}, withElem(src, format.DTypeBF16, 0, float32(math.Inf(-1)))},
+		{"range too big", format.CodecInt8, desc(format.ChunkV, format.DTypeF32, [3]int{1, 1, 2}), Options{}, f32Bytes(-3e38, 3e38)},
 	} {
-		dst := []byte("keep")
-		got, err := Encode(dst, tc.src, tc.c, tc.d, tc.opts)
-		if !errors.Is(err, format.ErrInvalidArgument) || string(got) != "keep" {
-			t.Errorf("%s: Encode = %q, %v; want dst unchanged and ErrInvalidArgument", name, got, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			dst := []byte("keep")
+			got, err := Encode(dst, tc.src, tc.c, tc.d, tc.opts)
+			if !errors.Is(err, format.ErrInvalidArgument) || string(got) != "keep" {
+				t.Errorf("%s: Encode = %q, %v; want dst unchanged and ErrInvalidArgument", tc.name, got, err)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package codec
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"testing"
@@ -116,28 +117,33 @@ func TestHostileShuffle(t *testing.T) {
 	enc, _ := zstd.NewWriter(nil)
 	small := enc.EncodeAll(make([]byte, 50), nil)
 	big := enc.EncodeAll(make([]byte, 1000), nil)
-	for name, b := range map[string][]byte{
-		"block 0":             shuffleChunk(0, 2, plane, plane),
-		"block too big":       shuffleChunk(maxShuffleBlock+1, 2, plane, plane),
-		"frame count":         shuffleChunk(100, 3, plane, plane, plane[:0]),
-		"blocks of 50":        shuffleChunk(50, 2, plane, plane),
-		"sizes short":         verbatim[:len(verbatim)-1],
-		"stored > plane":      shuffleChunk(100, 2, append(plane, 0), plane[1:]),
-		"not zstd":            shuffleChunk(100, 2, []byte("hello"), plane),
-		"frame too short":     shuffleChunk(100, 2, small, plane),
-		"frame too long":      shuffleChunk(100, 2, big, plane),
-		"huge content size":   shuffleChunk(100, 2, hugeFCSFrame(), plane),
-		"empty stored plane":  shuffleChunk(100, 2, nil, plane),
-		"frame then garbage":  shuffleChunk(100, 2, append(enc.EncodeAll(plane, nil), 1, 2, 3), plane),
-		"frame count 2^32-1":  append(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 100), math.MaxUint32), make([]byte, 64)...),
-		"header only":         verbatim[:8],
-		"sizes overflow-ish":  shuffleChunkSizes(100, []uint32{math.MaxUint32, 101}, plane),
-		"20 KiB of rle":       shuffleChunk(100, 2, rleFrame(20, 10), plane),
-		"window larger (2GB)": shuffleChunk(100, 2, bigWindowFrame(), plane),
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"block 0", shuffleChunk(0, 2, plane, plane)},
+		{"block too big", shuffleChunk(maxShuffleBlock+1, 2, plane, plane)},
+		{"frame count", shuffleChunk(100, 3, plane, plane, plane[:0])},
+		{"blocks of 50", shuffleChunk(50, 2, plane, plane)},
+		{"sizes short", verbatim[:len(verbatim)-1]},
+		{"stored > plane", shuffleChunk(100, 2, append(plane, 0), plane[1:])},
+		{"not zstd", shuffleChunk(100, 2, []byte("hello"), plane)},
+		{"frame too short", shuffleChunk(100, 2, small, plane)},
+		{"frame too long", shuffleChunk(100, 2, big, plane)},
+		{"huge content size", shuffleChunk(100, 2, hugeFCSFrame(), plane)},
+		{"empty stored plane", shuffleChunk(100, 2, nil, plane)},
+		{"frame then garbage", shuffleChunk(100, 2, append(enc.EncodeAll(plane, nil), 1, 2, 3), plane)},
+		{"frame count 2^32-1", append(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 100), math.MaxUint32), make([]byte, 64)...)},
+		{"header only", verbatim[:8]},
+		{"sizes overflow-ish", shuffleChunkSizes(100, []uint32{math.MaxUint32, 101}, plane)},
+		{"20 KiB of rle", shuffleChunk(100, 2, rleFrame(20, 10), plane)},
+		{"window larger (2GB)", shuffleChunk(100, 2, bigWindowFrame(), plane)},
 	} {
-		if err := decodeErr(t, b, format.CodecShuffleZstd, d); err == nil {
-			t.Errorf("%s: decoded", name)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if err := decodeErr(t, tc.b, format.CodecShuffleZstd, d); err == nil {
+				t.Errorf("%s: decoded", tc.name)
+			}
+		})
 	}
 }
 
@@ -204,6 +210,10 @@ func rleBlock(size int, last bool) []byte {
 
 // TestHostileQuant feeds int8/int4 chunks with bad headers and parameters.
 func TestHostileQuant(t *testing.T) {
+	type hostile struct {
+		name string
+		b    []byte
+	}
 	for _, dt := range allDTypes {
 		for _, c := range []format.Codec{format.CodecInt8, format.CodecInt4} {
 			d := desc(format.ChunkV, dt, [3]int{1, 1, 3}) // one group of 3 with G=4
@@ -214,31 +224,34 @@ func TestHostileQuant(t *testing.T) {
 				binary.LittleEndian.PutUint32(b[at:], math.Float32bits(v))
 				return b
 			}
-			cases := map[string][]byte{
-				"bits":           set(0, 16),
-				"scale dtype":    set(1, byte(format.DTypeBF16)),
-				"group 0":        append(set(2, 0), 0)[:len(good)],
-				"axis 0":         set(4, 0),
-				"axis 3":         set(4, 3),
-				"reserved":       set(7, 1),
-				"nan scale":      param(8, float32(math.NaN())),
-				"negative scale": param(8, -1),
-				"inf scale":      param(8, float32(math.Inf(1))),
-				"nan offset":     param(12, float32(math.NaN())),
-				"inf offset":     param(12, float32(math.Inf(-1))),
-				"top overflows":  param(8, math.MaxFloat32/2),
+			group0 := append(set(2, 0), 0)[:len(good)]
+			group0[2], group0[3] = 0, 0
+			cases := []hostile{
+				{"bits", set(0, 16)},
+				{"scale dtype", set(1, byte(format.DTypeBF16))},
+				{"group 0", group0},
+				{"axis 0", set(4, 0)},
+				{"axis 3", set(4, 3)},
+				{"reserved", set(7, 1)},
+				{"nan scale", param(8, float32(math.NaN()))},
+				{"negative scale", param(8, -1)},
+				{"inf scale", param(8, float32(math.Inf(1)))},
+				{"nan offset", param(12, float32(math.NaN()))},
+				{"inf offset", param(12, float32(math.Inf(-1)))},
+				{"top overflows", param(8, math.MaxFloat32/2)},
 			}
 			if dt == format.DTypeF16 {
-				cases["offset beyond f16"] = param(12, 70000)
+				cases = append(cases, hostile{"offset beyond f16", param(12, 70000)})
 			}
 			if c == format.CodecInt4 {
-				cases["padding nibble"] = set(len(good)-1, good[len(good)-1]|0x10)
+				cases = append(cases, hostile{"padding nibble", set(len(good)-1, good[len(good)-1]|0x10)})
 			}
-			cases["group 0"][2], cases["group 0"][3] = 0, 0
-			for name, b := range cases {
-				if err := decodeErr(t, b, c, d); err == nil {
-					t.Errorf("%v %v %s: decoded", c, dt, name)
-				}
+			for _, tc := range cases {
+				t.Run(fmt.Sprintf("%v/%v/%s", c, dt, tc.name), func(t *testing.T) {
+					if err := decodeErr(t, tc.b, c, d); err == nil {
+						t.Errorf("%v %v %s: decoded", c, dt, tc.name)
+					}
+				})
 			}
 		}
 	}
@@ -255,24 +268,29 @@ func f32AsDType(dt format.DType, v ...float32) []byte {
 func TestDecodeMemory(t *testing.T) {
 	d := desc(format.ChunkV, format.DTypeBF16, [3]int{1, 256, 256}) // planes of 64 KiB
 	plane := make([]byte, 1<<16)
-	for name, b := range map[string][]byte{
-		"huge content size": shuffleChunk(1<<16, 2, hugeFCSFrame(), plane),
-		"16 MiB of RLE":     shuffleChunk(1<<16, 2, rleFrame(128, 17), plane),
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"huge content size", shuffleChunk(1<<16, 2, hugeFCSFrame(), plane)},
+		{"16 MiB of RLE", shuffleChunk(1<<16, 2, rleFrame(128, 17), plane)},
 	} {
-		dst := make([]byte, d.RawSize())
-		_ = Decode(dst, b, format.CodecShuffleZstd, d) // warm the pools
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		const runs = 10
-		for range runs {
-			if err := Decode(dst, b, format.CodecShuffleZstd, d); !errors.Is(err, format.ErrCorruption) {
-				t.Fatalf("%s: %v", name, err)
+		t.Run(tc.name, func(t *testing.T) {
+			dst := make([]byte, d.RawSize())
+			_ = Decode(dst, tc.b, format.CodecShuffleZstd, d) // warm the pools
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			const runs = 10
+			for range runs {
+				if err := Decode(dst, tc.b, format.CodecShuffleZstd, d); !errors.Is(err, format.ErrCorruption) {
+					t.Fatalf("%s: %v", tc.name, err)
+				}
 			}
-		}
-		runtime.ReadMemStats(&after)
-		per := (after.TotalAlloc - before.TotalAlloc) / runs
-		if per > 1<<20 {
-			t.Errorf("%s: %d bytes allocated per decode, want < 1 MiB", name, per)
-		}
+			runtime.ReadMemStats(&after)
+			per := (after.TotalAlloc - before.TotalAlloc) / runs
+			if per > 1<<20 {
+				t.Errorf("%s: %d bytes allocated per decode, want < 1 MiB", tc.name, per)
+			}
+		})
 	}
 }

@@ -221,28 +221,31 @@ func TestLowRankArguments(t *testing.T) {
 	}
 	odd := ropeHalf
 	odd.RotaryDims = 3
-	for name, tc := range map[string]struct {
+	for _, tc := range []struct {
+		name string
 		opts Options
 		src  []byte
 	}{
-		"K without RoPE": {Options{}, src},
-		"bad RoPE":       {Options{RoPE: &odd}, src},
-		"negative rank":  {Options{Rank: -1, RoPE: &ropeHalf}, src},
-		"rank too big":   {Options{Rank: RankLimit + 1, RoPE: &ropeHalf}, src},
-		"max rank < 0":   {Options{MaxRank: -1, RoPE: &ropeHalf}, src},
-		"max rank big":   {Options{MaxRank: RankLimit + 1, RoPE: &ropeHalf}, src},
-		"energy > 1":     {Options{Energy: 1.5, RoPE: &ropeHalf}, src},
-		"energy < 0":     {Options{Energy: -0.1, RoPE: &ropeHalf}, src},
-		"energy NaN":     {Options{Energy: math.NaN(), RoPE: &ropeHalf}, src},
-		"factor int8":    {Options{FactorDType: format.DTypeInt8, RoPE: &ropeHalf}, src},
-		"nan":            {Options{RoPE: &ropeHalf}, withElem(src, k.DType, 5, float32(math.NaN()))},
-		"inf":            {Options{RoPE: &ropeHalf}, withElem(src, k.DType, 0, float32(math.Inf(1)))},
-		"row too long":   {Options{RoPE: &ropeHalf}, bigSrc},
+		{"K without RoPE", Options{}, src},
+		{"bad RoPE", Options{RoPE: &odd}, src},
+		{"negative rank", Options{Rank: -1, RoPE: &ropeHalf}, src},
+		{"rank too big", Options{Rank: RankLimit + 1, RoPE: &ropeHalf}, src},
+		{"max rank < 0", Options{MaxRank: -1, RoPE: &ropeHalf}, src},
+		{"max rank big", Options{MaxRank: RankLimit + 1, RoPE: &ropeHalf}, src},
+		{"energy > 1", Options{Energy: 1.5, RoPE: &ropeHalf}, src},
+		{"energy < 0", Options{Energy: -0.1, RoPE: &ropeHalf}, src},
+		{"energy NaN", Options{Energy: math.NaN(), RoPE: &ropeHalf}, src},
+		{"factor int8", Options{FactorDType: format.DTypeInt8, RoPE: &ropeHalf}, src},
+		{"nan", Options{RoPE: &ropeHalf}, withElem(src, k.DType, 5, float32(math.NaN()))},
+		{"inf", Options{RoPE: &ropeHalf}, withElem(src, k.DType, 0, float32(math.Inf(1)))},
+		{"row too long", Options{RoPE: &ropeHalf}, bigSrc},
 	} {
-		got, err := Encode([]byte("keep"), tc.src, format.CodecLowRank, k, tc.opts)
-		if !errors.Is(err, format.ErrInvalidArgument) || string(got) != "keep" {
-			t.Errorf("%s: Encode = %q, %v; want dst unchanged and ErrInvalidArgument", name, got, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Encode([]byte("keep"), tc.src, format.CodecLowRank, k, tc.opts)
+			if !errors.Is(err, format.ErrInvalidArgument) || string(got) != "keep" {
+				t.Errorf("%s: Encode = %q, %v; want dst unchanged and ErrInvalidArgument", tc.name, got, err)
+			}
+		})
 	}
 }
 
@@ -284,9 +287,11 @@ func TestLowRankHostile(t *testing.T) {
 		b []byte
 		d Desc
 	}{{k, kd}, {v, vd}} {
-		if err := decodeErr(t, good.b, format.CodecLowRank, good.d); err != nil {
-			t.Fatalf("good %v chunk: %v", good.d.Kind, err)
-		}
+		t.Run(good.d.Kind.String(), func(t *testing.T) {
+			if err := decodeErr(t, good.b, format.CodecLowRank, good.d); err != nil {
+				t.Fatalf("good %v chunk: %v", good.d.Kind, err)
+			}
+		})
 	}
 	at := func(b []byte, h int) int { // head h's factor encoding
 		off := lowRankHeader + 2*kd.Heads
@@ -297,37 +302,40 @@ func TestLowRankHostile(t *testing.T) {
 	}
 	edit := func(b []byte, f func(b []byte)) []byte { b = bytes.Clone(b); f(b); return b }
 	s0 := func(b []byte) int { return at(b, 0) + lowRankFactorLayout(kd, 2, format.DTypeF16).SOffset() }
-	for name, tc := range map[string]struct {
-		b []byte
-		d Desc
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		d    Desc
 	}{
-		"K chunk as V":       {k, vd},
-		"V chunk as K":       {v, kd},
-		"factor dtype int8":  {edit(k, func(b []byte) { b[0] = byte(format.DTypeInt8) }), kd},
-		"factor dtype 0":     {edit(k, func(b []byte) { b[0] = 0 }), kd},
-		"reserved byte 3":    {edit(k, func(b []byte) { b[3] = 1 }), kd},
-		"style 3":            {edit(k, func(b []byte) { b[1] = 3 }), kd},
-		"theta 0":            {edit(k, func(b []byte) { clear(b[8:16]) }), kd},
-		"theta NaN":          {edit(k, func(b []byte) { binary.LittleEndian.PutUint64(b[8:], math.Float64bits(math.NaN())) }), kd},
-		"odd rotary dims":    {edit(k, func(b []byte) { b[4] = 3 }), kd},
-		"RoPE bytes on V":    {edit(v, func(b []byte) { b[20] = 1 }), vd},
-		"rank > head dim":    {edit(k, func(b []byte) { binary.LittleEndian.PutUint16(b[lowRankHeader:], 9) }), kd},
-		"rank 65535":         {edit(k, func(b []byte) { binary.LittleEndian.PutUint16(b[lowRankHeader:], math.MaxUint16) }), kd},
-		"ranks swapped size": {edit(k, func(b []byte) { binary.LittleEndian.PutUint16(b[lowRankHeader:], 1) }), kd},
-		"descriptor rank":    {edit(k, func(b []byte) { binary.LittleEndian.PutUint16(b[at(b, 1)+10:], 1) }), kd},
-		"descriptor rows":    {edit(k, func(b []byte) { binary.LittleEndian.PutUint32(b[at(b, 0)+4:], 7) }), kd},
-		"descriptor dtype":   {edit(k, func(b []byte) { b[at(b, 0)+12] = byte(format.DTypeBF16) }), kd},
-		"descriptor magic":   {edit(k, func(b []byte) { b[at(b, 1)] = 'X' }), kd},
-		"negative S":         {edit(k, func(b []byte) { b[s0(b)+1] |= 0x80 }), kd},
-		"NaN S":              {edit(k, func(b []byte) { binary.LittleEndian.PutUint16(b[s0(b):], 0x7e00) }), kd},
-		"huge product":       {edit(k, hugeHead0), kd},
-		"NaN U":              {edit(k, func(b []byte) { binary.LittleEndian.PutUint16(b[at(b, 1)+reconstruct.FactorHeaderSize:], 0x7e00) }), kd},
-		"Inf Vt":             {edit(k, func(b []byte) { binary.LittleEndian.PutUint16(b[len(b)-2:], 0x7c00) }), kd},
-		"header only":        {k[:lowRankHeader], kd},
+		{"K chunk as V", k, vd},
+		{"V chunk as K", v, kd},
+		{"factor dtype int8", edit(k, func(b []byte) { b[0] = byte(format.DTypeInt8) }), kd},
+		{"factor dtype 0", edit(k, func(b []byte) { b[0] = 0 }), kd},
+		{"reserved byte 3", edit(k, func(b []byte) { b[3] = 1 }), kd},
+		{"style 3", edit(k, func(b []byte) { b[1] = 3 }), kd},
+		{"theta 0", edit(k, func(b []byte) { clear(b[8:16]) }), kd},
+		{"theta NaN", edit(k, func(b []byte) { binary.LittleEndian.PutUint64(b[8:], math.Float64bits(math.NaN())) }), kd},
+		{"odd rotary dims", edit(k, func(b []byte) { b[4] = 3 }), kd},
+		{"RoPE bytes on V", edit(v, func(b []byte) { b[20] = 1 }), vd},
+		{"rank > head dim", edit(k, func(b []byte) { binary.LittleEndian.PutUint16(b[lowRankHeader:], 9) }), kd},
+		{"rank 65535", edit(k, func(b []byte) { binary.LittleEndian.PutUint16(b[lowRankHeader:], math.MaxUint16) }), kd},
+		{"ranks swapped size", edit(k, func(b []byte) { binary.LittleEndian.PutUint16(b[lowRankHeader:], 1) }), kd},
+		{"descriptor rank", edit(k, func(b []byte) { binary.LittleEndian.PutUint16(b[at(b, 1)+10:], 1) }), kd},
+		{"descriptor rows", edit(k, func(b []byte) { binary.LittleEndian.PutUint32(b[at(b, 0)+4:], 7) }), kd},
+		{"descriptor dtype", edit(k, func(b []byte) { b[at(b, 0)+12] = byte(format.DTypeBF16) }), kd},
+		{"descriptor magic", edit(k, func(b []byte) { b[at(b, 1)] = 'X' }), kd},
+		{"negative S", edit(k, func(b []byte) { b[s0(b)+1] |= 0x80 }), kd},
+		{"NaN S", edit(k, func(b []byte) { binary.LittleEndian.PutUint16(b[s0(b):], 0x7e00) }), kd},
+		{"huge product", edit(k, hugeHead0), kd},
+		{"NaN U", edit(k, func(b []byte) { binary.LittleEndian.PutUint16(b[at(b, 1)+reconstruct.FactorHeaderSize:], 0x7e00) }), kd},
+		{"Inf Vt", edit(k, func(b []byte) { binary.LittleEndian.PutUint16(b[len(b)-2:], 0x7c00) }), kd},
+		{"header only", k[:lowRankHeader], kd},
 	} {
-		if err := decodeErr(t, tc.b, format.CodecLowRank, tc.d); err == nil {
-			t.Errorf("%s: decoded", name)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if err := decodeErr(t, tc.b, format.CodecLowRank, tc.d); err == nil {
+				t.Errorf("%s: decoded", tc.name)
+			}
+		})
 	}
 }
 

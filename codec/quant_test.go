@@ -86,28 +86,33 @@ func TestQuantErrorBound(t *testing.T) {
 // TestQuantF32Fallback checks that a chunk whose range f16 parameters cannot
 // hold is written with f32 ones, and still within the bound.
 func TestQuantF32Fallback(t *testing.T) {
-	for name, v := range map[string][]float32{
-		"beyond f16":        {1e6, -2e5, 3, 4},
-		"f16 max":           {65504, 0, 1, 2},     // the rounded-up scale would decode q=max to infinity
-		"tiny offset range": {100, 100.001, 1, 2}, // fine in f16: scale grows instead
+	for _, tc := range []struct {
+		name string
+		v    []float32
+	}{
+		{"beyond f16", []float32{1e6, -2e5, 3, 4}},
+		{"f16 max", []float32{65504, 0, 1, 2}},               // the rounded-up scale would decode q=max to infinity
+		{"tiny offset range", []float32{100, 100.001, 1, 2}}, // fine in f16: scale grows instead
 	} {
-		for _, c := range []format.Codec{format.CodecInt8, format.CodecInt4} {
-			dt := format.DTypeF32
-			if name == "f16 max" {
-				dt = format.DTypeF16
+		t.Run(tc.name, func(t *testing.T) {
+			for _, c := range []format.Codec{format.CodecInt8, format.CodecInt4} {
+				dt := format.DTypeF32
+				if tc.name == "f16 max" {
+					dt = format.DTypeF16
+				}
+				d := desc(format.ChunkV, dt, [3]int{1, 1, 4})
+				src := make([]byte, d.RawSize())
+				_ = format.FromF32(src, tc.v, dt)
+				enc := checkQuantBound(t, src, c, d, Options{GroupSize: 2})
+				want := format.DTypeF32
+				if tc.name == "tiny offset range" {
+					want = format.DTypeF16
+				}
+				if got := format.DType(enc[1]); got != want {
+					t.Errorf("%s %v: parameters %v, want %v", tc.name, c, got, want)
+				}
 			}
-			d := desc(format.ChunkV, dt, [3]int{1, 1, 4})
-			src := make([]byte, d.RawSize())
-			_ = format.FromF32(src, v, dt)
-			enc := checkQuantBound(t, src, c, d, Options{GroupSize: 2})
-			want := format.DTypeF32
-			if name == "tiny offset range" {
-				want = format.DTypeF16
-			}
-			if got := format.DType(enc[1]); got != want {
-				t.Errorf("%s %v: parameters %v, want %v", name, c, got, want)
-			}
-		}
+		})
 	}
 }
 

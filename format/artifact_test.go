@@ -25,37 +25,45 @@ func TestArtifactRoundTrip(t *testing.T) {
 
 func TestArtifactRefusals(t *testing.T) {
 	good := EncodeArtifact(Fingerprint{3}, "name", []byte{1, 2, 3, 4}, &ArtifactMeta{DType: DTypeBF16, Shape: []int{2}}, 5)
-	for name, edit := range map[string]func([]byte) []byte{
-		"short":          func(b []byte) []byte { return b[:ArtifactFixedSize-1] },
-		"reserved":       func(b []byte) []byte { b[54] = 1; return b },
-		"rank":           func(b []byte) []byte { b[53] = MaxArtifactRank + 1; return b },
-		"length":         func(b []byte) []byte { return append(b, 0) },
-		"shape vs data":  func(b []byte) []byte { binary.LittleEndian.PutUint64(b[ArtifactFixedSize:], 3); return b },
-		"huge dimension": func(b []byte) []byte { binary.LittleEndian.PutUint64(b[ArtifactFixedSize:], 1<<40); return b },
-		"unknown dtype":  func(b []byte) []byte { b[52] = 0xee; return b },
+	for _, tc := range []struct {
+		name string
+		edit func([]byte) []byte
+	}{
+		{"short", func(b []byte) []byte { return b[:ArtifactFixedSize-1] }},
+		{"reserved", func(b []byte) []byte { b[54] = 1; return b }},
+		{"rank", func(b []byte) []byte { b[53] = MaxArtifactRank + 1; return b }},
+		{"length", func(b []byte) []byte { return append(b, 0) }},
+		{"shape vs data", func(b []byte) []byte { binary.LittleEndian.PutUint64(b[ArtifactFixedSize:], 3); return b }},
+		{"huge dimension", func(b []byte) []byte { binary.LittleEndian.PutUint64(b[ArtifactFixedSize:], 1<<40); return b }},
+		{"unknown dtype", func(b []byte) []byte { b[52] = 0xee; return b }},
 	} {
-		if _, err := DecodeArtifact(edit(bytes.Clone(good))); !errors.Is(err, ErrCorruption) {
-			t.Errorf("%s: %v, want ErrCorruption", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := DecodeArtifact(tc.edit(bytes.Clone(good))); !errors.Is(err, ErrCorruption) {
+				t.Errorf("%s: %v, want ErrCorruption", tc.name, err)
+			}
+		})
 	}
 }
 
 func TestArtifactMetaCheck(t *testing.T) {
-	for name, c := range map[string]struct {
-		m  ArtifactMeta
-		n  int
-		ok bool
+	for _, c := range []struct {
+		name string
+		m    ArtifactMeta
+		n    int
+		ok   bool
 	}{
-		"opaque":          {ArtifactMeta{}, 7, true},
-		"f32 2x3":         {ArtifactMeta{DType: DTypeF32, Shape: []int{2, 3}}, 24, true},
-		"shape, no dtype": {ArtifactMeta{Shape: []int{1}}, 1, false},
-		"bytes off":       {ArtifactMeta{DType: DTypeF32, Shape: []int{2, 3}}, 20, false},
-		"negative":        {ArtifactMeta{DType: DTypeF32, Shape: []int{-1}}, 4, false},
-		"rank":            {ArtifactMeta{DType: DTypeU8, Shape: make([]int, MaxArtifactRank+1)}, 0, false},
-		"note":            {ArtifactMeta{Note: string(make([]byte, MaxNameLen+1))}, 0, false},
+		{"opaque", ArtifactMeta{}, 7, true},
+		{"f32 2x3", ArtifactMeta{DType: DTypeF32, Shape: []int{2, 3}}, 24, true},
+		{"shape, no dtype", ArtifactMeta{Shape: []int{1}}, 1, false},
+		{"bytes off", ArtifactMeta{DType: DTypeF32, Shape: []int{2, 3}}, 20, false},
+		{"negative", ArtifactMeta{DType: DTypeF32, Shape: []int{-1}}, 4, false},
+		{"rank", ArtifactMeta{DType: DTypeU8, Shape: make([]int, MaxArtifactRank+1)}, 0, false},
+		{"note", ArtifactMeta{Note: string(make([]byte, MaxNameLen+1))}, 0, false},
 	} {
-		if err := c.m.Check(c.n); (err == nil) != c.ok {
-			t.Errorf("%s: %v, want ok %v", name, err, c.ok)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.m.Check(c.n); (err == nil) != c.ok {
+				t.Errorf("%s: %v, want ok %v", c.name, err, c.ok)
+			}
+		})
 	}
 }

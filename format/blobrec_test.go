@@ -24,24 +24,29 @@ func TestBlobFileRecordRoundTrip(t *testing.T) {
 
 func TestBlobFileRecordRefusals(t *testing.T) {
 	good := BlobFileRecord{Size: 3 * Alignment, LiveBytes: Alignment, DeadBytes: Alignment, Extents: 2, LiveExtents: 1}
-	for name, edit := range map[string]func(b []byte){
-		"flags":        func(b []byte) { b[0] = 2 },
-		"reserved":     func(b []byte) { b[12] = 1 },
-		"unaligned":    func(b []byte) { binary.LittleEndian.PutUint64(b[16:], 3*Alignment+1) },
-		"inside head":  func(b []byte) { binary.LittleEndian.PutUint64(b[16:], 0) },
-		"live > size":  func(b []byte) { binary.LittleEndian.PutUint64(b[24:], 4*Alignment) },
-		"dead overrun": func(b []byte) { binary.LittleEndian.PutUint64(b[32:], 3*Alignment) },
-		"live extents": func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 3) },
+	for _, tc := range []struct {
+		name string
+		edit func(b []byte)
+	}{
+		{"flags", func(b []byte) { b[0] = 2 }},
+		{"reserved", func(b []byte) { b[12] = 1 }},
+		{"unaligned", func(b []byte) { binary.LittleEndian.PutUint64(b[16:], 3*Alignment+1) }},
+		{"inside head", func(b []byte) { binary.LittleEndian.PutUint64(b[16:], 0) }},
+		{"live > size", func(b []byte) { binary.LittleEndian.PutUint64(b[24:], 4*Alignment) }},
+		{"dead overrun", func(b []byte) { binary.LittleEndian.PutUint64(b[32:], 3*Alignment) }},
+		{"live extents", func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 3) }},
 	} {
-		body := bytes.Clone(EncodeBlobFileRecord(&good)[FrameSize:])
-		edit(body)
-		v, err := Seal(KindBlobFile, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := DecodeBlobFileRecord(v); !errors.Is(err, ErrCorruption) {
-			t.Errorf("%s: %v, want ErrCorruption", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			body := bytes.Clone(EncodeBlobFileRecord(&good)[FrameSize:])
+			tc.edit(body)
+			v, err := Seal(KindBlobFile, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := DecodeBlobFileRecord(v); !errors.Is(err, ErrCorruption) {
+				t.Errorf("%s: %v, want ErrCorruption", tc.name, err)
+			}
+		})
 	}
 	short, _ := Seal(KindBlobFile, make([]byte, blobRecordSize-1))
 	if _, err := DecodeBlobFileRecord(short); !errors.Is(err, ErrCorruption) {

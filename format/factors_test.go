@@ -47,19 +47,24 @@ func TestFactorsRefusals(t *testing.T) {
 		t.Errorf("integer dtype: %v", err)
 	}
 	good, _ := AppendFactors(nil, testFactors(), DTypeF32)
-	for name, edit := range map[string]func([]byte) []byte{
-		"magic":    func(b []byte) []byte { b[0] = 'X'; return b },
-		"reserved": func(b []byte) []byte { b[14] = 1; return b },
-		"rank":     func(b []byte) []byte { b[10] = 3; return b },
-		"short":    func(b []byte) []byte { return b[:len(b)-1] },
-		"negative S": func(b []byte) []byte {
+	for _, tc := range []struct {
+		name string
+		edit func([]byte) []byte
+	}{
+		{"magic", func(b []byte) []byte { b[0] = 'X'; return b }},
+		{"reserved", func(b []byte) []byte { b[14] = 1; return b }},
+		{"rank", func(b []byte) []byte { b[10] = 3; return b }},
+		{"short", func(b []byte) []byte { return b[:len(b)-1] }},
+		{"negative S", func(b []byte) []byte {
 			s := FactorLayout{Rows: 3, Cols: 2, Rank: 2, DType: DTypeF32}.SOffset()
 			b[s+3] |= 0x80
 			return b
-		},
+		}},
 	} {
-		if _, _, err := DecodeFactors(edit(slices.Clone(good))); !errors.Is(err, ErrCorruption) {
-			t.Errorf("%s: %v, want ErrCorruption", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := DecodeFactors(tc.edit(slices.Clone(good))); !errors.Is(err, ErrCorruption) {
+				t.Errorf("%s: %v, want ErrCorruption", tc.name, err)
+			}
+		})
 	}
 }

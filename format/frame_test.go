@@ -56,20 +56,21 @@ func TestUnsealRejects(t *testing.T) {
 		binary.LittleEndian.PutUint32(b[12:], frameCRC(b))
 		return b
 	}
-	for name, tc := range map[string]struct {
+	for _, tc := range []struct {
+		name string
 		b    []byte
 		want error
 	}{
-		"other kind":    {mustSeal(t, KindModelSpec, []byte("some body bytes")), ErrCorruption},
-		"newer version": {reseal(func(b []byte) { b[4] = 4 }), ErrVersion},
-		"older version": {reseal(func(b []byte) { b[4] = 2 }), nil},
-		"version 0":     {reseal(func(b []byte) { b[4] = 0 }), ErrCorruption},
-		"reserved":      {reseal(func(b []byte) { b[7] = 1 }), ErrCorruption},
-		"over max body": {reseal(func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 65) }), ErrCorruption},
-		"length 2^32-1": {reseal(func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 1<<32-1) }), ErrCorruption},
-		"extra byte":    {append(bytes.Clone(good), 0), ErrCorruption},
+		{"other kind", mustSeal(t, KindModelSpec, []byte("some body bytes")), ErrCorruption},
+		{"newer version", reseal(func(b []byte) { b[4] = 4 }), ErrVersion},
+		{"older version", reseal(func(b []byte) { b[4] = 2 }), nil},
+		{"version 0", reseal(func(b []byte) { b[4] = 0 }), ErrCorruption},
+		{"reserved", reseal(func(b []byte) { b[7] = 1 }), ErrCorruption},
+		{"over max body", reseal(func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 65) }), ErrCorruption},
+		{"length 2^32-1", reseal(func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 1<<32-1) }), ErrCorruption},
+		{"extra byte", append(bytes.Clone(good), 0), ErrCorruption},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			_, err := Unseal(testKind, tc.b)
 			if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
 				t.Fatalf("Unseal = %v, want %v", err, tc.want)
@@ -100,19 +101,22 @@ func TestKindRegistry(t *testing.T) {
 	if _, ok := KindOf([]byte("NOPE")); ok {
 		t.Fatal("KindOf of an unregistered magic found a kind")
 	}
-	for name, k := range map[string]RecordKind{
-		"duplicate magic": {Name: "dup", Magic: MagicOf("KVPH"), Version: 1, MaxBody: 1},
-		"version 0":       {Name: "v0", Magic: MagicOf("TSTV"), MaxBody: 1},
-		"no max body":     {Name: "m0", Magic: MagicOf("TSTM"), Version: 1},
-		"max body > 2^31": {Name: "big", Magic: MagicOf("TSTB"), Version: 1, MaxBody: 1<<31 + 1},
+	for _, tc := range []struct {
+		name string
+		k    RecordKind
+	}{
+		{"duplicate magic", RecordKind{Name: "dup", Magic: MagicOf("KVPH"), Version: 1, MaxBody: 1}},
+		{"version 0", RecordKind{Name: "v0", Magic: MagicOf("TSTV"), MaxBody: 1}},
+		{"no max body", RecordKind{Name: "m0", Magic: MagicOf("TSTM"), Version: 1}},
+		{"max body > 2^31", RecordKind{Name: "big", Magic: MagicOf("TSTB"), Version: 1, MaxBody: 1<<31 + 1}},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			defer func() {
 				if recover() == nil {
 					t.Fatal("RegisterKind accepted it")
 				}
 			}()
-			RegisterKind(k)
+			RegisterKind(tc.k)
 		})
 	}
 }

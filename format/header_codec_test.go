@@ -95,27 +95,30 @@ func roundTripHeader(t *testing.T, h *PacketHeader) []byte {
 
 func TestHeaderRoundTrip(t *testing.T) {
 	long := strings.Repeat("x", MaxNameLen)
-	for name, s := range map[string]headerShape{
-		"small":         smallShape,
-		"one token":     {layers: 1, kvHeads: 1, headDim: 2, dtype: DTypeF32, doc: 1},
-		"adapter only":  {layers: 1, kvHeads: 1, headDim: 4, dtype: DTypeF16, hdr: 3, trl: 2},
-		"odd head dim":  {layers: 3, kvHeads: 3, headDim: 7, dtype: DTypeF16, doc: 9},
-		"many layers":   {layers: MaxLayers, kvHeads: 1, headDim: 4, dtype: DTypeBF16, doc: 2},
-		"many chunks":   {layers: 80, kvHeads: 8, headDim: 128, dtype: DTypeBF16, hdr: 4, doc: 300, trl: 4, codec: CodecShuffleZstd},
-		"max names":     {layers: 1, kvHeads: 1, headDim: 1, dtype: DTypeF32, doc: 3, ns: long, adapter: long},
-		"max dims":      {layers: 1, kvHeads: MaxKVHeads, headDim: MaxHeadDim, dtype: DTypeF32, doc: 1},
-		"zstd":          {layers: 2, kvHeads: 2, headDim: 64, dtype: DTypeBF16, doc: 10, codec: CodecShuffleZstd},
-		"empty strings": {layers: 1, kvHeads: 2, headDim: 2, dtype: DTypeF16, doc: 4},
-		"pruned":        prunedShape,
-		"pruned zstd":   {layers: 3, kvHeads: 4, headDim: 64, dtype: DTypeBF16, doc: 40, kept: 10, codec: CodecShuffleZstd},
-		"pruned to one": {layers: 1, kvHeads: 1, headDim: 2, dtype: DTypeF32, doc: 9, kept: 1},
-		"pruned all":    {layers: 2, kvHeads: 3, headDim: 4, dtype: DTypeF16, hdr: 2, doc: 3, kept: 5},
-		"pruned 16":     {layers: 2, kvHeads: 2, headDim: 4, dtype: DTypeBF16, doc: 16, kept: 4},
-		"pruned 1 of 1": {layers: 1, kvHeads: 2, headDim: 4, dtype: DTypeBF16, doc: 1, kept: 1},
+	for _, tc := range []struct {
+		name string
+		s    headerShape
+	}{
+		{"small", smallShape},
+		{"one token", headerShape{layers: 1, kvHeads: 1, headDim: 2, dtype: DTypeF32, doc: 1}},
+		{"adapter only", headerShape{layers: 1, kvHeads: 1, headDim: 4, dtype: DTypeF16, hdr: 3, trl: 2}},
+		{"odd head dim", headerShape{layers: 3, kvHeads: 3, headDim: 7, dtype: DTypeF16, doc: 9}},
+		{"many layers", headerShape{layers: MaxLayers, kvHeads: 1, headDim: 4, dtype: DTypeBF16, doc: 2}},
+		{"many chunks", headerShape{layers: 80, kvHeads: 8, headDim: 128, dtype: DTypeBF16, hdr: 4, doc: 300, trl: 4, codec: CodecShuffleZstd}},
+		{"max names", headerShape{layers: 1, kvHeads: 1, headDim: 1, dtype: DTypeF32, doc: 3, ns: long, adapter: long}},
+		{"max dims", headerShape{layers: 1, kvHeads: MaxKVHeads, headDim: MaxHeadDim, dtype: DTypeF32, doc: 1}},
+		{"zstd", headerShape{layers: 2, kvHeads: 2, headDim: 64, dtype: DTypeBF16, doc: 10, codec: CodecShuffleZstd}},
+		{"empty strings", headerShape{layers: 1, kvHeads: 2, headDim: 2, dtype: DTypeF16, doc: 4}},
+		{"pruned", prunedShape},
+		{"pruned zstd", headerShape{layers: 3, kvHeads: 4, headDim: 64, dtype: DTypeBF16, doc: 40, kept: 10, codec: CodecShuffleZstd}},
+		{"pruned to one", headerShape{layers: 1, kvHeads: 1, headDim: 2, dtype: DTypeF32, doc: 9, kept: 1}},
+		{"pruned all", headerShape{layers: 2, kvHeads: 3, headDim: 4, dtype: DTypeF16, hdr: 2, doc: 3, kept: 5}},
+		{"pruned 16", headerShape{layers: 2, kvHeads: 2, headDim: 4, dtype: DTypeBF16, doc: 16, kept: 4}},
+		{"pruned 1 of 1", headerShape{layers: 1, kvHeads: 2, headDim: 4, dtype: DTypeBF16, doc: 1, kept: 1}},
 	} {
-		t.Run(name, func(t *testing.T) {
-			h := testHeader(s)
-			if name == "empty strings" {
+		t.Run(tc.name, func(t *testing.T) {
+			h := testHeader(tc.s)
+			if tc.name == "empty strings" {
 				h.TokenIDs[0] = 0xffffffff
 				h.BasePosition = -1 << 63
 				h.CreatedUnixNs = 0
@@ -138,54 +141,57 @@ func mutateHeader(f func(h *PacketHeader)) *PacketHeader {
 }
 
 func TestHeaderValidateRejects(t *testing.T) {
-	for name, f := range map[string]func(h *PacketHeader){
-		"version 0":            func(h *PacketHeader) { h.Version = 0 },
-		"newer version":        func(h *PacketHeader) { h.Version = FormatMajor + 1 },
-		"long namespace":       func(h *PacketHeader) { h.Namespace = strings.Repeat("n", MaxNameLen+1) },
-		"long adapter":         func(h *PacketHeader) { h.AdapterID = strings.Repeat("a", MaxNameLen+1) },
-		"zero layers":          func(h *PacketHeader) { h.Layers = 0; h.Chunks = nil },
-		"too many layers":      func(h *PacketHeader) { h.Layers = MaxLayers + 1 },
-		"zero kv heads":        func(h *PacketHeader) { h.KVHeads = 0 },
-		"too many kv heads":    func(h *PacketHeader) { h.KVHeads = MaxKVHeads + 1 },
-		"zero head dim":        func(h *PacketHeader) { h.HeadDim = 0 },
-		"head dim too big":     func(h *PacketHeader) { h.HeadDim = MaxHeadDim + 1 },
-		"int8 dtype":           func(h *PacketHeader) { h.DType = DTypeInt8 },
-		"invalid dtype":        func(h *PacketHeader) { h.DType = 9 },
-		"zero tokens":          func(h *PacketHeader) { h.Tokens, h.HeaderTokens, h.TrailerTokens, h.TokenIDs = 0, 0, 0, nil },
-		"token sum":            func(h *PacketHeader) { h.Tokens++ },
-		"token sum overflow":   func(h *PacketHeader) { h.HeaderTokens = 1<<32 - 1 },
-		"extent misaligned":    func(h *PacketHeader) { h.ExtentOffset += 64 },
-		"extent in blob hdr":   func(h *PacketHeader) { h.ExtentOffset = 0 },
-		"extent len odd":       func(h *PacketHeader) { h.ExtentLength += 1 },
-		"extent len zero":      func(h *PacketHeader) { h.ExtentLength = 0 },
-		"extent overflows":     func(h *PacketHeader) { h.ExtentOffset = 1<<64 - Alignment },
-		"missing chunk":        func(h *PacketHeader) { h.Chunks = h.Chunks[:3] },
-		"extra chunk":          func(h *PacketHeader) { h.Chunks = append(h.Chunks, h.Chunks[3]) },
-		"chunk layer":          func(h *PacketHeader) { h.Chunks[2].Layer = 0 },
-		"chunk kind":           func(h *PacketHeader) { h.Chunks[1].Kind = ChunkK },
-		"chunk shape rank":     func(h *PacketHeader) { h.Chunks[0].Shape = h.Chunks[0].Shape[:2] },
-		"chunk shape":          func(h *PacketHeader) { h.Chunks[0].Shape = []uint32{2, 7, 4} },
-		"chunk dtype":          func(h *PacketHeader) { h.Chunks[3].DType = DTypeF16 },
-		"raw length":           func(h *PacketHeader) { h.Chunks[0].RawLength++ },
-		"unknown codec":        func(h *PacketHeader) { h.Chunks[0].Codec = 7 },
-		"raw length mismatch":  func(h *PacketHeader) { h.Chunks[0].Length-- },
-		"zero length":          func(h *PacketHeader) { h.Chunks[0].Codec = CodecShuffleZstd; h.Chunks[0].Length = 0 },
-		"other blob file":      func(h *PacketHeader) { h.Chunks[2].BlobFile = 4 },
-		"chunk misaligned":     func(h *PacketHeader) { h.Chunks[1].Offset += 8 },
-		"chunk before extent":  func(h *PacketHeader) { h.Chunks[0].Offset -= 64 },
-		"chunk after extent":   func(h *PacketHeader) { h.Chunks[3].Offset = h.ExtentOffset + h.ExtentLength },
-		"chunk over trailer":   func(h *PacketHeader) { h.Chunks[3].Offset = h.ExtentOffset + h.ExtentLength - 64 },
-		"chunk offset wraps":   func(h *PacketHeader) { h.Chunks[3].Offset = 1<<64 - 64 },
-		"overlapping chunks":   func(h *PacketHeader) { h.Chunks[2].Offset = h.Chunks[1].Offset },
-		"overlap by one chunk": func(h *PacketHeader) { h.Chunks[3].Offset = h.Chunks[0].Offset },
-		"extent too long":      func(h *PacketHeader) { h.ExtentLength += Alignment },
-		"wrong id":             func(h *PacketHeader) { h.ID[31] ^= 1 },
-		"other model":          func(h *PacketHeader) { h.Model[0] ^= 1 },
-		"other token":          func(h *PacketHeader) { h.TokenIDs[2]++ },
-		"other namespace":      func(h *PacketHeader) { h.Namespace = "other" },
+	for _, tc := range []struct {
+		name string
+		f    func(h *PacketHeader)
+	}{
+		{"version 0", func(h *PacketHeader) { h.Version = 0 }},
+		{"newer version", func(h *PacketHeader) { h.Version = FormatMajor + 1 }},
+		{"long namespace", func(h *PacketHeader) { h.Namespace = strings.Repeat("n", MaxNameLen+1) }},
+		{"long adapter", func(h *PacketHeader) { h.AdapterID = strings.Repeat("a", MaxNameLen+1) }},
+		{"zero layers", func(h *PacketHeader) { h.Layers = 0; h.Chunks = nil }},
+		{"too many layers", func(h *PacketHeader) { h.Layers = MaxLayers + 1 }},
+		{"zero kv heads", func(h *PacketHeader) { h.KVHeads = 0 }},
+		{"too many kv heads", func(h *PacketHeader) { h.KVHeads = MaxKVHeads + 1 }},
+		{"zero head dim", func(h *PacketHeader) { h.HeadDim = 0 }},
+		{"head dim too big", func(h *PacketHeader) { h.HeadDim = MaxHeadDim + 1 }},
+		{"int8 dtype", func(h *PacketHeader) { h.DType = DTypeInt8 }},
+		{"invalid dtype", func(h *PacketHeader) { h.DType = 9 }},
+		{"zero tokens", func(h *PacketHeader) { h.Tokens, h.HeaderTokens, h.TrailerTokens, h.TokenIDs = 0, 0, 0, nil }},
+		{"token sum", func(h *PacketHeader) { h.Tokens++ }},
+		{"token sum overflow", func(h *PacketHeader) { h.HeaderTokens = 1<<32 - 1 }},
+		{"extent misaligned", func(h *PacketHeader) { h.ExtentOffset += 64 }},
+		{"extent in blob hdr", func(h *PacketHeader) { h.ExtentOffset = 0 }},
+		{"extent len odd", func(h *PacketHeader) { h.ExtentLength += 1 }},
+		{"extent len zero", func(h *PacketHeader) { h.ExtentLength = 0 }},
+		{"extent overflows", func(h *PacketHeader) { h.ExtentOffset = 1<<64 - Alignment }},
+		{"missing chunk", func(h *PacketHeader) { h.Chunks = h.Chunks[:3] }},
+		{"extra chunk", func(h *PacketHeader) { h.Chunks = append(h.Chunks, h.Chunks[3]) }},
+		{"chunk layer", func(h *PacketHeader) { h.Chunks[2].Layer = 0 }},
+		{"chunk kind", func(h *PacketHeader) { h.Chunks[1].Kind = ChunkK }},
+		{"chunk shape rank", func(h *PacketHeader) { h.Chunks[0].Shape = h.Chunks[0].Shape[:2] }},
+		{"chunk shape", func(h *PacketHeader) { h.Chunks[0].Shape = []uint32{2, 7, 4} }},
+		{"chunk dtype", func(h *PacketHeader) { h.Chunks[3].DType = DTypeF16 }},
+		{"raw length", func(h *PacketHeader) { h.Chunks[0].RawLength++ }},
+		{"unknown codec", func(h *PacketHeader) { h.Chunks[0].Codec = 7 }},
+		{"raw length mismatch", func(h *PacketHeader) { h.Chunks[0].Length-- }},
+		{"zero length", func(h *PacketHeader) { h.Chunks[0].Codec = CodecShuffleZstd; h.Chunks[0].Length = 0 }},
+		{"other blob file", func(h *PacketHeader) { h.Chunks[2].BlobFile = 4 }},
+		{"chunk misaligned", func(h *PacketHeader) { h.Chunks[1].Offset += 8 }},
+		{"chunk before extent", func(h *PacketHeader) { h.Chunks[0].Offset -= 64 }},
+		{"chunk after extent", func(h *PacketHeader) { h.Chunks[3].Offset = h.ExtentOffset + h.ExtentLength }},
+		{"chunk over trailer", func(h *PacketHeader) { h.Chunks[3].Offset = h.ExtentOffset + h.ExtentLength - 64 }},
+		{"chunk offset wraps", func(h *PacketHeader) { h.Chunks[3].Offset = 1<<64 - 64 }},
+		{"overlapping chunks", func(h *PacketHeader) { h.Chunks[2].Offset = h.Chunks[1].Offset }},
+		{"overlap by one chunk", func(h *PacketHeader) { h.Chunks[3].Offset = h.Chunks[0].Offset }},
+		{"extent too long", func(h *PacketHeader) { h.ExtentLength += Alignment }},
+		{"wrong id", func(h *PacketHeader) { h.ID[31] ^= 1 }},
+		{"other model", func(h *PacketHeader) { h.Model[0] ^= 1 }},
+		{"other token", func(h *PacketHeader) { h.TokenIDs[2]++ }},
+		{"other namespace", func(h *PacketHeader) { h.Namespace = "other" }},
 	} {
-		t.Run(name, func(t *testing.T) {
-			h := mutateHeader(f)
+		t.Run(tc.name, func(t *testing.T) {
+			h := mutateHeader(tc.f)
 			if err := h.Validate(); !errors.Is(err, ErrInvalidArgument) {
 				t.Fatalf("Validate = %v, want ErrInvalidArgument", err)
 			}
@@ -208,38 +214,41 @@ func TestHeaderValidateRejects(t *testing.T) {
 // Validate refuses each, and the decoder refuses it written anyway.
 func TestPrunedHeaderValidateRejects(t *testing.T) {
 	pos := func(h *PacketHeader) *ChunkDesc { return &h.Chunks[h.PositionsChunk()] }
-	for name, f := range map[string]func(h *PacketHeader){
-		"keeps more than tokens":  func(h *PacketHeader) { h.KeptTokens = h.Tokens + 1 },
-		"no positions chunk":      func(h *PacketHeader) { h.Chunks = h.Chunks[:len(h.Chunks)-1] },
-		"whole with positions":    func(h *PacketHeader) { h.KeptTokens = 0 },
-		"kept differs from shape": func(h *PacketHeader) { h.KeptTokens = 2 },
-		"kv shape whole":          func(h *PacketHeader) { h.Chunks[0].Shape = []uint32{2, 7, 8} },
-		"positions layer":         func(h *PacketHeader) { pos(h).Layer = 0 },
-		"positions kind":          func(h *PacketHeader) { pos(h).Kind = ChunkV },
-		"positions dtype":         func(h *PacketHeader) { pos(h).DType = DTypeF32 },
-		"positions dtype int8":    func(h *PacketHeader) { pos(h).DType = DTypeInt8 },
-		"positions u32 list":      func(h *PacketHeader) { pos(h).Shape = []uint32{2, 2, 3}; pos(h).Length, pos(h).RawLength = 48, 48 },
-		"positions shape tokens":  func(h *PacketHeader) { pos(h).Shape = []uint32{2, 2, 7}; pos(h).Length, pos(h).RawLength = 28, 28 },
-		"positions row bytes":     func(h *PacketHeader) { pos(h).Shape = []uint32{2, 2, 2}; pos(h).Length, pos(h).RawLength = 8, 8 },
-		"positions codec":         func(h *PacketHeader) { pos(h).Codec = CodecShuffleZstd },
-		"positions shape":         func(h *PacketHeader) { pos(h).Shape = []uint32{2, 2, 4} },
-		"positions rank":          func(h *PacketHeader) { pos(h).Shape = []uint32{2, 6} },
-		"positions raw length":    func(h *PacketHeader) { pos(h).RawLength++ },
-		"positions short":         func(h *PacketHeader) { pos(h).Length-- },
-		"positions long":          func(h *PacketHeader) { pos(h).Length++ },
-		"positions misaligned":    func(h *PacketHeader) { pos(h).Offset += 4 },
-		"positions over chunk":    func(h *PacketHeader) { pos(h).Offset = h.Chunks[3].Offset },
-		"positions in blob file":  func(h *PacketHeader) { pos(h).BlobFile = 9 },
-		"k chunk in last slot": func(h *PacketHeader) {
+	for _, tc := range []struct {
+		name string
+		f    func(h *PacketHeader)
+	}{
+		{"keeps more than tokens", func(h *PacketHeader) { h.KeptTokens = h.Tokens + 1 }},
+		{"no positions chunk", func(h *PacketHeader) { h.Chunks = h.Chunks[:len(h.Chunks)-1] }},
+		{"whole with positions", func(h *PacketHeader) { h.KeptTokens = 0 }},
+		{"kept differs from shape", func(h *PacketHeader) { h.KeptTokens = 2 }},
+		{"kv shape whole", func(h *PacketHeader) { h.Chunks[0].Shape = []uint32{2, 7, 8} }},
+		{"positions layer", func(h *PacketHeader) { pos(h).Layer = 0 }},
+		{"positions kind", func(h *PacketHeader) { pos(h).Kind = ChunkV }},
+		{"positions dtype", func(h *PacketHeader) { pos(h).DType = DTypeF32 }},
+		{"positions dtype int8", func(h *PacketHeader) { pos(h).DType = DTypeInt8 }},
+		{"positions u32 list", func(h *PacketHeader) { pos(h).Shape = []uint32{2, 2, 3}; pos(h).Length, pos(h).RawLength = 48, 48 }},
+		{"positions shape tokens", func(h *PacketHeader) { pos(h).Shape = []uint32{2, 2, 7}; pos(h).Length, pos(h).RawLength = 28, 28 }},
+		{"positions row bytes", func(h *PacketHeader) { pos(h).Shape = []uint32{2, 2, 2}; pos(h).Length, pos(h).RawLength = 8, 8 }},
+		{"positions codec", func(h *PacketHeader) { pos(h).Codec = CodecShuffleZstd }},
+		{"positions shape", func(h *PacketHeader) { pos(h).Shape = []uint32{2, 2, 4} }},
+		{"positions rank", func(h *PacketHeader) { pos(h).Shape = []uint32{2, 6} }},
+		{"positions raw length", func(h *PacketHeader) { pos(h).RawLength++ }},
+		{"positions short", func(h *PacketHeader) { pos(h).Length-- }},
+		{"positions long", func(h *PacketHeader) { pos(h).Length++ }},
+		{"positions misaligned", func(h *PacketHeader) { pos(h).Offset += 4 }},
+		{"positions over chunk", func(h *PacketHeader) { pos(h).Offset = h.Chunks[3].Offset }},
+		{"positions in blob file", func(h *PacketHeader) { pos(h).BlobFile = 9 }},
+		{"k chunk in last slot", func(h *PacketHeader) {
 			h.Chunks[0], h.Chunks[len(h.Chunks)-1] = h.Chunks[len(h.Chunks)-1], h.Chunks[0]
-		},
+		}},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			h := testHeader(prunedShape)
 			if err := h.Validate(); err != nil {
 				t.Fatalf("unmutated: %v", err)
 			}
-			f(h)
+			tc.f(h)
 			if err := h.Validate(); !errors.Is(err, ErrInvalidArgument) {
 				t.Fatalf("Validate = %v, want ErrInvalidArgument", err)
 			}
@@ -297,25 +306,26 @@ func TestDecodeHeaderHostileFrames(t *testing.T) {
 	}
 	edit := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
 	reseal := func(b []byte) []byte { binary.LittleEndian.PutUint32(b[12:], frameCRC(b)); return b }
-	for name, tc := range map[string]struct {
+	for _, tc := range []struct {
+		name string
 		b    []byte
 		want error
 	}{
-		"empty":          {nil, ErrCorruption},
-		"bad magic":      {edit(func(b []byte) []byte { b[0] ^= 1; return b }), ErrCorruption},
-		"spec magic":     {edit(func(b []byte) []byte { copy(b, "KVMS"); return b }), ErrCorruption},
-		"bad crc":        {edit(func(b []byte) []byte { b[12] ^= 1; return b }), ErrCorruption},
-		"body bit flip":  {edit(func(b []byte) []byte { b[40] ^= 0x10; return b }), ErrCorruption},
-		"version flip":   {edit(func(b []byte) []byte { b[4] = 2; return b }), ErrCorruption},
-		"newer version":  {edit(func(b []byte) []byte { b[4] = 2; return reseal(b) }), ErrVersion},
-		"version 0":      {edit(func(b []byte) []byte { b[4] = 0; return reseal(b) }), ErrCorruption},
-		"reserved":       {edit(func(b []byte) []byte { b[6] = 1; return reseal(b) }), ErrCorruption},
-		"oversized body": {edit(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 1<<30); return b }), ErrCorruption},
-		"short length":   {edit(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 8); return reseal(b) }), ErrCorruption},
-		"trailing byte":  {edit(func(b []byte) []byte { return append(b, 0) }), ErrCorruption},
-		"body too short": {reseal(edit(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 4); return b[:20] })), ErrCorruption},
+		{"empty", nil, ErrCorruption},
+		{"bad magic", edit(func(b []byte) []byte { b[0] ^= 1; return b }), ErrCorruption},
+		{"spec magic", edit(func(b []byte) []byte { copy(b, "KVMS"); return b }), ErrCorruption},
+		{"bad crc", edit(func(b []byte) []byte { b[12] ^= 1; return b }), ErrCorruption},
+		{"body bit flip", edit(func(b []byte) []byte { b[40] ^= 0x10; return b }), ErrCorruption},
+		{"version flip", edit(func(b []byte) []byte { b[4] = 2; return b }), ErrCorruption},
+		{"newer version", edit(func(b []byte) []byte { b[4] = 2; return reseal(b) }), ErrVersion},
+		{"version 0", edit(func(b []byte) []byte { b[4] = 0; return reseal(b) }), ErrCorruption},
+		{"reserved", edit(func(b []byte) []byte { b[6] = 1; return reseal(b) }), ErrCorruption},
+		{"oversized body", edit(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 1<<30); return b }), ErrCorruption},
+		{"short length", edit(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 8); return reseal(b) }), ErrCorruption},
+		{"trailing byte", edit(func(b []byte) []byte { return append(b, 0) }), ErrCorruption},
+		{"body too short", reseal(edit(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 4); return b[:20] })), ErrCorruption},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			if _, err := DecodeHeader(tc.b); !errors.Is(err, tc.want) {
 				t.Fatalf("DecodeHeader = %v, want %v", err, tc.want)
 			}
@@ -364,16 +374,21 @@ func TestDecodeHeaderAllocationBound(t *testing.T) {
 		t.Fatalf("the hostile body should be a well-formed flatbuffer: %v", err)
 	}
 	valid := buildHeader(testHeader(headerShape{layers: 64, kvHeads: 8, headDim: 128, dtype: DTypeBF16, doc: 100}))
-	for name, body := range map[string][]byte{"shared chunk tables": hostile, "valid 128 chunks": valid} {
-		var err error
-		n := allocated(func() { _, err = decodeHeaderBody(body) })
-		if name == "shared chunk tables" && !errors.Is(err, ErrCorruption) {
-			t.Fatalf("%s: %v, want ErrCorruption", name, err)
-		}
-		t.Logf("%s: %d bytes body, %d allocated", name, len(body), n)
-		if limit := 8*uint64(len(body)) + 4096; n > limit {
-			t.Errorf("%s: decoding %d bytes allocated %d, limit %d", name, len(body), n, limit)
-		}
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{{"shared chunk tables", hostile}, {"valid 128 chunks", valid}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			n := allocated(func() { _, err = decodeHeaderBody(tc.body) })
+			if tc.name == "shared chunk tables" && !errors.Is(err, ErrCorruption) {
+				t.Fatalf("%s: %v, want ErrCorruption", tc.name, err)
+			}
+			t.Logf("%s: %d bytes body, %d allocated", tc.name, len(tc.body), n)
+			if limit := 8*uint64(len(tc.body)) + 4096; n > limit {
+				t.Errorf("%s: decoding %d bytes allocated %d, limit %d", tc.name, len(tc.body), n, limit)
+			}
+		})
 	}
 }
 
@@ -434,24 +449,27 @@ func TestDecodeHeaderHostileBodies(t *testing.T) {
 		binary.LittleEndian.PutUint32(b[pos:], v)
 		return b
 	}
-	for name, body := range map[string][]byte{
-		"token ids past end":      set(vectorAt(8), 1<<30),
-		"token ids 2^32-1":        set(vectorAt(8), 1<<32-1),
-		"chunks past end":         set(vectorAt(18), 1<<20),
-		"namespace past end":      set(vectorAt(1), uint32(len(good))),
-		"shape of 4 dims":         set(shapeAt, 4),
-		"shape of 2 dims":         set(shapeAt, 2),
-		"root offset past end":    set(0, uint32(len(good))),
-		"root offset wraps":       set(0, 1<<32-4),
-		"token ids offset wraps":  set(int(tab.Pos)+int(tab.Offset(4+2*8)), 1<<32-4),
-		"empty body":              {},
-		"body of one root offset": {4, 0, 0, 0},
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"token ids past end", set(vectorAt(8), 1<<30)},
+		{"token ids 2^32-1", set(vectorAt(8), 1<<32-1)},
+		{"chunks past end", set(vectorAt(18), 1<<20)},
+		{"namespace past end", set(vectorAt(1), uint32(len(good)))},
+		{"shape of 4 dims", set(shapeAt, 4)},
+		{"shape of 2 dims", set(shapeAt, 2)},
+		{"root offset past end", set(0, uint32(len(good)))},
+		{"root offset wraps", set(0, 1<<32-4)},
+		{"token ids offset wraps", set(int(tab.Pos)+int(tab.Offset(4+2*8)), 1<<32-4)},
+		{"empty body", []byte{}},
+		{"body of one root offset", []byte{4, 0, 0, 0}},
 	} {
-		t.Run(name, func(t *testing.T) {
-			if _, err := decodeHeaderBody(body); !errors.Is(err, ErrCorruption) {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := decodeHeaderBody(tc.body); !errors.Is(err, ErrCorruption) {
 				t.Fatalf("decodeHeaderBody = %v, want ErrCorruption", err)
 			}
-			b, err := Seal(KindPacketHeader, body)
+			b, err := Seal(KindPacketHeader, tc.body)
 			if err != nil {
 				t.Fatal(err)
 			}

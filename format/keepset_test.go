@@ -24,17 +24,22 @@ func TestKeepSetRefusals(t *testing.T) {
 		b = b[:len(b)-4]
 		return append(b, byte(CRC(b)), byte(CRC(b)>>8), byte(CRC(b)>>16), byte(CRC(b)>>24))
 	}
-	for name, b := range map[string][]byte{
-		"short":     good[:19],
-		"magic":     append([]byte("KVKX"), good[4:]...),
-		"crc":       append(slices.Clone(good[:len(good)-1]), good[len(good)-1]^1),
-		"no layers": reCRC(append(append(slices.Clone(good[:4]), 0, 0, 0, 0), good[8:]...)),
-		"overrun":   reCRC(func() []byte { b := slices.Clone(good); b[16] = 200; return b }()),
-		"trailing":  reCRC(append(slices.Clone(good[:len(good)-4]), 0, 0, 0, 0, 0, 0, 0, 0)),
-		"no tokens": reCRC(func() []byte { b := slices.Clone(good); b[12] = 0; return b }()),
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"short", good[:19]},
+		{"magic", append([]byte("KVKX"), good[4:]...)},
+		{"crc", append(slices.Clone(good[:len(good)-1]), good[len(good)-1]^1)},
+		{"no layers", reCRC(append(append(slices.Clone(good[:4]), 0, 0, 0, 0), good[8:]...))},
+		{"overrun", reCRC(func() []byte { b := slices.Clone(good); b[16] = 200; return b }())},
+		{"trailing", reCRC(append(slices.Clone(good[:len(good)-4]), 0, 0, 0, 0, 0, 0, 0, 0))},
+		{"no tokens", reCRC(func() []byte { b := slices.Clone(good); b[12] = 0; return b }())},
 	} {
-		if _, err := DecodeKeepSet(b); !errors.Is(err, ErrCorruption) {
-			t.Errorf("%s: %v, want ErrCorruption", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := DecodeKeepSet(tc.b); !errors.Is(err, ErrCorruption) {
+				t.Errorf("%s: %v, want ErrCorruption", tc.name, err)
+			}
+		})
 	}
 }

@@ -97,16 +97,21 @@ func TestTrailer(t *testing.T) {
 			t.Fatalf("flip byte %d bit %d: %v, want ErrCorruption", i, bit, err)
 		}
 	})
-	for name, bad := range map[string]Trailer{
-		"offset misaligned":   {Offset: 3*Alignment + 64},
-		"offset in blob hdr":  {Offset: 0},
-		"payload overflows":   {Offset: Alignment, PayloadLen: 1<<64 - 10},
-		"extent end overflow": {Offset: 1<<64 - Alignment, PayloadLen: 2 * Alignment},
-		"trailer end wraps":   {Offset: 1<<64 - 2*Alignment, PayloadLen: Alignment},
+	for _, tc := range []struct {
+		name string
+		bad  Trailer
+	}{
+		{"offset misaligned", Trailer{Offset: 3*Alignment + 64}},
+		{"offset in blob hdr", Trailer{Offset: 0}},
+		{"payload overflows", Trailer{Offset: Alignment, PayloadLen: 1<<64 - 10}},
+		{"extent end overflow", Trailer{Offset: 1<<64 - Alignment, PayloadLen: 2 * Alignment}},
+		{"trailer end wraps", Trailer{Offset: 1<<64 - 2*Alignment, PayloadLen: Alignment}},
 	} {
-		if _, err := DecodeTrailer(bad.Encode()); !errors.Is(err, ErrCorruption) {
-			t.Errorf("%s: %v, want ErrCorruption", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := DecodeTrailer(tc.bad.Encode()); !errors.Is(err, ErrCorruption) {
+				t.Errorf("%s: %v, want ErrCorruption", tc.name, err)
+			}
+		})
 	}
 	if _, err := DecodeTrailer(b[:TrailerSize-1]); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("short trailer: %v", err)

@@ -23,19 +23,22 @@ func TestPositionsRoundTrip(t *testing.T) {
 
 func TestPositionsRefusals(t *testing.T) {
 	good := AppendPositions(nil, 13, [][]int32{{0, 12}, {3, 5}})
-	for name, c := range map[string]struct {
+	for _, c := range []struct {
+		name                        string
 		b                           []byte
 		layers, heads, tokens, kept int
 	}{
-		"length":       {good[:3], 2, 1, 13, 2},
-		"padding bit":  {func() []byte { b := slices.Clone(good); b[1] |= 0x80; return b }(), 2, 1, 13, 2},
-		"count":        {good, 2, 1, 13, 3},
-		"no tokens":    {nil, 2, 1, 0, 0},
-		"kept > total": {good, 2, 1, 13, 14},
-		"shape":        {good, 1, 1, 13, 2},
+		{"length", good[:3], 2, 1, 13, 2},
+		{"padding bit", func() []byte { b := slices.Clone(good); b[1] |= 0x80; return b }(), 2, 1, 13, 2},
+		{"count", good, 2, 1, 13, 3},
+		{"no tokens", nil, 2, 1, 0, 0},
+		{"kept > total", good, 2, 1, 13, 14},
+		{"shape", good, 1, 1, 13, 2},
 	} {
-		if _, err := DecodePositions(c.b, c.layers, c.heads, c.tokens, c.kept); !errors.Is(err, ErrCorruption) {
-			t.Errorf("%s: %v, want ErrCorruption", name, err)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := DecodePositions(c.b, c.layers, c.heads, c.tokens, c.kept); !errors.Is(err, ErrCorruption) {
+				t.Errorf("%s: %v, want ErrCorruption", c.name, err)
+			}
+		})
 	}
 }

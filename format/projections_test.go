@@ -20,22 +20,27 @@ func TestProjectionsRoundTrip(t *testing.T) {
 	if err != nil || dim != 1 || !slices.EqualFunc(got, ws, slices.Equal) {
 		t.Fatalf("decoded d'=%d %v, %v", dim, got, err)
 	}
-	for name, c := range map[string]func() error{
-		"other model": func() error { _, _, err := DecodeProjections(data, meta, 2, 2, 4); return err },
-		"dtype": func() error {
+	for _, tc := range []struct {
+		name string
+		c    func() error
+	}{
+		{"other model", func() error { _, _, err := DecodeProjections(data, meta, 2, 2, 4); return err }},
+		{"dtype", func() error {
 			m := meta
 			m.DType = DTypeF16
 			_, _, err := DecodeProjections(data, m, 1, 2, 4)
 			return err
-		},
-		"short":       func() error { _, _, err := DecodeProjections(data[:31], meta, 1, 2, 4); return err },
-		"ragged":      func() error { _, _, err := EncodeProjections([][]float32{{1}, {1, 2}}, 1, 2, 1, 1); return err },
-		"wrong count": func() error { _, _, err := EncodeProjections(ws, 2, 2, 1, 4); return err },
-		"dim > head":  func() error { _, _, err := EncodeProjections(ws, 1, 2, 5, 4); return err },
+		}},
+		{"short", func() error { _, _, err := DecodeProjections(data[:31], meta, 1, 2, 4); return err }},
+		{"ragged", func() error { _, _, err := EncodeProjections([][]float32{{1}, {1, 2}}, 1, 2, 1, 1); return err }},
+		{"wrong count", func() error { _, _, err := EncodeProjections(ws, 2, 2, 1, 4); return err }},
+		{"dim > head", func() error { _, _, err := EncodeProjections(ws, 1, 2, 5, 4); return err }},
 	} {
-		if err := c(); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.c(); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%s: %v, want ErrInvalidArgument", tc.name, err)
+			}
+		})
 	}
 }
 
@@ -50,17 +55,22 @@ func TestHeadValuesRoundTrip(t *testing.T) {
 		t.Fatalf("decoded %v, %v", got, err)
 	}
 	nan, _, _ := EncodeHeadValues([]float32{float32(math.NaN())}, 1, 1)
-	for name, err := range map[string]error{
-		"nan": func() error {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"nan", func() error {
 			_, err := DecodeHeadValues(nan, ArtifactMeta{DType: DTypeF32, Shape: []int{1, 1}}, 1, 1)
 			return err
-		}(),
-		"shape":     func() error { _, err := DecodeHeadValues(data, meta, 2, 3); return err }(),
-		"count":     func() error { _, _, err := EncodeHeadValues(v, 2, 2); return err }(),
-		"no layers": func() error { _, _, err := EncodeHeadValues(nil, 0, 1); return err }(),
+		}()},
+		{"shape", func() error { _, err := DecodeHeadValues(data, meta, 2, 3); return err }()},
+		{"count", func() error { _, _, err := EncodeHeadValues(v, 2, 2); return err }()},
+		{"no layers", func() error { _, _, err := EncodeHeadValues(nil, 0, 1); return err }()},
 	} {
-		if !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if !errors.Is(tc.err, ErrInvalidArgument) {
+				t.Errorf("%s: %v, want ErrInvalidArgument", tc.name, tc.err)
+			}
+		})
 	}
 }

@@ -87,7 +87,7 @@ func TestSpanMetaRoundTrip(t *testing.T) {
 func TestSpanMetaRefusals(t *testing.T) {
 	m := testSpanMeta()
 	v, _ := m.Encode()
-	reseal := func(edit func(b []byte)) []byte {
+	reseal := func(t *testing.T, edit func(b []byte)) []byte {
 		b := bytes.Clone(v[FrameSize:])
 		edit(b)
 		out, err := Seal(KindSpan, b)
@@ -97,19 +97,24 @@ func TestSpanMetaRefusals(t *testing.T) {
 		return out
 	}
 	le := binary.LittleEndian
-	for name, edit := range map[string]func(b []byte){
-		"type":        func(b []byte) { b[0] = 2 },
-		"reserved":    func(b []byte) { b[92] = 1 },
-		"spans count": func(b []byte) { le.PutUint32(b[120:], 4) },
-		"span gap":    func(b []byte) { le.PutUint32(b[spanMetaFixed+12:], 17) },
-		"anchor":      func(b []byte) { b[spanMetaFixed+3*spanEntrySize+17*4] = 5 },
-		"extent":      func(b []byte) { le.PutUint64(b[96:], 100) },
-		"block":       func(b []byte) { le.PutUint64(b[len(b)-len(m.Projection)-spanLayerSize:], 1) },
-		"no W name":   func(b []byte) { le.PutUint16(b[78:], 0) },
+	for _, tc := range []struct {
+		name string
+		edit func(b []byte)
+	}{
+		{"type", func(b []byte) { b[0] = 2 }},
+		{"reserved", func(b []byte) { b[92] = 1 }},
+		{"spans count", func(b []byte) { le.PutUint32(b[120:], 4) }},
+		{"span gap", func(b []byte) { le.PutUint32(b[spanMetaFixed+12:], 17) }},
+		{"anchor", func(b []byte) { b[spanMetaFixed+3*spanEntrySize+17*4] = 5 }},
+		{"extent", func(b []byte) { le.PutUint64(b[96:], 100) }},
+		{"block", func(b []byte) { le.PutUint64(b[len(b)-len(m.Projection)-spanLayerSize:], 1) }},
+		{"no W name", func(b []byte) { le.PutUint16(b[78:], 0) }},
 	} {
-		if _, err := DecodeSpanMeta(reseal(edit)); !errors.Is(err, ErrCorruption) {
-			t.Errorf("%s: %v, want ErrCorruption", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := DecodeSpanMeta(reseal(t, tc.edit)); !errors.Is(err, ErrCorruption) {
+				t.Errorf("%s: %v, want ErrCorruption", tc.name, err)
+			}
+		})
 	}
 	other := testSpanMeta()
 	other.ExtentOffset += Alignment

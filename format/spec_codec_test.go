@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -37,7 +39,9 @@ func testSpecs() map[string]*ModelSpec {
 }
 
 func TestModelSpecRoundTrip(t *testing.T) {
-	for name, m := range testSpecs() {
+	specs := testSpecs()
+	for _, name := range slices.Sorted(maps.Keys(specs)) {
+		m := specs[name]
 		t.Run(name, func(t *testing.T) {
 			b, err := EncodeModelSpec(m)
 			if err != nil {
@@ -59,18 +63,21 @@ func TestModelSpecRoundTrip(t *testing.T) {
 
 func TestModelSpecRejects(t *testing.T) {
 	base := testSpecs()["llama3.1-8b"]
-	for name, f := range map[string]func(m *ModelSpec){
-		"zero layers":     func(m *ModelSpec) { m.Layers = 0 },
-		"int8":            func(m *ModelSpec) { m.DType = DTypeInt8 },
-		"no rope style":   func(m *ModelSpec) { m.RoPE.Style = 0 },
-		"bad theta":       func(m *ModelSpec) { m.RoPE.Theta = 1 },
-		"nan factor":      func(m *ModelSpec) { m.RoPE.Factor = math.NaN() },
-		"llama3 no orig":  func(m *ModelSpec) { m.RoPE.OriginalMaxPos = 0 },
-		"odd rotary dims": func(m *ModelSpec) { m.RoPE.RotaryDims = 3 },
+	for _, tc := range []struct {
+		name string
+		f    func(m *ModelSpec)
+	}{
+		{"zero layers", func(m *ModelSpec) { m.Layers = 0 }},
+		{"int8", func(m *ModelSpec) { m.DType = DTypeInt8 }},
+		{"no rope style", func(m *ModelSpec) { m.RoPE.Style = 0 }},
+		{"bad theta", func(m *ModelSpec) { m.RoPE.Theta = 1 }},
+		{"nan factor", func(m *ModelSpec) { m.RoPE.Factor = math.NaN() }},
+		{"llama3 no orig", func(m *ModelSpec) { m.RoPE.OriginalMaxPos = 0 }},
+		{"odd rotary dims", func(m *ModelSpec) { m.RoPE.RotaryDims = 3 }},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			m := *base
-			f(&m)
+			tc.f(&m)
 			if _, err := EncodeModelSpec(&m); !errors.Is(err, ErrInvalidArgument) {
 				t.Fatalf("EncodeModelSpec = %v, want ErrInvalidArgument", err)
 			}

@@ -14,23 +14,28 @@ import (
 // derive from them, so a change to Canonical that moves any of these orphans
 // every stored packet. New RoPE fields must leave them as they are.
 func TestFingerprintPinned(t *testing.T) {
-	want := map[string]string{
-		"linear, max names": "b04b260ee295872e8422deb6326b32102b186a64258b5ceb899acf43478ea0c0",
-		"llama3.1-8b":       "1980f0c42267fc48b35b542c9e02a1d59d0010c9b6ed2afebfd0c9ae6eea371b",
-		"qwen2.5-3b":        "80fcdb9d7b70bf7a6437b5524985774cf49587c526593873d670e5cfe6c57bc0",
-		"stories260K":       "3f9d081da9826023325470fe4ddb72e2e97f39e6f48e4b273d9c4046965563f4",
-		"yarn partial":      "3374252605e42e26b9733901655706b8124c37e402307491abfae74c2f297c25",
+	want := []struct {
+		name string
+		fp   string
+	}{
+		{"linear, max names", "b04b260ee295872e8422deb6326b32102b186a64258b5ceb899acf43478ea0c0"},
+		{"llama3.1-8b", "1980f0c42267fc48b35b542c9e02a1d59d0010c9b6ed2afebfd0c9ae6eea371b"},
+		{"qwen2.5-3b", "80fcdb9d7b70bf7a6437b5524985774cf49587c526593873d670e5cfe6c57bc0"},
+		{"stories260K", "3f9d081da9826023325470fe4ddb72e2e97f39e6f48e4b273d9c4046965563f4"},
+		{"yarn partial", "3374252605e42e26b9733901655706b8124c37e402307491abfae74c2f297c25"},
 	}
 	specs := testSpecs()
-	for name, fp := range want {
-		m, ok := specs[name]
-		if !ok {
-			t.Errorf("%s: no longer in testSpecs", name)
-			continue
-		}
-		if got := m.Fingerprint().String(); got != fp {
-			t.Errorf("%s: fingerprint %s, pinned %s", name, got, fp)
-		}
+	for _, tc := range want {
+		t.Run(tc.name, func(t *testing.T) {
+			m, ok := specs[tc.name]
+			if !ok {
+				t.Errorf("%s: no longer in testSpecs", tc.name)
+				return
+			}
+			if got := m.Fingerprint().String(); got != tc.fp {
+				t.Errorf("%s: fingerprint %s, pinned %s", tc.name, got, tc.fp)
+			}
+		})
 	}
 }
 
@@ -41,23 +46,28 @@ func TestFingerprintNewRoPEFields(t *testing.T) {
 	base := ModelSpec{Layers: 1, KVHeads: 1, HeadDim: 64, DType: DTypeBF16, RoPE: RoPE{Style: RoPERotateHalf,
 		Theta: 10000, Scaling: RoPEScalingYaRN, Factor: 4, OriginalMaxPos: 4096, BetaFast: 32, BetaSlow: 1}}
 	seen := map[Fingerprint]string{base.Fingerprint(): "base"}
-	for name, edit := range map[string]func(*RoPE){
-		"no truncate":    func(r *RoPE) { r.YaRNNoTruncate = true },
-		"mscale":         func(r *RoPE) { r.Mscale = 0.707 },
-		"mscale all dim": func(r *RoPE) { r.MscaleAllDim = 0.707 },
-		"both mscales":   func(r *RoPE) { r.Mscale, r.MscaleAllDim = 0.707, 0.707 },
-		"dynamic":        func(r *RoPE) { r.Scaling, r.BetaFast, r.BetaSlow = RoPEScalingDynamic, 0, 0 },
+	for _, tc := range []struct {
+		name string
+		edit func(*RoPE)
+	}{
+		{"no truncate", func(r *RoPE) { r.YaRNNoTruncate = true }},
+		{"mscale", func(r *RoPE) { r.Mscale = 0.707 }},
+		{"mscale all dim", func(r *RoPE) { r.MscaleAllDim = 0.707 }},
+		{"both mscales", func(r *RoPE) { r.Mscale, r.MscaleAllDim = 0.707, 0.707 }},
+		{"dynamic", func(r *RoPE) { r.Scaling, r.BetaFast, r.BetaSlow = RoPEScalingDynamic, 0, 0 }},
 	} {
-		m := base
-		edit(&m.RoPE)
-		if err := m.Validate(); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		fp := m.Fingerprint()
-		if other, dup := seen[fp]; dup {
-			t.Errorf("%s: same fingerprint as %s", name, other)
-		}
-		seen[fp] = name
+		t.Run(tc.name, func(t *testing.T) {
+			m := base
+			tc.edit(&m.RoPE)
+			if err := m.Validate(); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			fp := m.Fingerprint()
+			if other, dup := seen[fp]; dup {
+				t.Errorf("%s: same fingerprint as %s", tc.name, other)
+			}
+			seen[fp] = tc.name
+		})
 	}
 	for _, s := range []RoPEScaling{RoPEScalingNone, RoPEScalingLinear, RoPEScalingDynamic} {
 		m := base
@@ -76,38 +86,41 @@ func TestFingerprintNewRoPEFields(t *testing.T) {
 // TestDecodeModelSpecRejectsBadNoTruncate: yarn_no_truncate is a flag, and
 // the new fields outside YaRN are refused, both as corruption.
 func TestDecodeModelSpecRejectsBadNoTruncate(t *testing.T) {
-	for name, tc := range map[string]struct {
+	for _, tc := range []struct {
+		name    string
 		scaling RoPEScaling
 		flag    byte
 	}{
-		"flag 2":           {RoPEScalingYaRN, 2},
-		"flag under llama": {RoPEScalingNone, 1},
+		{"flag 2", RoPEScalingYaRN, 2},
+		{"flag under llama", RoPEScalingNone, 1},
 	} {
-		b := flatbuffers.NewBuilder(128)
-		fb.RopeStart(b)
-		fb.RopeAddStyle(b, fb.RopeStyle(RoPERotateHalf))
-		fb.RopeAddTheta(b, 10000)
-		fb.RopeAddScaling(b, fb.RopeScaling(tc.scaling))
-		fb.RopeAddFactor(b, 4)
-		fb.RopeAddOriginalMaxPos(b, 4096)
-		fb.RopeAddBetaFast(b, 32)
-		fb.RopeAddBetaSlow(b, 1)
-		fb.RopeAddYarnNoTruncate(b, tc.flag)
-		rope := fb.RopeEnd(b)
-		fb.ModelSpecStart(b)
-		fb.ModelSpecAddLayers(b, 1)
-		fb.ModelSpecAddKvHeads(b, 1)
-		fb.ModelSpecAddHeadDim(b, 64)
-		fb.ModelSpecAddDtype(b, fb.DType(DTypeBF16))
-		fb.ModelSpecAddRope(b, rope)
-		b.Finish(fb.ModelSpecEnd(b))
-		v, err := Seal(KindModelSpec, b.FinishedBytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := DecodeModelSpec(v); !errors.Is(err, ErrCorruption) {
-			t.Errorf("%s: DecodeModelSpec = %v, want ErrCorruption", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			b := flatbuffers.NewBuilder(128)
+			fb.RopeStart(b)
+			fb.RopeAddStyle(b, fb.RopeStyle(RoPERotateHalf))
+			fb.RopeAddTheta(b, 10000)
+			fb.RopeAddScaling(b, fb.RopeScaling(tc.scaling))
+			fb.RopeAddFactor(b, 4)
+			fb.RopeAddOriginalMaxPos(b, 4096)
+			fb.RopeAddBetaFast(b, 32)
+			fb.RopeAddBetaSlow(b, 1)
+			fb.RopeAddYarnNoTruncate(b, tc.flag)
+			rope := fb.RopeEnd(b)
+			fb.ModelSpecStart(b)
+			fb.ModelSpecAddLayers(b, 1)
+			fb.ModelSpecAddKvHeads(b, 1)
+			fb.ModelSpecAddHeadDim(b, 64)
+			fb.ModelSpecAddDtype(b, fb.DType(DTypeBF16))
+			fb.ModelSpecAddRope(b, rope)
+			b.Finish(fb.ModelSpecEnd(b))
+			v, err := Seal(KindModelSpec, b.FinishedBytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := DecodeModelSpec(v); !errors.Is(err, ErrCorruption) {
+				t.Errorf("%s: DecodeModelSpec = %v, want ErrCorruption", tc.name, err)
+			}
+		})
 	}
 }
 

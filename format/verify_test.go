@@ -52,37 +52,39 @@ func TestVerifierMatchesSchema(t *testing.T) {
 	}
 	scalarSize := map[string]uint32{"ubyte": 1, "ushort": 2, "uint": 4, "int": 4, "ulong": 8, "long": 8, "double": 8}
 	for _, spec := range []*tableSpec{ropeTable, modelSpecTable, chunkTable, headerTable} {
-		d := decls[spec.name]
-		if len(d) != len(spec.fields) {
-			t.Errorf("%s: schema has %d fields, verifier %d", spec.name, len(d), len(spec.fields))
-			continue
-		}
-		for i, f := range spec.fields {
-			want := fieldSpec{name: d[i].name}
-			switch typ := d[i].typ; {
-			case typ == "string":
-				want.typ = ftString
-			case typ == "Hash256":
-				want.typ, want.size = ftStruct, 32
-			case scalarSize[typ] != 0:
-				want.typ, want.size = ftScalar, scalarSize[typ]
-			case strings.HasPrefix(typ, "[") && scalarSize[strings.Trim(typ, "[]")] != 0:
-				want.typ, want.size = ftVector, scalarSize[strings.Trim(typ, "[]")]
-			case strings.HasPrefix(typ, "["):
-				want.typ = ftTableVector
-			case decls[typ] != nil:
-				want.typ = ftTable
-			default:
-				n, ok := enums[typ]
-				if !ok {
-					t.Fatalf("%s.%s: unknown type %s", spec.name, d[i].name, typ)
+		t.Run(spec.name, func(t *testing.T) {
+			d := decls[spec.name]
+			if len(d) != len(spec.fields) {
+				t.Errorf("%s: schema has %d fields, verifier %d", spec.name, len(d), len(spec.fields))
+				return
+			}
+			for i, f := range spec.fields {
+				want := fieldSpec{name: d[i].name}
+				switch typ := d[i].typ; {
+				case typ == "string":
+					want.typ = ftString
+				case typ == "Hash256":
+					want.typ, want.size = ftStruct, 32
+				case scalarSize[typ] != 0:
+					want.typ, want.size = ftScalar, scalarSize[typ]
+				case strings.HasPrefix(typ, "[") && scalarSize[strings.Trim(typ, "[]")] != 0:
+					want.typ, want.size = ftVector, scalarSize[strings.Trim(typ, "[]")]
+				case strings.HasPrefix(typ, "["):
+					want.typ = ftTableVector
+				case decls[typ] != nil:
+					want.typ = ftTable
+				default:
+					n, ok := enums[typ]
+					if !ok {
+						t.Fatalf("%s.%s: unknown type %s", spec.name, d[i].name, typ)
+					}
+					want.typ, want.size, want.max = ftEnum, 1, uint8(n)
 				}
-				want.typ, want.size, want.max = ftEnum, 1, uint8(n)
+				if f.name != want.name || f.typ != want.typ || f.size != want.size || f.max != want.max {
+					t.Errorf("%s slot %d: verifier has %+v, schema says %s:%s", spec.name, i, f, d[i].name, d[i].typ)
+				}
 			}
-			if f.name != want.name || f.typ != want.typ || f.size != want.size || f.max != want.max {
-				t.Errorf("%s slot %d: verifier has %+v, schema says %s:%s", spec.name, i, f, d[i].name, d[i].typ)
-			}
-		}
+		})
 	}
 }
 
@@ -115,31 +117,34 @@ func TestVerifierHostile(t *testing.T) {
 	if err := verifyBuffer(good, craftTable); err != nil {
 		t.Fatalf("good buffer: %v", err)
 	}
-	for name, b := range map[string][]byte{
-		"too short":            good[:7],
-		"root offset zero":     append([]byte{0, 0, 0, 0}, good[4:]...),
-		"root beyond end":      append([]byte{0xf0, 0, 0, 0}, good[4:]...),
-		"root misaligned":      append([]byte{13, 0, 0, 0}, good[4:]...),
-		"root offset huge":     append([]byte{0xfc, 0xff, 0xff, 0xff}, good[4:]...),
-		"vtable before buffer": func() []byte { b := bytes.Clone(good); b[12] = 0x40; return b }(),
-		"vtable after buffer":  func() []byte { b := bytes.Clone(good); copy(b[12:], []byte{0, 0, 0, 0x80}); return b }(),
-		"vtable misaligned":    func() []byte { b := bytes.Clone(good); b[12] = 7; return b }(),
-		"vtable size odd":      craft(7, 12, 4, 8, str(2, 'h', 'i', 0, 0)),
-		"vtable size small":    craft(2, 12, 4, 8, str(2, 'h', 'i', 0, 0)),
-		"vtable size huge":     craft(0xfffe, 12, 4, 8, str(2, 'h', 'i', 0, 0)),
-		"table size small":     craft(8, 2, 4, 8, str(2, 'h', 'i', 0, 0)),
-		"table size huge":      craft(8, 0xffff, 4, 8, str(2, 'h', 'i', 0, 0)),
-		"field on soffset":     craft(8, 12, 0, 2, str(2, 'h', 'i', 0, 0)),
-		"field past table":     craft(8, 8, 4, 8, str(2, 'h', 'i', 0, 0)),
-		"offset misaligned":    craft(8, 12, 4, 6, str(2, 'h', 'i', 0, 0)),
-		"enum undeclared":      craft(8, 12, 4, 8, append([]byte{3}, str(2, 'h', 'i', 0, 0)[1:]...)),
-		"string past end":      craft(8, 12, 4, 8, str(200, 'h', 'i', 0, 0)),
-		"string length wraps":  craft(8, 12, 4, 8, str(0xffffffff, 'h', 'i', 0, 0)),
-		"string without NUL":   craft(8, 12, 4, 8, str(2, 'h', 'i', 'x', 0)),
-		"string header cut":    craft(8, 12, 4, 8, str(2)[:10]),
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"too short", good[:7]},
+		{"root offset zero", append([]byte{0, 0, 0, 0}, good[4:]...)},
+		{"root beyond end", append([]byte{0xf0, 0, 0, 0}, good[4:]...)},
+		{"root misaligned", append([]byte{13, 0, 0, 0}, good[4:]...)},
+		{"root offset huge", append([]byte{0xfc, 0xff, 0xff, 0xff}, good[4:]...)},
+		{"vtable before buffer", func() []byte { b := bytes.Clone(good); b[12] = 0x40; return b }()},
+		{"vtable after buffer", func() []byte { b := bytes.Clone(good); copy(b[12:], []byte{0, 0, 0, 0x80}); return b }()},
+		{"vtable misaligned", func() []byte { b := bytes.Clone(good); b[12] = 7; return b }()},
+		{"vtable size odd", craft(7, 12, 4, 8, str(2, 'h', 'i', 0, 0))},
+		{"vtable size small", craft(2, 12, 4, 8, str(2, 'h', 'i', 0, 0))},
+		{"vtable size huge", craft(0xfffe, 12, 4, 8, str(2, 'h', 'i', 0, 0))},
+		{"table size small", craft(8, 2, 4, 8, str(2, 'h', 'i', 0, 0))},
+		{"table size huge", craft(8, 0xffff, 4, 8, str(2, 'h', 'i', 0, 0))},
+		{"field on soffset", craft(8, 12, 0, 2, str(2, 'h', 'i', 0, 0))},
+		{"field past table", craft(8, 8, 4, 8, str(2, 'h', 'i', 0, 0))},
+		{"offset misaligned", craft(8, 12, 4, 6, str(2, 'h', 'i', 0, 0))},
+		{"enum undeclared", craft(8, 12, 4, 8, append([]byte{3}, str(2, 'h', 'i', 0, 0)[1:]...))},
+		{"string past end", craft(8, 12, 4, 8, str(200, 'h', 'i', 0, 0))},
+		{"string length wraps", craft(8, 12, 4, 8, str(0xffffffff, 'h', 'i', 0, 0))},
+		{"string without NUL", craft(8, 12, 4, 8, str(2, 'h', 'i', 'x', 0))},
+		{"string header cut", craft(8, 12, 4, 8, str(2)[:10])},
 	} {
-		t.Run(name, func(t *testing.T) {
-			if err := verifyBuffer(b, craftTable); !errors.Is(err, ErrCorruption) {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := verifyBuffer(tc.b, craftTable); !errors.Is(err, ErrCorruption) {
 				t.Fatalf("verifyBuffer = %v, want ErrCorruption", err)
 			}
 		})

@@ -33,25 +33,30 @@ func TestWriteSeedCorpus(t *testing.T) {
 	trailer := tr.Encode()
 	formatFile := format.EncodeFormatFile(format.Current)
 	blob := format.EncodeBlobHeader(3)
-	for target, inputs := range map[string][][]byte{
-		"FuzzDecodeHeader":        headers,
-		"FuzzDecodeHeaderBody":    headerBodies,
-		"FuzzDecodeModelSpec":     specs,
-		"FuzzDecodeModelSpecBody": specBodies,
-		"FuzzDecodeFormatFile":    {formatFile, flip(formatFile, 9), formatFile[:19]},
-		"FuzzDecodeTrailer":       {trailer, flip(trailer, 0), append(trailer, 0)},
-		"FuzzDecodeBlobHeader":    {blob, blob[:20], flip(blob, 3)},
+	for _, tc := range []struct {
+		name   string
+		inputs [][]byte
+	}{
+		{"FuzzDecodeHeader", headers},
+		{"FuzzDecodeHeaderBody", headerBodies},
+		{"FuzzDecodeModelSpec", specs},
+		{"FuzzDecodeModelSpecBody", specBodies},
+		{"FuzzDecodeFormatFile", [][]byte{formatFile, flip(formatFile, 9), formatFile[:19]}},
+		{"FuzzDecodeTrailer", [][]byte{trailer, flip(trailer, 0), append(trailer, 0)}},
+		{"FuzzDecodeBlobHeader", [][]byte{blob, blob[:20], flip(blob, 3)}},
 	} {
-		dir := filepath.Join("testdata", "fuzz", target)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for i, in := range inputs {
-			data := "go test fuzz v1\n[]byte(" + strconv.Quote(string(in)) + ")\n"
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%d", i)), []byte(data), 0o644); err != nil {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join("testdata", "fuzz", tc.name)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-		}
+			for i, in := range tc.inputs {
+				data := "go test fuzz v1\n[]byte(" + strconv.Quote(string(in)) + ")\n"
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%d", i)), []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -272,30 +272,35 @@ func TestWriteRecordCorpus(t *testing.T) {
 // with a format sentinel, so the corpus starts on both sides of every check.
 func TestRecordSeeds(t *testing.T) {
 	s := recordSeeds(t)
-	decode := map[string]func([]byte) error{
-		"FuzzDecodeBlobFileRecord": func(b []byte) error { _, err := format.DecodeBlobFileRecord(b); return err },
-		"FuzzDecodeSequence":       func(b []byte) error { _, err := format.DecodeSequence(b); return err },
-		"FuzzDecodeAccess":         func(b []byte) error { _, _, err := format.DecodeAccess(b); return err },
-		"FuzzDecodeArtifact":       func(b []byte) error { _, err := format.DecodeArtifact(b); return err },
-		"FuzzDecodeFactors":        func(b []byte) error { _, _, err := format.DecodeFactors(b); return err },
-		"FuzzDecodeKeepSet":        func(b []byte) error { _, err := format.DecodeKeepSet(b); return err },
-		"FuzzDecodePositions": func(b []byte) error {
+	decode := []struct {
+		name string
+		dec  func([]byte) error
+	}{
+		{"FuzzDecodeBlobFileRecord", func(b []byte) error { _, err := format.DecodeBlobFileRecord(b); return err }},
+		{"FuzzDecodeSequence", func(b []byte) error { _, err := format.DecodeSequence(b); return err }},
+		{"FuzzDecodeAccess", func(b []byte) error { _, _, err := format.DecodeAccess(b); return err }},
+		{"FuzzDecodeArtifact", func(b []byte) error { _, err := format.DecodeArtifact(b); return err }},
+		{"FuzzDecodeFactors", func(b []byte) error { _, _, err := format.DecodeFactors(b); return err }},
+		{"FuzzDecodeKeepSet", func(b []byte) error { _, err := format.DecodeKeepSet(b); return err }},
+		{"FuzzDecodePositions", func(b []byte) error {
 			_, err := format.DecodePositions(b[4:], int(b[0]), int(b[1]), int(b[2]), int(b[3]))
 			return err
-		},
+		}},
 	}
 	good := map[string]int{"FuzzDecodeArtifact": 2}
-	for name, dec := range decode {
-		n := max(good[name], 1)
-		for i, in := range s[name] {
-			err := dec(in)
-			switch {
-			case i < n && err != nil:
-				t.Errorf("%s seed %d: %v, want it to decode", name, i, err)
-			case i >= n && !errors.Is(err, format.ErrCorruption):
-				t.Errorf("%s seed %d: %v, want ErrCorruption", name, i, err)
+	for _, tc := range decode {
+		t.Run(tc.name, func(t *testing.T) {
+			n := max(good[tc.name], 1)
+			for i, in := range s[tc.name] {
+				err := tc.dec(in)
+				switch {
+				case i < n && err != nil:
+					t.Errorf("%s seed %d: %v, want it to decode", tc.name, i, err)
+				case i >= n && !errors.Is(err, format.ErrCorruption):
+					t.Errorf("%s seed %d: %v, want ErrCorruption", tc.name, i, err)
+				}
 			}
-		}
+		})
 	}
 }
 

@@ -157,19 +157,21 @@ func TestPrunedCorpusDecodes(t *testing.T) {
 		{"testdata/fuzz/FuzzDecodeHeader/seed-7", false},
 		{"testdata/fuzz/FuzzDecodeHeaderBody/pruned-0", true},
 	} {
-		b := readCorpusFile(t, tc.path)
-		if tc.body {
-			var err error
-			if b, err = format.Seal(format.KindPacketHeader, b); err != nil {
-				t.Fatal(err)
+		t.Run(tc.path, func(t *testing.T) {
+			b := readCorpusFile(t, tc.path)
+			if tc.body {
+				var err error
+				if b, err = format.Seal(format.KindPacketHeader, b); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		if !bytes.Equal(b, want) {
-			t.Errorf("%s is not the pruned header seed: rewrite it", tc.path)
-		}
-		if h, err := format.DecodeHeader(b); err != nil || !h.Pruned() {
-			t.Errorf("%s: pruned %v, %v", tc.path, err == nil && h.Pruned(), err)
-		}
+			if !bytes.Equal(b, want) {
+				t.Errorf("%s is not the pruned header seed: rewrite it", tc.path)
+			}
+			if h, err := format.DecodeHeader(b); err != nil || !h.Pruned() {
+				t.Errorf("%s: pruned %v, %v", tc.path, err == nil && h.Pruned(), err)
+			}
+		})
 	}
 }
 

@@ -151,18 +151,23 @@ func TestStreamArgumentErrors(t *testing.T) {
 	buf, _ := dev.Alloc(16)
 	foreign, _ := other.Alloc(16)
 	otherEv, _ := other.NewEvent()
-	for name, err := range map[string]error{
-		"short h2d":      s.CopyHtoD(buf, make([]byte, 15)),
-		"short d2h":      s.CopyDtoH(make([]byte, 17), buf),
-		"foreign d2d":    s.CopyDtoD(buf, foreign),
-		"foreign event":  s.Wait(otherEv),
-		"foreign record": s.Record(otherEv),
-		"bad launch":     s.Reconstruct(&ReconstructLaunch{}),
-		"bad shift":      s.Shift(&ShiftLaunch{Layout: Layout{Kind: LayoutHND, DType: format.DTypeF32, Heads: 1, HeadDim: 2}}),
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"short h2d", s.CopyHtoD(buf, make([]byte, 15))},
+		{"short d2h", s.CopyDtoH(make([]byte, 17), buf)},
+		{"foreign d2d", s.CopyDtoD(buf, foreign)},
+		{"foreign event", s.Wait(otherEv)},
+		{"foreign record", s.Record(otherEv)},
+		{"bad launch", s.Reconstruct(&ReconstructLaunch{})},
+		{"bad shift", s.Shift(&ShiftLaunch{Layout: Layout{Kind: LayoutHND, DType: format.DTypeF32, Heads: 1, HeadDim: 2}})},
 	} {
-		if !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("%s: error %v, want ErrInvalidArgument", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if !errors.Is(tc.err, ErrInvalidArgument) {
+				t.Errorf("%s: error %v, want ErrInvalidArgument", tc.name, tc.err)
+			}
+		})
 	}
 	if _, err := buf.Sub(10, 7); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Sub out of range: %v", err)

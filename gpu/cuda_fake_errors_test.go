@@ -174,14 +174,16 @@ func TestFakeCUDAOpenErrors(t *testing.T) {
 		{"cuModuleGetFunction", 500, false, false, "cuModuleGetFunction(kvs_reconstruct): CUDA error 500 CUDA_ERROR_NOT_FOUND"},
 		{"cuModuleGetFunction", 500, true, false, "cuModuleGetFunction(kvs_reconstruct)"},
 	} {
-		ctl.reset()
-		ctl.failNext(c.inject, c.code)
-		dev, err := OpenCUDA(CUDAOptions{Library: lib, PrivateContext: c.private})
-		if dev != nil || err == nil || errors.Is(err, ErrNoDevice) != c.noDevice || !errors.Is(err, ErrCUDA) || !strings.Contains(err.Error(), c.text) {
-			t.Errorf("%s failing (private %v): %v, %v; want ErrCUDA (ErrNoDevice %v) saying %q", c.inject, c.private, dev, err, c.noDevice, c.text)
-		}
-		ctl.expect(t, map[string]int64{"injected:" + c.inject: 1, "primary:refs": 0, "live:ctx": 0, "live:module": 0,
-			"unload:no_ctx": 0, "release:bad": 0, "destroy:bad": 0})
+		t.Run(c.inject, func(t *testing.T) {
+			ctl.reset()
+			ctl.failNext(c.inject, c.code)
+			dev, err := OpenCUDA(CUDAOptions{Library: lib, PrivateContext: c.private})
+			if dev != nil || err == nil || errors.Is(err, ErrNoDevice) != c.noDevice || !errors.Is(err, ErrCUDA) || !strings.Contains(err.Error(), c.text) {
+				t.Errorf("%s failing (private %v): %v, %v; want ErrCUDA (ErrNoDevice %v) saying %q", c.inject, c.private, dev, err, c.noDevice, c.text)
+			}
+			ctl.expect(t, map[string]int64{"injected:" + c.inject: 1, "primary:refs": 0, "live:ctx": 0, "live:module": 0,
+				"unload:no_ctx": 0, "release:bad": 0, "destroy:bad": 0})
+		})
 	}
 }
 
@@ -215,21 +217,26 @@ func TestFakeCUDACloseOnce(t *testing.T) {
 	must(t, dev.Close())
 	must(t, dev.Close())
 	ctl.expect(t, map[string]int64{"calls:cuCtxSynchronize": 1, "calls:cuModuleUnload": 2, "release:ok": 1, "release:bad": 0})
-	for name, op := range map[string]func() error{
-		"Alloc":       func() error { _, err := dev.Alloc(64); return err },
-		"Free":        func() error { return dev.Free(buf) },
-		"AllocHost":   func() error { _, err := dev.AllocHost(64); return err },
-		"FreeHost":    func() error { return dev.FreeHost(h) },
-		"NewStream":   func() error { _, err := dev.NewStream(); return err },
-		"NewEvent":    func() error { _, err := dev.NewEvent(); return err },
-		"Copy":        func() error { return s.CopyHtoD(buf, make([]byte, 64)) },
-		"Synchronize": s.Synchronize,
-		"Record":      func() error { return s.Record(e) },
-		"Event":       e.Synchronize,
+	for _, tc := range []struct {
+		name string
+		op   func() error
+	}{
+		{"Alloc", func() error { _, err := dev.Alloc(64); return err }},
+		{"Free", func() error { return dev.Free(buf) }},
+		{"AllocHost", func() error { _, err := dev.AllocHost(64); return err }},
+		{"FreeHost", func() error { return dev.FreeHost(h) }},
+		{"NewStream", func() error { _, err := dev.NewStream(); return err }},
+		{"NewEvent", func() error { _, err := dev.NewEvent(); return err }},
+		{"Copy", func() error { return s.CopyHtoD(buf, make([]byte, 64)) }},
+		{"Synchronize", s.Synchronize},
+		{"Record", func() error { return s.Record(e) }},
+		{"Event", e.Synchronize},
 	} {
-		if err := op(); !errors.Is(err, ErrClosed) {
-			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.op(); !errors.Is(err, ErrClosed) {
+				t.Errorf("%s after Close: %v, want ErrClosed", tc.name, err)
+			}
+		})
 	}
 }
 
@@ -292,18 +299,20 @@ func TestFakeCUDACloseReportsFailure(t *testing.T) {
 		{"cuModuleUnload", 400, map[string]int64{"unload:ok": 1, "release:ok": 1, "reclaimed:module": 1}},
 		{"cuDevicePrimaryCtxRelease_v2", 201, map[string]int64{"unload:ok": 2, "primary:refs": 1}},
 	} {
-		ctl.reset()
-		dev, err := OpenCUDA(CUDAOptions{Library: lib})
-		must(t, err)
-		ctl.failNext(c.inject, c.code)
-		var ce *CUDAError
-		if err := dev.Close(); !errors.As(err, &ce) || ce.Code != int(c.code) || !strings.Contains(err.Error(), c.inject) {
-			t.Errorf("Close with %s failing: %v", c.inject, err)
-		}
-		ctl.expect(t, c.want)
-		if err := dev.Close(); err != nil {
-			t.Errorf("second Close after a failed one: %v", err)
-		}
+		t.Run(c.inject, func(t *testing.T) {
+			ctl.reset()
+			dev, err := OpenCUDA(CUDAOptions{Library: lib})
+			must(t, err)
+			ctl.failNext(c.inject, c.code)
+			var ce *CUDAError
+			if err := dev.Close(); !errors.As(err, &ce) || ce.Code != int(c.code) || !strings.Contains(err.Error(), c.inject) {
+				t.Errorf("Close with %s failing: %v", c.inject, err)
+			}
+			ctl.expect(t, c.want)
+			if err := dev.Close(); err != nil {
+				t.Errorf("second Close after a failed one: %v", err)
+			}
+		})
 	}
 	// The injected release failure left the primary context retained.
 	ctl.reset()
@@ -328,44 +337,54 @@ func TestFakeCUDAArgumentErrors(t *testing.T) {
 	sub, _ := sc.buf.Sub(0, 32)
 	s := sc.s
 	ctl.reset()
-	for name, op := range map[string]func() error{
-		"Alloc(0)":          func() error { _, err := dev.Alloc(0); return err },
-		"AllocHost(-1)":     func() error { _, err := dev.AllocHost(-1); return err },
-		"Free(cpu)":         func() error { return dev.Free(foreign) },
-		"Free(empty)":       func() error { return dev.Free(Buffer{}) },
-		"FreeHost(cpu)":     func() error { return dev.FreeHost(cpuHost) },
-		"FreeHost(empty)":   func() error { return dev.FreeHost(HostBuffer{}) },
-		"CopyHtoD(cpu)":     func() error { return s.CopyHtoD(foreign, make([]byte, 64)) },
-		"CopyHtoD(short)":   func() error { return s.CopyHtoD(sc.buf, make([]byte, 63)) },
-		"CopyDtoH(cpu)":     func() error { return s.CopyDtoH(make([]byte, 64), foreign) },
-		"CopyDtoH(long)":    func() error { return s.CopyDtoH(make([]byte, 65), sc.buf) },
-		"CopyDtoD(cpu)":     func() error { return s.CopyDtoD(sc.buf, foreign) },
-		"CopyDtoD(sizes)":   func() error { return s.CopyDtoD(sc.buf, sub) },
-		"Memset(cpu)":       func() error { return s.Memset(foreign, 1) },
-		"Record(cpu)":       func() error { return s.Record(cpuEv) },
-		"Wait(cpu)":         func() error { return s.Wait(cpuEv) },
-		"Reconstruct(zero)": func() error { return s.Reconstruct(&ReconstructLaunch{}) },
-		"Shift(cpu src)": func() error {
+	for _, tc := range []struct {
+		name string
+		op   func() error
+	}{
+		{"Alloc(0)", func() error { _, err := dev.Alloc(0); return err }},
+		{"AllocHost(-1)", func() error { _, err := dev.AllocHost(-1); return err }},
+		{"Free(cpu)", func() error { return dev.Free(foreign) }},
+		{"Free(empty)", func() error { return dev.Free(Buffer{}) }},
+		{"FreeHost(cpu)", func() error { return dev.FreeHost(cpuHost) }},
+		{"FreeHost(empty)", func() error { return dev.FreeHost(HostBuffer{}) }},
+		{"CopyHtoD(cpu)", func() error { return s.CopyHtoD(foreign, make([]byte, 64)) }},
+		{"CopyHtoD(short)", func() error { return s.CopyHtoD(sc.buf, make([]byte, 63)) }},
+		{"CopyDtoH(cpu)", func() error { return s.CopyDtoH(make([]byte, 64), foreign) }},
+		{"CopyDtoH(long)", func() error { return s.CopyDtoH(make([]byte, 65), sc.buf) }},
+		{"CopyDtoD(cpu)", func() error { return s.CopyDtoD(sc.buf, foreign) }},
+		{"CopyDtoD(sizes)", func() error { return s.CopyDtoD(sc.buf, sub) }},
+		{"Memset(cpu)", func() error { return s.Memset(foreign, 1) }},
+		{"Record(cpu)", func() error { return s.Record(cpuEv) }},
+		{"Wait(cpu)", func() error { return s.Wait(cpuEv) }},
+		{"Reconstruct(zero)", func() error { return s.Reconstruct(&ReconstructLaunch{}) }},
+		{"Shift(cpu src)", func() error {
 			l := sc.shift
 			l.Src = foreign
 			return s.Shift(&l)
-		},
+		}},
 	} {
-		if err := op(); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.op(); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%s: %v, want ErrInvalidArgument", tc.name, err)
+			}
+		})
 	}
-	for name, op := range map[string]func() error{
-		"CopyHtoD(empty)":    func() error { return s.CopyHtoD(Buffer{}, nil) },
-		"CopyDtoH(empty)":    func() error { return s.CopyDtoH(nil, Buffer{}) },
-		"CopyDtoD(empty)":    func() error { return s.CopyDtoD(Buffer{}, Buffer{}) },
-		"Memset(empty)":      func() error { return s.Memset(Buffer{}, 1) },
-		"Reconstruct(0 job)": func() error { l := sc.recon; l.NumJobs = 0; return s.Reconstruct(&l) },
-		"Shift(0 tokens)":    func() error { l := sc.shift; l.Tokens, l.Src = 0, Buffer{}; return s.Shift(&l) },
+	for _, tc := range []struct {
+		name string
+		op   func() error
+	}{
+		{"CopyHtoD(empty)", func() error { return s.CopyHtoD(Buffer{}, nil) }},
+		{"CopyDtoH(empty)", func() error { return s.CopyDtoH(nil, Buffer{}) }},
+		{"CopyDtoD(empty)", func() error { return s.CopyDtoD(Buffer{}, Buffer{}) }},
+		{"Memset(empty)", func() error { return s.Memset(Buffer{}, 1) }},
+		{"Reconstruct(0 job)", func() error { l := sc.recon; l.NumJobs = 0; return s.Reconstruct(&l) }},
+		{"Shift(0 tokens)", func() error { l := sc.shift; l.Tokens, l.Src = 0, Buffer{}; return s.Shift(&l) }},
 	} {
-		if err := op(); err != nil {
-			t.Errorf("%s: %v, want nil", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.op(); err != nil {
+				t.Errorf("%s: %v, want nil", tc.name, err)
+			}
+		})
 	}
 	for _, call := range []string{"cuMemAlloc_v2", "cuMemFree_v2", "cuMemHostAlloc", "cuMemFreeHost", "cuMemcpyHtoDAsync_v2",
 		"cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2", "cuMemsetD8Async", "cuEventRecord", "cuStreamWaitEvent", "cuLaunchKernel"} {

@@ -124,21 +124,26 @@ func TestParamLayout(t *testing.T) {
 	}
 	var r cuReconParams
 	var s cuShiftParams
-	for name, c := range map[string][2]uintptr{
-		"Layout.Kind":              {unsafe.Offsetof(r.Out.Kind), 16},
-		"Layout.Tokens":            {unsafe.Offsetof(r.Out.Tokens), 32},
-		"ReconParams.Factors":      {unsafe.Offsetof(r.Factors), 48},
-		"ReconParams.Jobs":         {unsafe.Offsetof(r.Jobs), 80},
-		"ReconParams.NumJobs":      {unsafe.Offsetof(r.NumJobs), 88},
-		"ReconParams.MaxRank":      {unsafe.Offsetof(r.MaxRank), 104},
-		"ReconParams.RowsPerBlock": {unsafe.Offsetof(r.RowsPerBlock), 108},
-		"ShiftParams.Src":          {unsafe.Offsetof(s.Src), 48},
-		"ShiftParams.SrcDType":     {unsafe.Offsetof(s.SrcDType), 64},
-		"ShiftParams.Style":        {unsafe.Offsetof(s.Style), 80},
+	for _, tc := range []struct {
+		name string
+		c    [2]uintptr
+	}{
+		{"Layout.Kind", [2]uintptr{unsafe.Offsetof(r.Out.Kind), 16}},
+		{"Layout.Tokens", [2]uintptr{unsafe.Offsetof(r.Out.Tokens), 32}},
+		{"ReconParams.Factors", [2]uintptr{unsafe.Offsetof(r.Factors), 48}},
+		{"ReconParams.Jobs", [2]uintptr{unsafe.Offsetof(r.Jobs), 80}},
+		{"ReconParams.NumJobs", [2]uintptr{unsafe.Offsetof(r.NumJobs), 88}},
+		{"ReconParams.MaxRank", [2]uintptr{unsafe.Offsetof(r.MaxRank), 104}},
+		{"ReconParams.RowsPerBlock", [2]uintptr{unsafe.Offsetof(r.RowsPerBlock), 108}},
+		{"ShiftParams.Src", [2]uintptr{unsafe.Offsetof(s.Src), 48}},
+		{"ShiftParams.SrcDType", [2]uintptr{unsafe.Offsetof(s.SrcDType), 64}},
+		{"ShiftParams.Style", [2]uintptr{unsafe.Offsetof(s.Style), 80}},
 	} {
-		if c[0] != c[1] {
-			t.Errorf("%s at offset %d, C struct has it at %d", name, c[0], c[1])
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.c[0] != tc.c[1] {
+				t.Errorf("%s at offset %d, C struct has it at %d", tc.name, tc.c[0], tc.c[1])
+			}
+		})
 	}
 }
 

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
@@ -256,29 +258,33 @@ func TestShiftMatchesReference(t *testing.T) {
 func TestCosSinMatchesRoPE(t *testing.T) {
 	const hd = 16
 	rng := rand.New(rand.NewPCG(3, 4))
-	for name, cfg := range ropeConfigs(hd) {
-		r := mustRoPE(t, cfg, hd)
-		for _, apply := range []bool{true, false} {
-			for _, pos := range []int64{0, 1, 17, 4095, 131071, -9} {
-				x := make([]float32, hd)
-				for i := range x {
-					x[i] = float32(rng.NormFloat64())
-				}
-				want := append([]float32(nil), x...)
-				if apply {
-					r.Apply(want, pos)
-				} else {
-					r.Rotate(want, pos)
-				}
-				cs := CosSin(nil, r, []int64{pos}, apply)
-				rotatePairs(x, r.Rotary(), cfg.Style, cs[:r.Rotary()/2], cs[r.Rotary()/2:])
-				for i := range x {
-					if math.Float32bits(x[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%s apply=%v pos %d dim %d: table rotation %v, RoPE %v", name, apply, pos, i, x[i], want[i])
+	configs := ropeConfigs(hd)
+	for _, name := range slices.Sorted(maps.Keys(configs)) {
+		cfg := configs[name]
+		t.Run(name, func(t *testing.T) {
+			r := mustRoPE(t, cfg, hd)
+			for _, apply := range []bool{true, false} {
+				for _, pos := range []int64{0, 1, 17, 4095, 131071, -9} {
+					x := make([]float32, hd)
+					for i := range x {
+						x[i] = float32(rng.NormFloat64())
+					}
+					want := append([]float32(nil), x...)
+					if apply {
+						r.Apply(want, pos)
+					} else {
+						r.Rotate(want, pos)
+					}
+					cs := CosSin(nil, r, []int64{pos}, apply)
+					rotatePairs(x, r.Rotary(), cfg.Style, cs[:r.Rotary()/2], cs[r.Rotary()/2:])
+					for i := range x {
+						if math.Float32bits(x[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s apply=%v pos %d dim %d: table rotation %v, RoPE %v", name, apply, pos, i, x[i], want[i])
+						}
 					}
 				}
 			}
-		}
+		})
 	}
 }
 
@@ -293,27 +299,32 @@ func TestReconstructRejectsBadJobs(t *testing.T) {
 	factors, _ := dev.Alloc(1024)
 	aux, _ := dev.Alloc(1024)
 	good := Job{Factors: 0, CosSin: -1, Gates: -1, Rows: 2, Rank: 1, Head: 1, Token: 6, DType: format.DTypeF32}
-	for name, mod := range map[string]func(*Job){
-		"rows past the layout": func(j *Job) { j.Token = 7 },
-		"head out of range":    func(j *Job) { j.Head = 2 },
-		"factors past buffer":  func(j *Job) { j.Factors = 1000 },
-		"unaligned factors":    func(j *Job) { j.Factors = 2 },
-		"gates past aux":       func(j *Job) { j.Gates = 1022 },
-		"table without rotary": func(j *Job) { j.CosSin = 0 },
-		"bad dtype":            func(j *Job) { j.DType = format.DTypeInt8 },
-		"rank above max":       func(j *Job) { j.Rank = 3 },
+	for _, tc := range []struct {
+		name string
+		mod  func(*Job)
+	}{
+		{"rows past the layout", func(j *Job) { j.Token = 7 }},
+		{"head out of range", func(j *Job) { j.Head = 2 }},
+		{"factors past buffer", func(j *Job) { j.Factors = 1000 }},
+		{"unaligned factors", func(j *Job) { j.Factors = 2 }},
+		{"gates past aux", func(j *Job) { j.Gates = 1022 }},
+		{"table without rotary", func(j *Job) { j.CosSin = 0 }},
+		{"bad dtype", func(j *Job) { j.DType = format.DTypeInt8 }},
+		{"rank above max", func(j *Job) { j.Rank = 3 }},
 	} {
-		j := good
-		mod(&j)
-		jobs := upload(t, dev, s, EncodeJobs([]Job{j}))
-		err := s.Reconstruct(&ReconstructLaunch{Layout: lay, Dst: dst, Factors: factors, Aux: aux, Jobs: jobs,
-			NumJobs: 1, MaxRows: 2, MaxRank: 2})
-		if err != nil {
-			t.Fatalf("%s: enqueue: %v", name, err)
-		}
-		if err := s.Synchronize(); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("%s: kernel error %v, want ErrInvalidArgument", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			j := good
+			tc.mod(&j)
+			jobs := upload(t, dev, s, EncodeJobs([]Job{j}))
+			err := s.Reconstruct(&ReconstructLaunch{Layout: lay, Dst: dst, Factors: factors, Aux: aux, Jobs: jobs,
+				NumJobs: 1, MaxRows: 2, MaxRank: 2})
+			if err != nil {
+				t.Fatalf("%s: enqueue: %v", tc.name, err)
+			}
+			if err := s.Synchronize(); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%s: kernel error %v, want ErrInvalidArgument", tc.name, err)
+			}
+		})
 	}
 	jobs := upload(t, dev, s, EncodeJobs([]Job{good}))
 	s.Reconstruct(&ReconstructLaunch{Layout: lay, Dst: dst, Factors: factors, Aux: aux, Jobs: jobs, NumJobs: 1, MaxRows: 2, MaxRank: 2})

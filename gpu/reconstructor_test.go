@@ -53,29 +53,32 @@ func TestEncodeSharesTables(t *testing.T) {
 }
 
 func TestEncodeRejects(t *testing.T) {
-	for name, c := range map[string]struct {
+	for _, c := range []struct {
+		name   string
 		target Target
 		noRoPE bool
 		cols   int
 	}{
-		"head outside layout":    {target: Target{Head: 2}},
-		"rows past the tokens":   {target: Target{Token: 29}},
-		"negative token":         {target: Target{Token: -1}},
-		"gates of another rank":  {target: Target{Gates: []float32{1}}},
-		"rotation without rope":  {target: Target{Rotate: true}, noRoPE: true},
-		"positions of 3 rows":    {target: Target{Rotate: true, Positions: []int64{1, 2, 3}}},
-		"factors of another dim": {target: Target{}, cols: 16},
+		{name: "head outside layout", target: Target{Head: 2}},
+		{name: "rows past the tokens", target: Target{Token: 29}},
+		{name: "negative token", target: Target{Token: -1}},
+		{name: "gates of another rank", target: Target{Gates: []float32{1}}},
+		{name: "rotation without rope", target: Target{Rotate: true}, noRoPE: true},
+		{name: "positions of 3 rows", target: Target{Rotate: true, Positions: []int64{1, 2, 3}}},
+		{name: "factors of another dim", target: Target{}, cols: 16},
 	} {
-		r, lay, spans := encodeFixture(t)
-		if c.noRoPE {
-			r.rope = nil
-		}
-		if c.cols != 0 {
-			spans[0].Layout.Cols = c.cols
-		}
-		if _, _, _, _, err := r.encode(lay, []Target{c.target}, spans[:1]); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			r, lay, spans := encodeFixture(t)
+			if c.noRoPE {
+				r.rope = nil
+			}
+			if c.cols != 0 {
+				spans[0].Layout.Cols = c.cols
+			}
+			if _, _, _, _, err := r.encode(lay, []Target{c.target}, spans[:1]); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%s: %v, want ErrInvalidArgument", c.name, err)
+			}
+		})
 	}
 }
 

@@ -3,8 +3,10 @@ package gpu
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -16,7 +18,10 @@ import (
 // The device report: figures the device check prints (see
 // scripts/device-check.sh). TestDeviceReport runs it on a CUDA device at
 // full size when KVSTORE_GPU_REPORT=1; TestDeviceReportCPU runs the same
-// code at a small size on the CPU device so that it stays correct in CI.
+// code at a small size on the CPU device so that it stays correct in CI:
+// both check the copies and kernels bit for bit against the CPU reference,
+// the device fields against the kind of device, and every figure for a
+// positive, finite rate.
 
 // reportSize scales the report.
 type reportSize struct {
@@ -49,6 +54,7 @@ func deviceReport(t *testing.T, dev Device, sz reportSize) {
 	report(t, "device: %s (%s), compute capability %d.%d, %d SMs, %.1f GiB, driver %d",
 		info.Name, info.Kind, info.ComputeCapability/10, info.ComputeCapability%10, info.Multiprocessors,
 		float64(info.MemoryBytes)/(1<<30), info.DriverVersion)
+	checkInfo(t, info)
 	s, err := dev.NewStream()
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +64,10 @@ func deviceReport(t *testing.T, dev Device, sz reportSize) {
 	pageable := measureH2D(t, dev, s, sz, false)
 	report(t, "H2D %d MiB x %d: pinned %.2f GB/s, pageable %.2f GB/s (pinned/pageable %.2fx)",
 		sz.copyBytes>>20, sz.reps, pinned, pageable, pinned/pageable)
+	checkRate(t, "H2D pinned", pinned)
+	checkRate(t, "H2D pageable", pageable)
 	d2d := measureD2D(t, dev, s, sz)
+	checkRate(t, "D2D", d2d)
 	report(t, "D2D copy %d MiB x %d: %.2f GB/s copied = %.2f GB/s of memory traffic (read + write)",
 		sz.d2dBytes>>20, sz.reps, d2d, 2*d2d)
 	for _, kind := range layoutKind {
@@ -66,11 +75,48 @@ func deviceReport(t *testing.T, dev Device, sz reportSize) {
 			gbs, out := measureReconstruct(t, dev, s, sz, kind, dt)
 			report(t, "reconstruct+RoPE %-9v f32 factors -> %-4v rank %d: %.2f GB/s traffic (%.0f%% of D2D traffic), %.2f GB/s written",
 				kind, dt, sz.rank, gbs, 100*gbs/(2*d2d), out)
+			what := fmt.Sprintf("reconstruct %v %v", kind, dt)
+			checkRate(t, what+" traffic", gbs)
+			checkRate(t, what+" written", out)
+			if out > gbs {
+				t.Errorf("%s: %.3f GB/s written, more than the %.3f GB/s of traffic that includes it", what, out, gbs)
+			}
 		}
 	}
 	for _, kind := range layoutKind {
 		gbs := measureShift(t, dev, s, sz, kind)
 		report(t, "shift+scatter     %-9v bf16 -> bf16: %.2f GB/s traffic (%.0f%% of D2D traffic)", kind, gbs, 100*gbs/(2*d2d))
+		checkRate(t, fmt.Sprintf("shift %v", kind), gbs)
+	}
+}
+
+// checkInfo checks that the device fields of the report agree with the
+// kind of device: the CPU device has no compute capability, memory or
+// driver and counts GOMAXPROCS as its multiprocessors; a CUDA device has
+// all four.
+func checkInfo(t *testing.T, info Info) {
+	t.Helper()
+	switch info.Kind {
+	case KindCPU:
+		if info.Name == "" || info.ComputeCapability != 0 || info.MemoryBytes != 0 || info.DriverVersion != 0 ||
+			info.Multiprocessors != runtime.GOMAXPROCS(0) {
+			t.Errorf("CPU device info %+v: want a name, GOMAXPROCS (%d) multiprocessors and no compute capability, memory or driver",
+				info, runtime.GOMAXPROCS(0))
+		}
+	case KindCUDA:
+		if info.Name == "" || info.ComputeCapability < 10 || info.MemoryBytes <= 0 || info.Multiprocessors <= 0 || info.DriverVersion <= 0 {
+			t.Errorf("CUDA device info %+v: want a name, a compute capability, memory, multiprocessors and a driver version", info)
+		}
+	default:
+		t.Errorf("device info %+v: unknown kind", info)
+	}
+}
+
+// checkRate fails t unless a measured rate is positive and finite.
+func checkRate(t *testing.T, what string, gbs float64) {
+	t.Helper()
+	if !(gbs > 0) || math.IsInf(gbs, 0) {
+		t.Errorf("%s: %v GB/s, want a positive finite rate", what, gbs)
 	}
 }
 

@@ -99,24 +99,26 @@ func TestSaveAtOffset(t *testing.T) {
 	}
 	// Loaded at 40, the packet saved at 0 gives what b gives, and so does
 	// b's own, saved at 40 and stored at local positions.
-	want := func(ctx *llamacpp.Context) []float32 {
+	want := func(t *testing.T, ctx *llamacpp.Context) []float32 {
 		if err := ctx.Decode(0, 48, []int32{33}); err != nil {
 			t.Fatal(err)
 		}
 		return ctx.Logits()
 	}
-	ref := want(b)
+	ref := want(t, b)
 	for _, it := range []struct {
 		ns   string
 		item store.AssembleItem
 	}{{"ns", store.AssembleItem{ID: idA, Offset: 40}}, {"ns2", store.AssembleItem{ID: idB, Offset: 40}}} {
-		c := newContext(t, m, o)
-		if _, err := llamacpp.Load(context.Background(), db, it.ns, c, 0, []store.AssembleItem{it.item}, nil); err != nil {
-			t.Fatal(err)
-		}
-		if d := maxDiff(want(c), ref); d > 1e-4 {
-			t.Fatalf("%s: logits differ by %.3g", it.ns, d)
-		}
+		t.Run(it.ns, func(t *testing.T) {
+			c := newContext(t, m, o)
+			if _, err := llamacpp.Load(context.Background(), db, it.ns, c, 0, []store.AssembleItem{it.item}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if d := maxDiff(want(t, c), ref); d > 1e-4 {
+				t.Fatalf("%s: logits differ by %.3g", it.ns, d)
+			}
+		})
 	}
 }
 
@@ -220,24 +222,29 @@ func TestBadState(t *testing.T) {
 	}
 	foreign := append([]byte{}, st...)
 	foreign[8] = 7 // n_stream
-	for name, b := range map[string][]byte{
-		"truncated":  st[:len(st)-100],
-		"half":       st[:len(st)/2],
-		"foreign":    foreign,
-		"not state":  []byte("this is not a llama.cpp state at all"),
-		"empty cell": st[:16],
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"truncated", st[:len(st)-100]},
+		{"half", st[:len(st)/2]},
+		{"foreign", foreign},
+		{"not state", []byte("this is not a llama.cpp state at all")},
+		{"empty cell", st[:16]},
 	} {
-		c.Remove(0, -1, -1)
-		if err := c.Decode(0, 0, doc); err != nil { // cells present before the import
-			t.Fatal(err)
-		}
-		err := c.SetState(0, b)
-		if !errors.Is(err, llamacpp.ErrState) {
-			t.Fatalf("%s: %v, want ErrState", name, err)
-		}
-		if lo, hi := c.PosRange(0); lo != -1 || hi != -1 {
-			t.Fatalf("%s: sequence holds positions [%d, %d] after a failed import", name, lo, hi)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			c.Remove(0, -1, -1)
+			if err := c.Decode(0, 0, doc); err != nil { // cells present before the import
+				t.Fatal(err)
+			}
+			err := c.SetState(0, tc.b)
+			if !errors.Is(err, llamacpp.ErrState) {
+				t.Fatalf("%s: %v, want ErrState", tc.name, err)
+			}
+			if lo, hi := c.PosRange(0); lo != -1 || hi != -1 {
+				t.Fatalf("%s: sequence holds positions [%d, %d] after a failed import", tc.name, lo, hi)
+			}
+		})
 	}
 	if err := c.SetState(0, st); err != nil {
 		t.Fatalf("the good state: %v", err)

@@ -45,23 +45,28 @@ func TestSelectKeepsBestAndAnchors(t *testing.T) {
 
 func TestSelectErrors(t *testing.T) {
 	sc := [][]float32{{1, 2, 3}}
-	for name, f := range map[string]func() error{
-		"keep 0":      func() error { _, err := Select(1, 1, 3, sc, 0, nil); return err },
-		"keep > n":    func() error { _, err := Select(1, 1, 3, sc, 4, nil); return err },
-		"anchor out":  func() error { _, err := Select(1, 1, 3, sc, 1, []int{3}); return err },
-		"rows":        func() error { _, err := Select(1, 2, 3, sc, 1, nil); return err },
-		"row length":  func() error { _, err := Select(1, 1, 4, sc, 1, nil); return err },
-		"tova shape":  func() error { _, err := TOVAScores([][][][]float32{{{{1}}}}, 2, 1, 1); return err },
-		"tova keys":   func() error { _, err := TOVAScores([][][][]float32{{{{1}}}}, 1, 2, 1); return err },
-		"tova query":  func() error { _, err := TOVAScores([][][][]float32{{{{1}}}}, 1, 1, 2); return err },
-		"bad set":     func() error { return (&Set{Layers: 1, KVHeads: 1, Tokens: 3, Keep: [][]int32{{2, 1}}}).Validate() },
-		"empty list":  func() error { return (&Set{Layers: 1, KVHeads: 1, Tokens: 3, Keep: [][]int32{{}}}).Validate() },
-		"set shape":   func() error { return (&Set{Layers: 2, KVHeads: 1, Tokens: 3, Keep: [][]int32{{1}}}).Validate() },
-		"out of span": func() error { return (&Set{Layers: 1, KVHeads: 1, Tokens: 3, Keep: [][]int32{{3}}}).Validate() },
+	for _, tc := range []struct {
+		name string
+		f    func() error
+	}{
+		{"keep 0", func() error { _, err := Select(1, 1, 3, sc, 0, nil); return err }},
+		{"keep > n", func() error { _, err := Select(1, 1, 3, sc, 4, nil); return err }},
+		{"anchor out", func() error { _, err := Select(1, 1, 3, sc, 1, []int{3}); return err }},
+		{"rows", func() error { _, err := Select(1, 2, 3, sc, 1, nil); return err }},
+		{"row length", func() error { _, err := Select(1, 1, 4, sc, 1, nil); return err }},
+		{"tova shape", func() error { _, err := TOVAScores([][][][]float32{{{{1}}}}, 2, 1, 1); return err }},
+		{"tova keys", func() error { _, err := TOVAScores([][][][]float32{{{{1}}}}, 1, 2, 1); return err }},
+		{"tova query", func() error { _, err := TOVAScores([][][][]float32{{{{1}}}}, 1, 1, 2); return err }},
+		{"bad set", func() error { return (&Set{Layers: 1, KVHeads: 1, Tokens: 3, Keep: [][]int32{{2, 1}}}).Validate() }},
+		{"empty list", func() error { return (&Set{Layers: 1, KVHeads: 1, Tokens: 3, Keep: [][]int32{{}}}).Validate() }},
+		{"set shape", func() error { return (&Set{Layers: 2, KVHeads: 1, Tokens: 3, Keep: [][]int32{{1}}}).Validate() }},
+		{"out of span", func() error { return (&Set{Layers: 1, KVHeads: 1, Tokens: 3, Keep: [][]int32{{3}}}).Validate() }},
 	} {
-		if err := f(); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.f(); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%s: %v, want ErrInvalidArgument", tc.name, err)
+			}
+		})
 	}
 }
 

@@ -101,17 +101,22 @@ func TestFactorsEncodeRejects(t *testing.T) {
 	if _, err := AppendFactors(nil, big, format.DTypeBF16); err != nil {
 		t.Errorf("bf16 holds 70000: %v", err)
 	}
-	for name, g := range map[string]*Factors{
-		"rank > min": {Rows: 2, Cols: 3, Rank: 3, U: make([]float32, 6), S: make([]float32, 3), Vt: make([]float32, 9)},
-		"short U":    {Rows: 2, Cols: 3, Rank: 1, U: make([]float32, 1), S: make([]float32, 1), Vt: make([]float32, 3)},
-		"negative S": {Rows: 2, Cols: 3, Rank: 1, U: make([]float32, 2), S: []float32{-1}, Vt: make([]float32, 3)},
-		"nan Vt":     {Rows: 2, Cols: 3, Rank: 1, U: make([]float32, 2), S: []float32{1}, Vt: []float32{0, float32(math.NaN()), 0}},
-		"no rows":    {Rows: 0, Cols: 3},
-		"wide":       {Rows: 1, Cols: maxFactorCols + 1},
+	for _, tc := range []struct {
+		name string
+		g    *Factors
+	}{
+		{"rank > min", &Factors{Rows: 2, Cols: 3, Rank: 3, U: make([]float32, 6), S: make([]float32, 3), Vt: make([]float32, 9)}},
+		{"short U", &Factors{Rows: 2, Cols: 3, Rank: 1, U: make([]float32, 1), S: make([]float32, 1), Vt: make([]float32, 3)}},
+		{"negative S", &Factors{Rows: 2, Cols: 3, Rank: 1, U: make([]float32, 2), S: []float32{-1}, Vt: make([]float32, 3)}},
+		{"nan Vt", &Factors{Rows: 2, Cols: 3, Rank: 1, U: make([]float32, 2), S: []float32{1}, Vt: []float32{0, float32(math.NaN()), 0}}},
+		{"no rows", &Factors{Rows: 0, Cols: 3}},
+		{"wide", &Factors{Rows: 1, Cols: maxFactorCols + 1}},
 	} {
-		if _, err := AppendFactors(nil, g, format.DTypeF32); !errors.Is(err, format.ErrInvalidArgument) {
-			t.Errorf("%s: %v", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := AppendFactors(nil, tc.g, format.DTypeF32); !errors.Is(err, format.ErrInvalidArgument) {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+		})
 	}
 }
 
@@ -132,26 +137,31 @@ func TestFactorsDecodeCorrupt(t *testing.T) {
 		return c
 	}
 	l := FactorLayout{Rows: 5, Cols: 4, Rank: 2, DType: format.DTypeBF16}
-	for name, b := range map[string][]byte{
-		"empty":      nil,
-		"short":      good[:10],
-		"truncated":  good[:len(good)-1],
-		"extra":      append(slices.Clone(good), 0),
-		"magic":      set(0, 'X'),
-		"rows 0":     set(4, 0, 0, 0, 0),
-		"rows huge":  set(4, 0xff, 0xff, 0xff, 0xff),
-		"cols 0":     u16(8, 0),
-		"rank > min": u16(10, 5),
-		"dtype int8": set(12, byte(format.DTypeInt8)),
-		"dtype bad":  set(12, 99),
-		"reserved":   set(14, 1),
-		"negative S": u16(l.SOffset(), 0xbf80), // bf16 -1
-		"nan in U":   u16(l.UOffset(), 0x7fc0),
-		"inf in Vt":  u16(l.VtOffset()+2, 0x7f80),
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"empty", nil},
+		{"short", good[:10]},
+		{"truncated", good[:len(good)-1]},
+		{"extra", append(slices.Clone(good), 0)},
+		{"magic", set(0, 'X')},
+		{"rows 0", set(4, 0, 0, 0, 0)},
+		{"rows huge", set(4, 0xff, 0xff, 0xff, 0xff)},
+		{"cols 0", u16(8, 0)},
+		{"rank > min", u16(10, 5)},
+		{"dtype int8", set(12, byte(format.DTypeInt8))},
+		{"dtype bad", set(12, 99)},
+		{"reserved", set(14, 1)},
+		{"negative S", u16(l.SOffset(), 0xbf80)}, // bf16 -1
+		{"nan in U", u16(l.UOffset(), 0x7fc0)},
+		{"inf in Vt", u16(l.VtOffset()+2, 0x7f80)},
 	} {
-		if _, _, err := DecodeFactors(b); !errors.Is(err, format.ErrCorruption) {
-			t.Errorf("%s: err %v, want ErrCorruption", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := DecodeFactors(tc.b); !errors.Is(err, format.ErrCorruption) {
+				t.Errorf("%s: err %v, want ErrCorruption", tc.name, err)
+			}
+		})
 	}
 }
 

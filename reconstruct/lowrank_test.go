@@ -10,24 +10,33 @@ import (
 	"github.com/kvstore/kvstore/format"
 )
 
+// lowrankRoPE is a named RoPE variant.
+type lowrankRoPE struct {
+	name string
+	rope *RoPE
+}
+
 // lowrankRoPEs are the RoPE variants the reconstruction tests run under:
-// rotate-half, YaRN (AttentionScale != 1) and partial interleaved.
-func lowrankRoPEs(t *testing.T, headDim int) map[string]*RoPE {
+// rotate-half (first), YaRN (AttentionScale != 1) and partial interleaved.
+func lowrankRoPEs(t *testing.T, headDim int) []lowrankRoPE {
 	t.Helper()
-	out := map[string]*RoPE{}
-	for name, cfg := range map[string]format.RoPE{
-		"rotate-half": {Style: format.RoPERotateHalf, Theta: 10000},
-		"yarn": {Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingYaRN,
-			Factor: 4, OriginalMaxPos: 2048, BetaFast: 32, BetaSlow: 1},
-		"partial-interleaved": {Style: format.RoPEInterleaved, Theta: 10000, RotaryDims: headDim / 2},
+	var out []lowrankRoPE
+	for _, v := range []struct {
+		name string
+		cfg  format.RoPE
+	}{
+		{"rotate-half", format.RoPE{Style: format.RoPERotateHalf, Theta: 10000}},
+		{"yarn", format.RoPE{Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingYaRN,
+			Factor: 4, OriginalMaxPos: 2048, BetaFast: 32, BetaSlow: 1}},
+		{"partial-interleaved", format.RoPE{Style: format.RoPEInterleaved, Theta: 10000, RotaryDims: headDim / 2}},
 	} {
-		r, err := NewRoPE(cfg, headDim)
+		r, err := NewRoPE(v.cfg, headDim)
 		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+			t.Fatalf("%s: %v", v.name, err)
 		}
-		out[name] = r
+		out = append(out, lowrankRoPE{v.name, r})
 	}
-	if out["yarn"].AttentionScale() == 1 {
+	if out[1].rope.AttentionScale() == 1 {
 		t.Fatal("test data: yarn without an attention scale")
 	}
 	return out
@@ -114,32 +123,34 @@ func TestReconstructRoPEInSamePass(t *testing.T) {
 	for i := range pos {
 		pos[i] = 1000 + int64(3*i)
 	}
-	for name, rope := range lowrankRoPEs(t, hd) {
-		got := make([]float32, rows*hd)
-		if err := ReconstructInto(got, f, gates, rope, pos); err != nil {
-			t.Fatal(err)
-		}
-		want := make([]float32, rows*hd)
-		if err := ReconstructInto(want, f, gates, nil, nil); err != nil {
-			t.Fatal(err)
-		}
-		for r := 0; r < rows; r++ {
-			rope.Apply(want[r*hd:(r+1)*hd], pos[r])
-		}
-		if !sameBits(got, want) {
-			t.Errorf("%s: reconstruct with RoPE differs from reconstruct then Apply", name)
-		}
-		for _, dt := range []format.DType{format.DTypeF32, format.DTypeF16, format.DTypeBF16} {
-			b := make([]byte, rows*hd*dt.Size())
-			if err := ReconstructBytes(b, dt, f, gates, rope, pos); err != nil {
+	for _, v := range lowrankRoPEs(t, hd) {
+		t.Run(v.name, func(t *testing.T) {
+			got := make([]float32, rows*hd)
+			if err := ReconstructInto(got, f, gates, v.rope, pos); err != nil {
 				t.Fatal(err)
 			}
-			wantB := make([]byte, len(b))
-			_ = format.FromF32(wantB, want, dt)
-			if !slices.Equal(b, wantB) {
-				t.Errorf("%s %v: ReconstructBytes is not ReconstructInto rounded", name, dt)
+			want := make([]float32, rows*hd)
+			if err := ReconstructInto(want, f, gates, nil, nil); err != nil {
+				t.Fatal(err)
 			}
-		}
+			for r := 0; r < rows; r++ {
+				v.rope.Apply(want[r*hd:(r+1)*hd], pos[r])
+			}
+			if !sameBits(got, want) {
+				t.Errorf("%s: reconstruct with RoPE differs from reconstruct then Apply", v.name)
+			}
+			for _, dt := range []format.DType{format.DTypeF32, format.DTypeF16, format.DTypeBF16} {
+				b := make([]byte, rows*hd*dt.Size())
+				if err := ReconstructBytes(b, dt, f, gates, v.rope, pos); err != nil {
+					t.Fatal(err)
+				}
+				wantB := make([]byte, len(b))
+				_ = format.FromF32(wantB, want, dt)
+				if !slices.Equal(b, wantB) {
+					t.Errorf("%s %v: ReconstructBytes is not ReconstructInto rounded", v.name, dt)
+				}
+			}
+		})
 	}
 }
 
@@ -188,32 +199,34 @@ func TestUnapplySVDReconstruct(t *testing.T) {
 	for i := range pos {
 		pos[i] = int64(500 + i)
 	}
-	for name, rope := range lowrankRoPEs(t, hd) {
-		post := slices.Clone(pre)
-		for r := 0; r < rows; r++ {
-			rope.Apply(post[r*hd:(r+1)*hd], pos[r])
-		}
-		back := slices.Clone(post)
-		for r := 0; r < rows; r++ {
-			Unapply(rope, back[r*hd:(r+1)*hd], pos[r])
-		}
-		if rel := lowrankRelErr(back, pre); rel > 1e-6 {
-			t.Errorf("%s: Unapply(Apply(x)) relative error %v", name, rel)
-		}
-		f, err := SVD(back, rows, hd, SVDOptions{Energy: 0.999999})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Rank != 4 {
-			t.Errorf("%s: un-rotated keys have rank %d, want 4", name, f.Rank)
-		}
-		got := make([]float32, rows*hd)
-		if err := ReconstructInto(got, f, nil, rope, pos); err != nil {
-			t.Fatal(err)
-		}
-		if rel := lowrankRelErr(got, post); rel > 1e-5 {
-			t.Errorf("%s: reconstructed keys relative error %v", name, rel)
-		}
+	for _, v := range lowrankRoPEs(t, hd) {
+		t.Run(v.name, func(t *testing.T) {
+			post := slices.Clone(pre)
+			for r := 0; r < rows; r++ {
+				v.rope.Apply(post[r*hd:(r+1)*hd], pos[r])
+			}
+			back := slices.Clone(post)
+			for r := 0; r < rows; r++ {
+				Unapply(v.rope, back[r*hd:(r+1)*hd], pos[r])
+			}
+			if rel := lowrankRelErr(back, pre); rel > 1e-6 {
+				t.Errorf("%s: Unapply(Apply(x)) relative error %v", v.name, rel)
+			}
+			f, err := SVD(back, rows, hd, SVDOptions{Energy: 0.999999})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Rank != 4 {
+				t.Errorf("%s: un-rotated keys have rank %d, want 4", v.name, f.Rank)
+			}
+			got := make([]float32, rows*hd)
+			if err := ReconstructInto(got, f, nil, v.rope, pos); err != nil {
+				t.Fatal(err)
+			}
+			if rel := lowrankRelErr(got, post); rel > 1e-5 {
+				t.Errorf("%s: reconstructed keys relative error %v", v.name, rel)
+			}
+		})
 	}
 }
 
@@ -230,8 +243,8 @@ func lowrankRelErr(got, want []float32) float64 {
 func TestReconstructRejects(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 7))
 	f := factorsTest(rng, 4, 8, 2)
-	rope8 := lowrankRoPEs(t, 8)["rotate-half"]
-	rope16 := lowrankRoPEs(t, 16)["rotate-half"]
+	rope8 := lowrankRoPEs(t, 8)[0].rope // rotate-half
+	rope16 := lowrankRoPEs(t, 16)[0].rope
 	pos := []int64{0, 1, 2, 3}
 	dst := make([]float32, 32)
 	for _, tc := range []struct {

@@ -1,6 +1,7 @@
 package reconstruct
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -95,30 +96,32 @@ func TestOrthonormalizeRows32(t *testing.T) {
 		k, n int
 		cond float64
 	}{{40, 64, 1}, {40, 128, 1e3}, {13, 50, 1e5}, {8, 8, 10}, {1, 9, 1}} {
-		// m = diag(decay) G for a Gaussian G: condition number about cond.
-		m32 := make([]float32, tc.k*tc.n)
-		m := make([]float64, tc.k*tc.n)
-		for i := 0; i < tc.k; i++ {
-			scale := math.Pow(tc.cond, -float64(i)/float64(max(tc.k-1, 1)))
-			for j := 0; j < tc.n; j++ {
-				m32[i*tc.n+j] = float32(scale * rng.NormFloat64())
-				m[i*tc.n+j] = float64(m32[i*tc.n+j])
+		t.Run(fmt.Sprintf("%dx%d cond %g", tc.k, tc.n, tc.cond), func(t *testing.T) {
+			// m = diag(decay) G for a Gaussian G: condition number about cond.
+			m32 := make([]float32, tc.k*tc.n)
+			m := make([]float64, tc.k*tc.n)
+			for i := 0; i < tc.k; i++ {
+				scale := math.Pow(tc.cond, -float64(i)/float64(max(tc.k-1, 1)))
+				for j := 0; j < tc.n; j++ {
+					m32[i*tc.n+j] = float32(scale * rng.NormFloat64())
+					m[i*tc.n+j] = float64(m32[i*tc.n+j])
+				}
 			}
-		}
-		for _, once := range []bool{false, true} {
-			var w qrWork
-			q32 := append([]float32(nil), m32...)
-			w.orthonormalizeRows32(q32, tc.k, tc.n, once)
-			q := blas64.General{Rows: tc.k, Cols: tc.n, Stride: tc.n, Data: make([]float64, len(q32))}
-			for i, v := range q32 {
-				q.Data[i] = float64(v)
+			for _, once := range []bool{false, true} {
+				var w qrWork
+				q32 := append([]float32(nil), m32...)
+				w.orthonormalizeRows32(q32, tc.k, tc.n, once)
+				q := blas64.General{Rows: tc.k, Cols: tc.n, Stride: tc.n, Data: make([]float64, len(q32))}
+				for i, v := range q32 {
+					q.Data[i] = float64(v)
+				}
+				tol := 2e-6
+				if once {
+					tol = 1e-3 // one pass: orthonormal to about 2^-24 kappa
+				}
+				qrCheck(t, q, m, tol)
 			}
-			tol := 2e-6
-			if once {
-				tol = 1e-3 // one pass: orthonormal to about 2^-24 kappa
-			}
-			qrCheck(t, q, m, tol)
-		}
+		})
 	}
 	// Dependent rows fall back to Householder.
 	const k, n = 4, 20

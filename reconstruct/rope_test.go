@@ -143,15 +143,17 @@ func TestRotateByHand(t *testing.T) {
 		// rotate-half pairs (0,2), (1,3)
 		{format.RoPERotateHalf, []float32{1, 0, 0, 1}, []float32{c1, -s2, s1, c2}},
 	} {
-		r := mustRoPE(t, format.RoPE{Style: tc.style, Theta: 10000}, 4)
-		x := append([]float32(nil), tc.x...)
-		r.Rotate(x, 1)
-		for i := range x {
-			if x[i] != tc.want[i] {
-				t.Errorf("%v: Rotate = %v, want %v", tc.style, x, tc.want)
-				break
+		t.Run(tc.style.String(), func(t *testing.T) {
+			r := mustRoPE(t, format.RoPE{Style: tc.style, Theta: 10000}, 4)
+			x := append([]float32(nil), tc.x...)
+			r.Rotate(x, 1)
+			for i := range x {
+				if x[i] != tc.want[i] {
+					t.Errorf("%v: Rotate = %v, want %v", tc.style, x, tc.want)
+					break
+				}
 			}
-		}
+		})
 	}
 }
 
@@ -197,25 +199,27 @@ func TestRotateMatchesDefinition(t *testing.T) {
 		{"yarn", ropeYaRN4, 128},
 		{"partial", partial, 80},
 	} {
-		r := mustRoPE(t, tc.cfg, tc.headDim)
-		for _, pos := range []int64{0, 1, 7, 1000, -333, 131071} {
-			x := ropeRandVec(rng, tc.headDim)
-			want := ropeRef(r, x, pos)
-			got := append([]float32(nil), x...)
-			r.Rotate(got, pos)
-			for i := range got {
-				// rounding of cos, sin, two products and a sum: a few 2^-24
-				// of the magnitudes involved (|x| < 6 here)
-				if math.Abs(float64(got[i])-want[i]) > 4e-6 {
-					t.Fatalf("%s pos %d dim %d: %v, want %v", tc.name, pos, i, got[i], want[i])
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustRoPE(t, tc.cfg, tc.headDim)
+			for _, pos := range []int64{0, 1, 7, 1000, -333, 131071} {
+				x := ropeRandVec(rng, tc.headDim)
+				want := ropeRef(r, x, pos)
+				got := append([]float32(nil), x...)
+				r.Rotate(got, pos)
+				for i := range got {
+					// rounding of cos, sin, two products and a sum: a few 2^-24
+					// of the magnitudes involved (|x| < 6 here)
+					if math.Abs(float64(got[i])-want[i]) > 4e-6 {
+						t.Fatalf("%s pos %d dim %d: %v, want %v", tc.name, pos, i, got[i], want[i])
+					}
+				}
+				for i := r.Rotary(); i < tc.headDim; i++ {
+					if got[i] != x[i] {
+						t.Fatalf("%s: pass-through dim %d changed", tc.name, i)
+					}
 				}
 			}
-			for i := r.Rotary(); i < tc.headDim; i++ {
-				if got[i] != x[i] {
-					t.Fatalf("%s: pass-through dim %d changed", tc.name, i)
-				}
-			}
-		}
+		})
 	}
 }
 
@@ -302,24 +306,26 @@ func TestRotateBy(t *testing.T) {
 		{"llama3.1", ropeLlama31, 128},
 		{"yarn partial", partial, 128},
 	} {
-		r := mustRoPE(t, tc.cfg, tc.headDim)
-		for _, pos := range []int64{0, 3, 4095, -17} {
-			for _, apply := range []bool{false, true} {
-				x := ropeRandVec(rng, tc.headDim)
-				want, got := append([]float32(nil), x...), append([]float32(nil), x...)
-				if apply {
-					r.Apply(want, pos)
-				} else {
-					r.Rotate(want, pos)
-				}
-				r.RotateBy(got, r.AppendCosSin(nil, pos, apply))
-				for i := range got {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%s pos %d apply %v dim %d: %v, want %v", tc.name, pos, apply, i, got[i], want[i])
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustRoPE(t, tc.cfg, tc.headDim)
+			for _, pos := range []int64{0, 3, 4095, -17} {
+				for _, apply := range []bool{false, true} {
+					x := ropeRandVec(rng, tc.headDim)
+					want, got := append([]float32(nil), x...), append([]float32(nil), x...)
+					if apply {
+						r.Apply(want, pos)
+					} else {
+						r.Rotate(want, pos)
+					}
+					r.RotateBy(got, r.AppendCosSin(nil, pos, apply))
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s pos %d apply %v dim %d: %v, want %v", tc.name, pos, apply, i, got[i], want[i])
+						}
 					}
 				}
 			}
-		}
+		})
 	}
 	r := mustRoPE(t, ropeLlama31, 128)
 	for _, c := range []struct{ x, cs int }{{127, 128}, {128, 127}} {

@@ -66,15 +66,20 @@ func TestDynamicNTK(t *testing.T) {
 }
 
 func TestDynamicNTKRejects(t *testing.T) {
-	for name, cfg := range map[string]format.RoPE{
-		"factor below 1": {Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 0.5, OriginalMaxPos: 16},
-		"no max pos":     {Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2},
-		"two rotary":     {Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2, OriginalMaxPos: 16, RotaryDims: 2},
-		"mscale":         {Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2, OriginalMaxPos: 16, Mscale: 1},
+	for _, tc := range []struct {
+		name string
+		cfg  format.RoPE
+	}{
+		{"factor below 1", format.RoPE{Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 0.5, OriginalMaxPos: 16}},
+		{"no max pos", format.RoPE{Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2}},
+		{"two rotary", format.RoPE{Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2, OriginalMaxPos: 16, RotaryDims: 2}},
+		{"mscale", format.RoPE{Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2, OriginalMaxPos: 16, Mscale: 1}},
 	} {
-		if _, err := NewRoPE(cfg, 8); !errors.Is(err, format.ErrInvalidArgument) {
-			t.Errorf("%s: NewRoPE = %v, want ErrInvalidArgument", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := NewRoPE(tc.cfg, 8); !errors.Is(err, format.ErrInvalidArgument) {
+				t.Errorf("%s: NewRoPE = %v, want ErrInvalidArgument", tc.name, err)
+			}
+		})
 	}
 }
 
@@ -148,13 +153,15 @@ func TestYaRNMscale(t *testing.T) {
 		{"attention_factor wins", 40, 0.707, 1, 1.25, 1.25},
 		{"factor 1", 1, 2, 1, 0, 1},
 	} {
-		cfg := format.RoPE{Style: format.RoPEInterleaved, Theta: 10000, Scaling: format.RoPEScalingYaRN,
-			Factor: tc.factor, OriginalMaxPos: 4096, BetaFast: 32, BetaSlow: 1,
-			Mscale: tc.m, MscaleAllDim: tc.mAll, AttentionFactor: tc.att}
-		r := mustRoPE(t, cfg, 64)
-		if got := float64(r.AttentionScale()); math.Abs(got-tc.want) > 1e-7 {
-			t.Errorf("%s: AttentionScale %v, want %v", tc.name, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := format.RoPE{Style: format.RoPEInterleaved, Theta: 10000, Scaling: format.RoPEScalingYaRN,
+				Factor: tc.factor, OriginalMaxPos: 4096, BetaFast: 32, BetaSlow: 1,
+				Mscale: tc.m, MscaleAllDim: tc.mAll, AttentionFactor: tc.att}
+			r := mustRoPE(t, cfg, 64)
+			if got := float64(r.AttentionScale()); math.Abs(got-tc.want) > 1e-7 {
+				t.Errorf("%s: AttentionScale %v, want %v", tc.name, got, tc.want)
+			}
+		})
 	}
 	bad := ropeYaRN4
 	bad.Mscale = -1

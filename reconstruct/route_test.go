@@ -62,19 +62,22 @@ func TestRoute(t *testing.T) {
 		t.Errorf("saturated score %v", got[0])
 	}
 
-	for name, tc := range map[string]struct {
+	for _, tc := range []struct {
+		name string
 		r    Router
 		q, s []float32
 	}{
-		"weights":   {Router{Dim: 2, HeadDim: 3, W: make([]float32, 5)}, q, summaries},
-		"dims":      {Router{Dim: 0, HeadDim: 3}, q, summaries},
-		"query":     {*r, q[:2], summaries},
-		"no query":  {*r, nil, summaries},
-		"summaries": {*r, q, summaries[:5]},
+		{"weights", Router{Dim: 2, HeadDim: 3, W: make([]float32, 5)}, q, summaries},
+		{"dims", Router{Dim: 0, HeadDim: 3}, q, summaries},
+		{"query", *r, q[:2], summaries},
+		{"no query", *r, nil, summaries},
+		{"summaries", *r, q, summaries[:5]},
 	} {
-		if _, err := tc.r.Route(nil, tc.q, tc.s); !errors.Is(err, format.ErrInvalidArgument) {
-			t.Errorf("%s: err %v, want ErrInvalidArgument", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tc.r.Route(nil, tc.q, tc.s); !errors.Is(err, format.ErrInvalidArgument) {
+				t.Errorf("%s: err %v, want ErrInvalidArgument", tc.name, err)
+			}
+		})
 	}
 }
 
@@ -137,38 +140,43 @@ func TestSelectBudget(t *testing.T) {
 		{"unlimited", Budget{}, []int{0, 1, 2, 3}, 85, 550},
 	}
 	for _, tc := range tests {
-		z, err := Select(scores, nil, tokens, bytes, tc.budget)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(z.Spans[0], tc.spans) || z.Tokens != tc.tok || z.Bytes != tc.by {
-			t.Errorf("%s: spans %v, %d tokens, %d bytes; want %v, %d, %d", tc.name, z.Spans[0], z.Tokens, z.Bytes, tc.spans, tc.tok, tc.by)
-		}
-		if (tc.budget.Tokens > 0 && z.Tokens > tc.budget.Tokens) || (tc.budget.Bytes > 0 && z.Bytes > tc.budget.Bytes) {
-			t.Errorf("%s: over budget", tc.name)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			z, err := Select(scores, nil, tokens, bytes, tc.budget)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(z.Spans[0], tc.spans) || z.Tokens != tc.tok || z.Bytes != tc.by {
+				t.Errorf("%s: spans %v, %d tokens, %d bytes; want %v, %d, %d", tc.name, z.Spans[0], z.Tokens, z.Bytes, tc.spans, tc.tok, tc.by)
+			}
+			if (tc.budget.Tokens > 0 && z.Tokens > tc.budget.Tokens) || (tc.budget.Bytes > 0 && z.Bytes > tc.budget.Bytes) {
+				t.Errorf("%s: over budget", tc.name)
+			}
+		})
 	}
 }
 
 func TestSelectRejects(t *testing.T) {
 	scores := [][]float32{{0.9, 0.8}}
-	for name, tc := range map[string]struct {
+	for _, tc := range []struct {
+		name   string
 		tau    []float32
 		tokens []int
 		bytes  [][]int64
 		budget Budget
 	}{
-		"tau count":       {[]float32{0.1, 0.2}, []int{1, 2}, nil, Budget{}},
-		"span count":      {nil, []int{1}, nil, Budget{}},
-		"negative tokens": {nil, []int{1, -2}, nil, Budget{}},
-		"bytes groups":    {nil, []int{1, 2}, [][]int64{{1, 2}, {3, 4}}, Budget{}},
-		"bytes spans":     {nil, []int{1, 2}, [][]int64{{1}}, Budget{}},
-		"negative bytes":  {nil, []int{1, 2}, [][]int64{{1, -2}}, Budget{}},
-		"bytes budget":    {nil, []int{1, 2}, nil, Budget{Bytes: 10}},
-		"negative budget": {nil, []int{1, 2}, nil, Budget{Tokens: -1}},
+		{"tau count", []float32{0.1, 0.2}, []int{1, 2}, nil, Budget{}},
+		{"span count", nil, []int{1}, nil, Budget{}},
+		{"negative tokens", nil, []int{1, -2}, nil, Budget{}},
+		{"bytes groups", nil, []int{1, 2}, [][]int64{{1, 2}, {3, 4}}, Budget{}},
+		{"bytes spans", nil, []int{1, 2}, [][]int64{{1}}, Budget{}},
+		{"negative bytes", nil, []int{1, 2}, [][]int64{{1, -2}}, Budget{}},
+		{"bytes budget", nil, []int{1, 2}, nil, Budget{Bytes: 10}},
+		{"negative budget", nil, []int{1, 2}, nil, Budget{Tokens: -1}},
 	} {
-		if _, err := Select(scores, tc.tau, tc.tokens, tc.bytes, tc.budget); !errors.Is(err, format.ErrInvalidArgument) {
-			t.Errorf("%s: err %v, want ErrInvalidArgument", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Select(scores, tc.tau, tc.tokens, tc.bytes, tc.budget); !errors.Is(err, format.ErrInvalidArgument) {
+				t.Errorf("%s: err %v, want ErrInvalidArgument", tc.name, err)
+			}
+		})
 	}
 }

@@ -109,30 +109,32 @@ func TestShiftRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	const heads, tokens = 3, 17
 	for _, sc := range shiftCases {
-		r := mustRoPE(t, sc.cfg, sc.headDim)
-		for _, dt := range shiftDTypes {
-			for _, delta := range []int64{1, 1000, -77, 1 << 20} {
-				x := shiftDecode(t, shiftEncode(t, ropeRandVec(rng, heads*tokens*sc.headDim), dt), dt) // representable in dt
-				src := shiftEncode(t, x, dt)
-				mid := make([]byte, len(src))
-				if err := Shift(mid, src, dt, r, heads, tokens, delta); err != nil {
-					t.Fatal(err)
-				}
-				if string(mid) == string(src) {
-					t.Fatalf("%s %v delta %d: Shift changed nothing", sc.name, dt, delta)
-				}
-				if err := Shift(mid, mid, dt, r, heads, tokens, -delta); err != nil {
-					t.Fatal(err)
-				}
-				got, norms := shiftDecode(t, mid, dt), shiftPairNorms(r, x)
-				for i := range x {
-					if d := math.Abs(float64(got[i] - x[i])); d > shiftBound(dt, norms[i]) {
-						t.Fatalf("%s %v delta %d: element %d back as %v, was %v (pair norm %v)",
-							sc.name, dt, delta, i, got[i], x[i], norms[i])
+		t.Run(sc.name, func(t *testing.T) {
+			r := mustRoPE(t, sc.cfg, sc.headDim)
+			for _, dt := range shiftDTypes {
+				for _, delta := range []int64{1, 1000, -77, 1 << 20} {
+					x := shiftDecode(t, shiftEncode(t, ropeRandVec(rng, heads*tokens*sc.headDim), dt), dt) // representable in dt
+					src := shiftEncode(t, x, dt)
+					mid := make([]byte, len(src))
+					if err := Shift(mid, src, dt, r, heads, tokens, delta); err != nil {
+						t.Fatal(err)
+					}
+					if string(mid) == string(src) {
+						t.Fatalf("%s %v delta %d: Shift changed nothing", sc.name, dt, delta)
+					}
+					if err := Shift(mid, mid, dt, r, heads, tokens, -delta); err != nil {
+						t.Fatal(err)
+					}
+					got, norms := shiftDecode(t, mid, dt), shiftPairNorms(r, x)
+					for i := range x {
+						if d := math.Abs(float64(got[i] - x[i])); d > shiftBound(dt, norms[i]) {
+							t.Fatalf("%s %v delta %d: element %d back as %v, was %v (pair norm %v)",
+								sc.name, dt, delta, i, got[i], x[i], norms[i])
+						}
 					}
 				}
 			}
-		}
+		})
 	}
 }
 
@@ -143,33 +145,35 @@ func TestShiftIsRotate(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	const heads, tokens = 2, 9
 	for _, sc := range shiftCases {
-		r := mustRoPE(t, sc.cfg, sc.headDim)
-		hd := sc.headDim
-		pre := ropeRandVec(rng, heads*tokens*hd)
-		keys := append([]float32(nil), pre...)
-		for row := 0; row < heads*tokens; row++ {
-			r.Rotate(keys[row*hd:(row+1)*hd], int64(row%tokens))
-		}
-		const delta = 4321
-		got := make([]float32, len(keys))
-		if err := ShiftF32(got, keys, r, heads, tokens, delta); err != nil {
-			t.Fatal(err)
-		}
-		for row := 0; row < heads*tokens; row++ {
-			one := append([]float32(nil), keys[row*hd:(row+1)*hd]...)
-			r.Rotate(one, delta)
-			direct := append([]float32(nil), pre[row*hd:(row+1)*hd]...)
-			r.Rotate(direct, int64(row%tokens)+delta)
-			norms := shiftPairNorms(r, direct)
-			for i := range one {
-				if got[row*hd+i] != one[i] {
-					t.Fatalf("%s row %d dim %d: Shift %v, Rotate %v", sc.name, row, i, got[row*hd+i], one[i])
-				}
-				if d := math.Abs(float64(one[i] - direct[i])); d > shiftBound(format.DTypeF32, norms[i]) {
-					t.Fatalf("%s row %d dim %d: R(d)R(t)k = %v, R(t+d)k = %v", sc.name, row, i, one[i], direct[i])
+		t.Run(sc.name, func(t *testing.T) {
+			r := mustRoPE(t, sc.cfg, sc.headDim)
+			hd := sc.headDim
+			pre := ropeRandVec(rng, heads*tokens*hd)
+			keys := append([]float32(nil), pre...)
+			for row := 0; row < heads*tokens; row++ {
+				r.Rotate(keys[row*hd:(row+1)*hd], int64(row%tokens))
+			}
+			const delta = 4321
+			got := make([]float32, len(keys))
+			if err := ShiftF32(got, keys, r, heads, tokens, delta); err != nil {
+				t.Fatal(err)
+			}
+			for row := 0; row < heads*tokens; row++ {
+				one := append([]float32(nil), keys[row*hd:(row+1)*hd]...)
+				r.Rotate(one, delta)
+				direct := append([]float32(nil), pre[row*hd:(row+1)*hd]...)
+				r.Rotate(direct, int64(row%tokens)+delta)
+				norms := shiftPairNorms(r, direct)
+				for i := range one {
+					if got[row*hd+i] != one[i] {
+						t.Fatalf("%s row %d dim %d: Shift %v, Rotate %v", sc.name, row, i, got[row*hd+i], one[i])
+					}
+					if d := math.Abs(float64(one[i] - direct[i])); d > shiftBound(format.DTypeF32, norms[i]) {
+						t.Fatalf("%s row %d dim %d: R(d)R(t)k = %v, R(t+d)k = %v", sc.name, row, i, one[i], direct[i])
+					}
 				}
 			}
-		}
+		})
 	}
 }
 
@@ -179,21 +183,23 @@ func TestShiftDTypesAgree(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	const heads, tokens = 2, 5
 	for _, sc := range shiftCases {
-		r := mustRoPE(t, sc.cfg, sc.headDim)
-		for _, dt := range shiftDTypes {
-			x := shiftDecode(t, shiftEncode(t, ropeRandVec(rng, heads*tokens*sc.headDim), dt), dt)
-			want := make([]float32, len(x))
-			if err := ShiftF32(want, x, r, heads, tokens, 99); err != nil {
-				t.Fatal(err)
+		t.Run(sc.name, func(t *testing.T) {
+			r := mustRoPE(t, sc.cfg, sc.headDim)
+			for _, dt := range shiftDTypes {
+				x := shiftDecode(t, shiftEncode(t, ropeRandVec(rng, heads*tokens*sc.headDim), dt), dt)
+				want := make([]float32, len(x))
+				if err := ShiftF32(want, x, r, heads, tokens, 99); err != nil {
+					t.Fatal(err)
+				}
+				got := shiftEncode(t, x, dt)
+				if err := Shift(got, got, dt, r, heads, tokens, 99); err != nil {
+					t.Fatal(err)
+				}
+				if w := shiftEncode(t, want, dt); string(w) != string(got) {
+					t.Errorf("%s %v: Shift differs from ShiftF32 rounded", sc.name, dt)
+				}
 			}
-			got := shiftEncode(t, x, dt)
-			if err := Shift(got, got, dt, r, heads, tokens, 99); err != nil {
-				t.Fatal(err)
-			}
-			if w := shiftEncode(t, want, dt); string(w) != string(got) {
-				t.Errorf("%s %v: Shift differs from ShiftF32 rounded", sc.name, dt)
-			}
-		}
+		})
 	}
 }
 
@@ -450,43 +456,45 @@ func TestShifterMatchesShift(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 20))
 	const heads, tokens = 2, 5
 	for _, sc := range shiftCases {
-		r := mustRoPE(t, sc.cfg, sc.headDim)
-		n := heads * tokens * sc.headDim
-		for _, delta := range []int64{0, 3, -77} {
-			sh, err := NewShifter(r, delta)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, dt := range shiftDTypes {
-				src := shiftEncode(t, ropeRandVec(rng, n), dt)
-				want, got := make([]byte, len(src)), make([]byte, len(src))
-				if err := Shift(want, src, dt, r, heads, tokens, delta); err != nil {
+		t.Run(sc.name, func(t *testing.T) {
+			r := mustRoPE(t, sc.cfg, sc.headDim)
+			n := heads * tokens * sc.headDim
+			for _, delta := range []int64{0, 3, -77} {
+				sh, err := NewShifter(r, delta)
+				if err != nil {
 					t.Fatal(err)
 				}
-				if err := sh.Shift(got, src, dt, heads, tokens); err != nil {
+				for _, dt := range shiftDTypes {
+					src := shiftEncode(t, ropeRandVec(rng, n), dt)
+					want, got := make([]byte, len(src)), make([]byte, len(src))
+					if err := Shift(want, src, dt, r, heads, tokens, delta); err != nil {
+						t.Fatal(err)
+					}
+					if err := sh.Shift(got, src, dt, heads, tokens); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("%s %v delta %d: Shifter differs from Shift out of place", sc.name, dt, delta)
+					}
+					if err := sh.Shift(src, src, dt, heads, tokens); err != nil || !bytes.Equal(src, want) {
+						t.Fatalf("%s %v delta %d: Shifter in place differs from Shift (err %v)", sc.name, dt, delta, err)
+					}
+				}
+				x := ropeRandVec(rng, n)
+				want, got := make([]float32, n), make([]float32, n)
+				if err := ShiftF32(want, x, r, heads, tokens, delta); err != nil {
 					t.Fatal(err)
 				}
-				if !bytes.Equal(got, want) {
-					t.Fatalf("%s %v delta %d: Shifter differs from Shift out of place", sc.name, dt, delta)
+				if err := sh.ShiftF32(got, x, heads, tokens); err != nil {
+					t.Fatal(err)
 				}
-				if err := sh.Shift(src, src, dt, heads, tokens); err != nil || !bytes.Equal(src, want) {
-					t.Fatalf("%s %v delta %d: Shifter in place differs from Shift (err %v)", sc.name, dt, delta, err)
-				}
-			}
-			x := ropeRandVec(rng, n)
-			want, got := make([]float32, n), make([]float32, n)
-			if err := ShiftF32(want, x, r, heads, tokens, delta); err != nil {
-				t.Fatal(err)
-			}
-			if err := sh.ShiftF32(got, x, heads, tokens); err != nil {
-				t.Fatal(err)
-			}
-			for i := range want {
-				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("%s delta %d element %d: Shifter.ShiftF32 %v, ShiftF32 %v", sc.name, delta, i, got[i], want[i])
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s delta %d element %d: Shifter.ShiftF32 %v, ShiftF32 %v", sc.name, delta, i, got[i], want[i])
+					}
 				}
 			}
-		}
+		})
 	}
 	if _, err := NewShifter(nil, 1); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Fatalf("NewShifter(nil): %v, want ErrInvalidArgument", err)

@@ -2,6 +2,7 @@ package reconstruct
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -129,46 +130,50 @@ func TestSVDNearOptimal(t *testing.T) {
 	for _, tc := range []struct{ rows, cols, rank int }{
 		{200, 64, 32}, {64, 100, 16}, {300, 48, 24}, {120, 128, 32},
 	} {
-		rng := rand.New(rand.NewPCG(uint64(tc.rows), uint64(tc.cols)))
-		a := svdTestMatrix(rng, tc.rows, tc.cols, keyLikeSpectrum(min(tc.rows, tc.cols)), 0.03)
-		f, err := SVD(a, tc.rows, tc.cols, SVDOptions{Rank: tc.rank})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Rank != tc.rank {
-			t.Fatalf("%dx%d: rank %d, want %d", tc.rows, tc.cols, f.Rank, tc.rank)
-		}
-		opt := svdOptimalError(t, a, tc.rows, tc.cols, tc.rank)
-		if got := svdError(a, f); got > 1.1*opt {
-			t.Errorf("%dx%d rank %d: error %v > 1.1 x optimal %v", tc.rows, tc.cols, tc.rank, got, opt)
-		}
-		svdCheckOrthonormal(t, f, 1e-5)
-		if err := f.Validate(); err != nil {
-			t.Error(err)
-		}
-		for i := 1; i < f.Rank; i++ {
-			if f.S[i] > f.S[i-1] {
-				t.Fatalf("singular values not descending: %v", f.S)
+		t.Run(fmt.Sprintf("%dx%d rank %d", tc.rows, tc.cols, tc.rank), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(tc.rows), uint64(tc.cols)))
+			a := svdTestMatrix(rng, tc.rows, tc.cols, keyLikeSpectrum(min(tc.rows, tc.cols)), 0.03)
+			f, err := SVD(a, tc.rows, tc.cols, SVDOptions{Rank: tc.rank})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			if f.Rank != tc.rank {
+				t.Fatalf("%dx%d: rank %d, want %d", tc.rows, tc.cols, f.Rank, tc.rank)
+			}
+			opt := svdOptimalError(t, a, tc.rows, tc.cols, tc.rank)
+			if got := svdError(a, f); got > 1.1*opt {
+				t.Errorf("%dx%d rank %d: error %v > 1.1 x optimal %v", tc.rows, tc.cols, tc.rank, got, opt)
+			}
+			svdCheckOrthonormal(t, f, 1e-5)
+			if err := f.Validate(); err != nil {
+				t.Error(err)
+			}
+			for i := 1; i < f.Rank; i++ {
+				if f.S[i] > f.S[i-1] {
+					t.Fatalf("singular values not descending: %v", f.S)
+				}
+			}
+		})
 	}
 }
 
 func TestSVDExactLowRank(t *testing.T) {
 	for _, tc := range []struct{ rows, cols int }{{100, 64}, {20, 16}, {48, 200}} {
-		rng := rand.New(rand.NewPCG(9, uint64(tc.rows)))
-		a := svdTestMatrix(rng, tc.rows, tc.cols, []float64{9, 7, 3, 1, 0.5}, 0)
-		f, err := SVD(a, tc.rows, tc.cols, SVDOptions{Energy: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Rank != 5 {
-			t.Errorf("%dx%d: rank %d, want the numerical rank 5", tc.rows, tc.cols, f.Rank)
-		}
-		if rel := svdError(a, f) / svdNorm(a); rel > 1e-4 {
-			t.Errorf("%dx%d: relative error %v", tc.rows, tc.cols, rel)
-		}
-		svdCheckOrthonormal(t, f, 1e-5)
+		t.Run(fmt.Sprintf("%dx%d", tc.rows, tc.cols), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(9, uint64(tc.rows)))
+			a := svdTestMatrix(rng, tc.rows, tc.cols, []float64{9, 7, 3, 1, 0.5}, 0)
+			f, err := SVD(a, tc.rows, tc.cols, SVDOptions{Energy: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Rank != 5 {
+				t.Errorf("%dx%d: rank %d, want the numerical rank 5", tc.rows, tc.cols, f.Rank)
+			}
+			if rel := svdError(a, f) / svdNorm(a); rel > 1e-4 {
+				t.Errorf("%dx%d: relative error %v", tc.rows, tc.cols, rel)
+			}
+			svdCheckOrthonormal(t, f, 1e-5)
+		})
 	}
 }
 
@@ -189,18 +194,20 @@ func TestSVDEnergyRank(t *testing.T) {
 		{SVDOptions{Rank: 2, Energy: 0.5}, 2},
 		{SVDOptions{Rank: 32}, 6}, // a fixed rank above the numerical rank
 	} {
-		f, err := SVD(a, 12, 10, tc.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Rank != tc.want {
-			t.Errorf("%+v: rank %d, want %d", tc.opts, f.Rank, tc.want)
-		}
-		for i := 0; i < f.Rank; i++ {
-			if math.Abs(float64(f.S[i])-sigma[i]) > 1e-5*sigma[0] {
-				t.Errorf("sigma %d = %v, want %v", i, f.S[i], sigma[i])
+		t.Run(fmt.Sprintf("%+v", tc.opts), func(t *testing.T) {
+			f, err := SVD(a, 12, 10, tc.opts)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			if f.Rank != tc.want {
+				t.Errorf("%+v: rank %d, want %d", tc.opts, f.Rank, tc.want)
+			}
+			for i := 0; i < f.Rank; i++ {
+				if math.Abs(float64(f.S[i])-sigma[i]) > 1e-5*sigma[0] {
+					t.Errorf("sigma %d = %v, want %v", i, f.S[i], sigma[i])
+				}
+			}
+		})
 	}
 	// The randomized path picks by energy as well.
 	big := svdTestMatrix(rng, 200, 100, []float64{10, 9, 8, 0.1, 0.05}, 1e-3)
@@ -216,21 +223,23 @@ func TestSVDEnergyRank(t *testing.T) {
 func TestSVDShapes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 2))
 	for _, tc := range []struct{ rows, cols, wantMax int }{{10, 6, 6}, {6, 10, 6}, {1, 128, 1}, {128, 1, 1}, {1, 1, 1}} {
-		a := make([]float32, tc.rows*tc.cols)
-		for i := range a {
-			a[i] = float32(rng.NormFloat64())
-		}
-		f, err := SVD(a, tc.rows, tc.cols, SVDOptions{Rank: 32})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Rank != tc.wantMax {
-			t.Errorf("%dx%d: rank %d, want %d", tc.rows, tc.cols, f.Rank, tc.wantMax)
-		}
-		if rel := svdError(a, f) / svdNorm(a); rel > 1e-6 {
-			t.Errorf("%dx%d: full-rank factors have relative error %v", tc.rows, tc.cols, rel)
-		}
-		svdCheckOrthonormal(t, f, 1e-5)
+		t.Run(fmt.Sprintf("%dx%d", tc.rows, tc.cols), func(t *testing.T) {
+			a := make([]float32, tc.rows*tc.cols)
+			for i := range a {
+				a[i] = float32(rng.NormFloat64())
+			}
+			f, err := SVD(a, tc.rows, tc.cols, SVDOptions{Rank: 32})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Rank != tc.wantMax {
+				t.Errorf("%dx%d: rank %d, want %d", tc.rows, tc.cols, f.Rank, tc.wantMax)
+			}
+			if rel := svdError(a, f) / svdNorm(a); rel > 1e-6 {
+				t.Errorf("%dx%d: full-rank factors have relative error %v", tc.rows, tc.cols, rel)
+			}
+			svdCheckOrthonormal(t, f, 1e-5)
+		})
 	}
 	zero, err := SVD(make([]float32, 64*8), 64, 8, SVDOptions{})
 	if err != nil {
@@ -356,22 +365,24 @@ func TestSVDScaleInvariant(t *testing.T) {
 // as near optimal and as orthonormal as on an easy spectrum.
 func TestSVDIllConditioned(t *testing.T) {
 	for _, tc := range []struct{ rows, cols, q int }{{64, 128, 1}, {64, 128, 2}, {200, 64, 1}, {200, 64, 2}} {
-		n := min(tc.rows, tc.cols)
-		sigma := make([]float64, n)
-		for i := range sigma {
-			sigma[i] = math.Pow(1e-8, float64(i)/float64(n-1)) // 1 down to 1e-8
-		}
-		rng := rand.New(rand.NewPCG(uint64(tc.rows), uint64(tc.q)))
-		a := svdTestMatrix(rng, tc.rows, tc.cols, sigma, 0)
-		f, err := SVD(a, tc.rows, tc.cols, SVDOptions{Rank: 16, PowerIters: tc.q})
-		if err != nil {
-			t.Fatal(err)
-		}
-		opt := svdOptimalError(t, a, tc.rows, tc.cols, 16)
-		if got := svdError(a, f); got > 1.1*opt {
-			t.Errorf("%dx%d q=%d: error %v > 1.1 x optimal %v", tc.rows, tc.cols, tc.q, got, opt)
-		}
-		svdCheckOrthonormal(t, f, 1e-5)
+		t.Run(fmt.Sprintf("%dx%d q%d", tc.rows, tc.cols, tc.q), func(t *testing.T) {
+			n := min(tc.rows, tc.cols)
+			sigma := make([]float64, n)
+			for i := range sigma {
+				sigma[i] = math.Pow(1e-8, float64(i)/float64(n-1)) // 1 down to 1e-8
+			}
+			rng := rand.New(rand.NewPCG(uint64(tc.rows), uint64(tc.q)))
+			a := svdTestMatrix(rng, tc.rows, tc.cols, sigma, 0)
+			f, err := SVD(a, tc.rows, tc.cols, SVDOptions{Rank: 16, PowerIters: tc.q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opt := svdOptimalError(t, a, tc.rows, tc.cols, 16)
+			if got := svdError(a, f); got > 1.1*opt {
+				t.Errorf("%dx%d q=%d: error %v > 1.1 x optimal %v", tc.rows, tc.cols, tc.q, got, opt)
+			}
+			svdCheckOrthonormal(t, f, 1e-5)
+		})
 	}
 }
 

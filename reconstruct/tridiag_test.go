@@ -109,37 +109,39 @@ func TestTwistedMatchesQL(t *testing.T) {
 		{"random", randomSpectrum(rng, 33), true},
 		{"close pair", close, false},
 	} {
-		n := len(c.lam)
-		a := eigenTestMatrix(rng, c.lam)
-		var fast, ql eigenWork
-		fv, fw := make([]float64, n), make([]float64, n*n)
-		qv, qw := make([]float64, n), make([]float64, n*n)
-		if !fast.sym(slices.Clone(a), n, fv, fw, n) || !ql.decompose(slices.Clone(a), n, qv, qw, n, false) {
-			t.Fatalf("%s: did not converge", c.name)
-		}
-		if fast.fast != c.wantFast {
-			t.Fatalf("%s: fast path %v, want %v", c.name, fast.fast, c.wantFast)
-		}
-		if !fast.fast {
-			checkEigen(t, c.name, a, n, n, 1e-12, 1e-13, fast.sym)
-			continue
-		}
-		for i := 0; i < n; i++ {
-			if math.Abs(fv[i]-qv[i]) > 1e-13*math.Abs(qv[0]) {
-				t.Fatalf("%s: eigenvalue %d = %v, QL %v", c.name, i, fv[i], qv[i])
+		t.Run(c.name, func(t *testing.T) {
+			n := len(c.lam)
+			a := eigenTestMatrix(rng, c.lam)
+			var fast, ql eigenWork
+			fv, fw := make([]float64, n), make([]float64, n*n)
+			qv, qw := make([]float64, n), make([]float64, n*n)
+			if !fast.sym(slices.Clone(a), n, fv, fw, n) || !ql.decompose(slices.Clone(a), n, qv, qw, n, false) {
+				t.Fatalf("%s: did not converge", c.name)
 			}
-			f, q := fw[i*n:(i+1)*n], qw[i*n:(i+1)*n]
-			sign := math.Copysign(1, dotRow(f, q))
-			var dist float64
-			for p := range f {
-				dist += (f[p] - sign*q[p]) * (f[p] - sign*q[p])
+			if fast.fast != c.wantFast {
+				t.Fatalf("%s: fast path %v, want %v", c.name, fast.fast, c.wantFast)
 			}
-			// Both within their angle of the exact vector: 2^-30 and
-			// QL's 2^-53 ||A|| / gap.
-			if math.Sqrt(dist) > 0x1p-29 {
-				t.Fatalf("%s: vector %d %v from QL's", c.name, i, math.Sqrt(dist))
+			if !fast.fast {
+				checkEigen(t, c.name, a, n, n, 1e-12, 1e-13, fast.sym)
+				return
 			}
-		}
+			for i := 0; i < n; i++ {
+				if math.Abs(fv[i]-qv[i]) > 1e-13*math.Abs(qv[0]) {
+					t.Fatalf("%s: eigenvalue %d = %v, QL %v", c.name, i, fv[i], qv[i])
+				}
+				f, q := fw[i*n:(i+1)*n], qw[i*n:(i+1)*n]
+				sign := math.Copysign(1, dotRow(f, q))
+				var dist float64
+				for p := range f {
+					dist += (f[p] - sign*q[p]) * (f[p] - sign*q[p])
+				}
+				// Both within their angle of the exact vector: 2^-30 and
+				// QL's 2^-53 ||A|| / gap.
+				if math.Sqrt(dist) > 0x1p-29 {
+					t.Fatalf("%s: vector %d %v from QL's", c.name, i, math.Sqrt(dist))
+				}
+			}
+		})
 	}
 }
 

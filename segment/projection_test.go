@@ -2,6 +2,7 @@ package segment
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -115,22 +116,24 @@ func TestFitPCARecoversPlantedSubspace(t *testing.T) {
 func TestFitPCAShapes(t *testing.T) {
 	keys := []float32{1, 2, 3, 4, 5, 6, 7, 9}
 	for _, tc := range []struct{ dim, want int }{{0, 4}, {2, 2}, {64, 4}} {
-		p, err := FitPCA(keys, 4, tc.dim)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Dim != tc.want {
-			t.Errorf("dim %d: got %d, want %d", tc.dim, p.Dim, tc.want)
-		}
-		if err := p.Validate(); err != nil {
-			t.Error(err)
-		}
-		// Orthonormal even though 2 keys leave 3 directions without variance.
-		for i := 0; i < p.Dim; i++ {
-			if n := dot64(rowF64(p.W, i, 4), rowF64(p.W, i, 4)); math.Abs(n-1) > 1e-6 {
-				t.Errorf("row %d norm^2 %v", i, n)
+		t.Run(fmt.Sprintf("dim %d", tc.dim), func(t *testing.T) {
+			p, err := FitPCA(keys, 4, tc.dim)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			if p.Dim != tc.want {
+				t.Errorf("dim %d: got %d, want %d", tc.dim, p.Dim, tc.want)
+			}
+			if err := p.Validate(); err != nil {
+				t.Error(err)
+			}
+			// Orthonormal even though 2 keys leave 3 directions without variance.
+			for i := 0; i < p.Dim; i++ {
+				if n := dot64(rowF64(p.W, i, 4), rowF64(p.W, i, 4)); math.Abs(n-1) > 1e-6 {
+					t.Errorf("row %d norm^2 %v", i, n)
+				}
+			}
+		})
 	}
 	for _, tc := range []struct {
 		keys         []float32
@@ -178,24 +181,29 @@ func TestProjectionMarshal(t *testing.T) {
 	if q.Dim != 2 || q.HeadDim != 3 || !slices.Equal(q.W, p.W) {
 		t.Errorf("round trip: %+v", q)
 	}
-	corrupt := map[string][]byte{
-		"empty":     nil,
-		"magic":     append([]byte("XXPJ"), b[4:]...),
-		"truncated": b[:len(b)-1],
-		"extra":     append(slices.Clone(b), 0),
-		"dim>head":  withU32(b, 4, 4),
-		"dim 0":     withU32(b, 4, 0),
-		"huge":      withU32(withU32(b, 8, 1<<31), 4, 1<<30),
-		"nan":       withU32(b, 12, 0x7fc00000),
+	corrupt := []struct {
+		name string
+		c    []byte
+	}{
+		{"empty", nil},
+		{"magic", append([]byte("XXPJ"), b[4:]...)},
+		{"truncated", b[:len(b)-1]},
+		{"extra", append(slices.Clone(b), 0)},
+		{"dim>head", withU32(b, 4, 4)},
+		{"dim 0", withU32(b, 4, 0)},
+		{"huge", withU32(withU32(b, 8, 1<<31), 4, 1<<30)},
+		{"nan", withU32(b, 12, 0x7fc00000)},
 	}
-	for name, c := range corrupt {
-		q := Projection{Dim: 9}
-		if err := q.UnmarshalBinary(c); !errors.Is(err, format.ErrCorruption) {
-			t.Errorf("%s: err %v, want ErrCorruption", name, err)
-		}
-		if q.Dim != 9 {
-			t.Errorf("%s: projection modified on error", name)
-		}
+	for _, tc := range corrupt {
+		t.Run(tc.name, func(t *testing.T) {
+			q := Projection{Dim: 9}
+			if err := q.UnmarshalBinary(tc.c); !errors.Is(err, format.ErrCorruption) {
+				t.Errorf("%s: err %v, want ErrCorruption", tc.name, err)
+			}
+			if q.Dim != 9 {
+				t.Errorf("%s: projection modified on error", tc.name)
+			}
+		})
 	}
 	if _, err := (&Projection{Dim: 2, HeadDim: 3, W: []float32{1}}).MarshalBinary(); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Errorf("marshal of a bad projection: %v", err)

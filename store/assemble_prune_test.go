@@ -113,19 +113,24 @@ func TestAssemblePrunedErrors(t *testing.T) {
 	spec := testSpec(format.DTypeBF16, 1, 2, 8)
 	ids := putAll(t, db, []*Packet{smoothPacket(spec, "ns", 5, 0, 0, 1, format.CodecRaw)})
 	items := []AssembleItem{{ids[0], 0}}
-	for name, keep := range map[string][]*prune.Set{
-		"count":   {},
-		"ragged":  {{Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{0, 1}, {2}}}},
-		"shape":   {{Layers: 1, KVHeads: 2, Tokens: 6, Keep: [][]int32{{0}, {2}}}},
-		"invalid": {{Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{1, 0}, {2, 3}}}},
+	for _, tc := range []struct {
+		name string
+		keep []*prune.Set
+	}{
+		{"count", []*prune.Set{}},
+		{"ragged", []*prune.Set{{Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{0, 1}, {2}}}}},
+		{"shape", []*prune.Set{{Layers: 1, KVHeads: 2, Tokens: 6, Keep: [][]int32{{0}, {2}}}}},
+		{"invalid", []*prune.Set{{Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{1, 0}, {2, 3}}}}},
 	} {
-		a, err := db.PrepareAssemblePruned(context.Background(), "ns", spec.Fingerprint(), items, keep)
-		if !errors.Is(err, ErrInvalidArgument) {
-			if a != nil {
-				a.Release()
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := db.PrepareAssemblePruned(context.Background(), "ns", spec.Fingerprint(), items, tc.keep)
+			if !errors.Is(err, ErrInvalidArgument) {
+				if a != nil {
+					a.Release()
+				}
+				t.Errorf("%s: %v, want ErrInvalidArgument", tc.name, err)
 			}
-			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
-		}
+		})
 	}
 	if s := db.Stats(); s.OpenViews != 0 {
 		t.Fatalf("%d views left open", s.OpenViews)
@@ -154,17 +159,20 @@ func TestAssembleNegativeOffset(t *testing.T) {
 	oid := putAll(t, db, []*Packet{&otherPruned})[0]
 	offsets := []int64{-6, 10}
 	total := 5 + 6
-	for name, prep := range map[string]func() (*Assembly, error){
-		"keep-set": func() (*Assembly, error) {
+	for _, tc := range []struct {
+		name string
+		prep func() (*Assembly, error)
+	}{
+		{"keep-set", func() (*Assembly, error) {
 			return db.PrepareAssemblePruned(context.Background(), "ns", spec.Fingerprint(),
 				[]AssembleItem{{ids[0], offsets[0]}, {ids[1], offsets[1]}}, []*prune.Set{keep, nil})
-		},
-		"stored-pruned": func() (*Assembly, error) {
+		}},
+		{"stored-pruned", func() (*Assembly, error) {
 			return db.PrepareAssemble(context.Background(), "pruned", spec.Fingerprint(), []AssembleItem{{sid, offsets[0]}, {oid, offsets[1]}})
-		},
+		}},
 	} {
-		t.Run(name, func(t *testing.T) {
-			a, err := prep()
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := tc.prep()
 			if err != nil {
 				t.Fatal(err)
 			}

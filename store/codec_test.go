@@ -191,16 +191,21 @@ func TestCodecBadOptions(t *testing.T) {
 	db, _, _ := openKind(t, false, false)
 	defer db.Close()
 	spec := testSpec(format.DTypeBF16, 1, 1, 8)
-	for name, mod := range map[string]func(*Packet){
-		"unknown codec": func(p *Packet) { p.Codec = 9 },
-		"group size":    func(p *Packet) { p.Codec, p.CodecOptions.GroupSize = format.CodecInt8, -1 },
-		"scale dtype":   func(p *Packet) { p.Codec, p.CodecOptions.ScaleDType = format.CodecInt4, format.DTypeBF16 },
+	for _, tc := range []struct {
+		name string
+		mod  func(*Packet)
+	}{
+		{"unknown codec", func(p *Packet) { p.Codec = 9 }},
+		{"group size", func(p *Packet) { p.Codec, p.CodecOptions.GroupSize = format.CodecInt8, -1 }},
+		{"scale dtype", func(p *Packet) { p.Codec, p.CodecOptions.ScaleDType = format.CodecInt4, format.DTypeBF16 }},
 	} {
-		p := smoothPacket(spec, "ns", 4, 0, 0, 1, format.CodecRaw)
-		mod(p)
-		if _, err := db.Put(context.Background(), p); !errors.Is(err, ErrInvalidArgument) {
-			t.Fatalf("%s: %v, want ErrInvalidArgument", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			p := smoothPacket(spec, "ns", 4, 0, 0, 1, format.CodecRaw)
+			tc.mod(p)
+			if _, err := db.Put(context.Background(), p); !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("%s: %v, want ErrInvalidArgument", tc.name, err)
+			}
+		})
 	}
 	if s := db.Stats(); s.Puts != 0 {
 		t.Fatalf("%d packets stored", s.Puts)

@@ -417,17 +417,22 @@ func TestPrunedPut(t *testing.T) {
 	defer db.Close()
 	spec := testSpec(format.DTypeBF16, 1, 2, 8)
 	p := floatPacket(spec, "ns", 5, 0, 0, 1)
-	for name, keep := range map[string]*prune.Set{
-		"ragged":  {Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{0, 1}, {2}}},
-		"tokens":  {Layers: 1, KVHeads: 2, Tokens: 6, Keep: [][]int32{{0}, {2}}},
-		"heads":   {Layers: 1, KVHeads: 1, Tokens: 5, Keep: [][]int32{{0}}},
-		"layers":  {Layers: 2, KVHeads: 2, Tokens: 5, Keep: [][]int32{{0}, {1}, {2}, {3}}},
-		"invalid": {Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{1, 0}, {2, 3}}},
-		"empty":   {Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{}, {}}},
+	for _, tc := range []struct {
+		name string
+		keep *prune.Set
+	}{
+		{"ragged", &prune.Set{Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{0, 1}, {2}}}},
+		{"tokens", &prune.Set{Layers: 1, KVHeads: 2, Tokens: 6, Keep: [][]int32{{0}, {2}}}},
+		{"heads", &prune.Set{Layers: 1, KVHeads: 1, Tokens: 5, Keep: [][]int32{{0}}}},
+		{"layers", &prune.Set{Layers: 2, KVHeads: 2, Tokens: 5, Keep: [][]int32{{0}, {1}, {2}, {3}}}},
+		{"invalid", &prune.Set{Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{1, 0}, {2, 3}}}},
+		{"empty", &prune.Set{Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{}, {}}}},
 	} {
-		if _, err := db.Put(context.Background(), prunedOf(p, keep)); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("%s: Put = %v, want ErrInvalidArgument", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := db.Put(context.Background(), prunedOf(p, tc.keep)); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%s: Put = %v, want ErrInvalidArgument", tc.name, err)
+			}
+		})
 	}
 	all := &prune.Set{Layers: 1, KVHeads: 2, Tokens: 5, Keep: [][]int32{{0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}}}
 	id, err := db.Put(context.Background(), prunedOf(p, all))

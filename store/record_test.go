@@ -22,21 +22,26 @@ func TestBlobRecordRoundTrip(t *testing.T) {
 
 func TestBlobRecordCorrupt(t *testing.T) {
 	good := BlobFileInfo{Num: 1, Size: 2 * format.Alignment, LiveBytes: format.Alignment, Extents: 1, LiveExtents: 1}
-	cases := map[string]func() []byte{
-		"flipped bit": func() []byte { v := encodeBlobRecord(&good); v[20] ^= 1; return v },
-		"truncated":   func() []byte { return encodeBlobRecord(&good)[:30] },
-		"live > size": func() []byte { r := good; r.LiveBytes = 3 * format.Alignment; return encodeBlobRecord(&r) },
-		"unaligned":   func() []byte { r := good; r.Size++; return encodeBlobRecord(&r) },
-		"live ext > ext": func() []byte {
+	cases := []struct {
+		name string
+		mk   func() []byte
+	}{
+		{"flipped bit", func() []byte { v := encodeBlobRecord(&good); v[20] ^= 1; return v }},
+		{"truncated", func() []byte { return encodeBlobRecord(&good)[:30] }},
+		{"live > size", func() []byte { r := good; r.LiveBytes = 3 * format.Alignment; return encodeBlobRecord(&r) }},
+		{"unaligned", func() []byte { r := good; r.Size++; return encodeBlobRecord(&r) }},
+		{"live ext > ext", func() []byte {
 			r := good
 			r.LiveExtents = 2
 			return encodeBlobRecord(&r)
-		},
-		"wrong kind": func() []byte { return encodeSequence(1) },
+		}},
+		{"wrong kind", func() []byte { return encodeSequence(1) }},
 	}
-	for name, mk := range cases {
-		if _, err := decodeBlobRecord(1, mk()); !errors.Is(err, ErrCorruption) {
-			t.Errorf("%s: %v, want ErrCorruption", name, err)
-		}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := decodeBlobRecord(1, tc.mk()); !errors.Is(err, ErrCorruption) {
+				t.Errorf("%s: %v, want ErrCorruption", tc.name, err)
+			}
+		})
 	}
 }

@@ -144,21 +144,26 @@ func TestReliabilityHostileFactors(t *testing.T) {
 		f(b)
 		return b
 	}
-	for name, b := range map[string][]byte{
-		"rank > cols": set(func(b []byte) { binary.LittleEndian.PutUint16(b[10:], 4) }),
-		"rank > rows": set(func(b []byte) { binary.LittleEndian.PutUint32(b[4:], 1) }),
-		"rows 0":      set(func(b []byte) { binary.LittleEndian.PutUint32(b[4:], 0) }),
-		"cols 0":      set(func(b []byte) { binary.LittleEndian.PutUint16(b[8:], 0) }),
-		"product overflows": set(func(b []byte) {
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"rank > cols", set(func(b []byte) { binary.LittleEndian.PutUint16(b[10:], 4) })},
+		{"rank > rows", set(func(b []byte) { binary.LittleEndian.PutUint32(b[4:], 1) })},
+		{"rows 0", set(func(b []byte) { binary.LittleEndian.PutUint32(b[4:], 0) })},
+		{"cols 0", set(func(b []byte) { binary.LittleEndian.PutUint16(b[8:], 0) })},
+		{"product overflows", set(func(b []byte) {
 			binary.LittleEndian.PutUint32(b[4:], 1<<32-1)
 			binary.LittleEndian.PutUint16(b[10:], 3)
-		}),
-		"cols past head dim": set(func(b []byte) { binary.LittleEndian.PutUint16(b[8:], 1<<15) }),
-		"bad magic":          set(func(b []byte) { b[0] ^= 1 }),
-		"unknown dtype":      set(func(b []byte) { b[12] = 77 }),
+		})},
+		{"cols past head dim", set(func(b []byte) { binary.LittleEndian.PutUint16(b[8:], 1<<15) })},
+		{"bad magic", set(func(b []byte) { b[0] ^= 1 })},
+		{"unknown dtype", set(func(b []byte) { b[12] = 77 })},
 	} {
-		if _, _, err := reconstruct.DecodeFactors(b); !errors.Is(err, ErrCorruption) {
-			t.Errorf("%s: DecodeFactors = %v, want ErrCorruption", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := reconstruct.DecodeFactors(tc.b); !errors.Is(err, ErrCorruption) {
+				t.Errorf("%s: DecodeFactors = %v, want ErrCorruption", tc.name, err)
+			}
+		})
 	}
 }

@@ -574,21 +574,23 @@ func TestSpanMemoryCrash(t *testing.T) {
 		fs   *vfs.MemFS
 		want error
 	}{{"after", after, nil}, {"before", before, ErrNotFound}} {
-		db, err := Open("/db", &Options{FS: tc.fs})
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx")
-		if !errors.Is(err, tc.want) {
-			t.Fatalf("%s: open: %v, want %v", tc.name, err, tc.want)
-		}
-		if err == nil {
-			checkSpanHead(t, r, m, in, 1, 1)
-			r.Release()
-		} else if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m); err != nil {
-			t.Fatalf("%s: put after the crash: %v", tc.name, err)
-		}
-		_ = db.Close()
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := Open("/db", &Options{FS: tc.fs})
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			r, err := db.OpenSpanMemory(context.Background(), "ns", m.Model.Fingerprint(), "ctx")
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("%s: open: %v, want %v", tc.name, err, tc.want)
+			}
+			if err == nil {
+				checkSpanHead(t, r, m, in, 1, 1)
+				r.Release()
+			} else if _, err := db.PutSpanMemory(context.Background(), "ns", "ctx", m); err != nil {
+				t.Fatalf("%s: put after the crash: %v", tc.name, err)
+			}
+			_ = db.Close()
+		})
 	}
 }
 

@@ -153,20 +153,26 @@ func TestCloseSemantics(t *testing.T) {
 		t.Fatal(err)
 	}
 	fp := spec.Fingerprint()
-	calls := map[string]error{
-		"Close":   db.Close(),
-		"Delete":  db.Delete(context.Background(), "ns", fp, id),
-		"Headers": db.Headers(func(*format.PacketHeader) error { return nil }),
-	}
-	_, calls["Put"] = db.Put(context.Background(), p)
-	_, calls["Get"] = db.Get(context.Background(), "ns", fp, id)
-	_, calls["Has"] = db.Has(context.Background(), "ns", fp, id)
-	_, _, calls["List"] = db.List("ns", fp, nil, 1)
-	_, calls["Model"] = db.Model(fp)
-	for name, err := range calls {
-		if !errors.Is(err, ErrClosed) {
-			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
-		}
+	second := func(_ any, err error) error { return err }
+	third := func(_, _ any, err error) error { return err }
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"Close", db.Close()},
+		{"Delete", db.Delete(context.Background(), "ns", fp, id)},
+		{"Headers", db.Headers(func(*format.PacketHeader) error { return nil })},
+		{"Put", second(db.Put(context.Background(), p))},
+		{"Get", second(db.Get(context.Background(), "ns", fp, id))},
+		{"Has", second(db.Has(context.Background(), "ns", fp, id))},
+		{"List", third(db.List("ns", fp, nil, 1))},
+		{"Model", second(db.Model(fp))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !errors.Is(tc.err, ErrClosed) {
+				t.Errorf("%s after Close: %v, want ErrClosed", tc.name, tc.err)
+			}
+		})
 	}
 	if s := db.Stats(); s.Puts != 1 || len(s.BlobFiles) != 0 {
 		t.Fatalf("Stats after Close: %+v", s)

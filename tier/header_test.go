@@ -53,14 +53,19 @@ func TestHeaderRoundTrip(t *testing.T) {
 	if err := d.Matches("ns-a", h.Model.Fingerprint(), id); err != nil {
 		t.Fatal(err)
 	}
-	for name, err := range map[string]error{
-		"other namespace": d.Matches("ns-b", h.Model.Fingerprint(), id),
-		"other model":     d.Matches("ns-a", format.Fingerprint{1}, id),
-		"other id":        d.Matches("ns-a", h.Model.Fingerprint(), format.PacketID{2}),
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"other namespace", d.Matches("ns-b", h.Model.Fingerprint(), id)},
+		{"other model", d.Matches("ns-a", format.Fingerprint{1}, id)},
+		{"other id", d.Matches("ns-a", h.Model.Fingerprint(), format.PacketID{2})},
 	} {
-		if !errors.Is(err, ErrCorruption) || !errors.Is(err, format.ErrCorruption) {
-			t.Errorf("%s: %v, want ErrCorruption", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if !errors.Is(tc.err, ErrCorruption) || !errors.Is(tc.err, format.ErrCorruption) {
+				t.Errorf("%s: %v, want ErrCorruption", tc.name, tc.err)
+			}
+		})
 	}
 }
 
@@ -72,7 +77,7 @@ func TestDecodeHeaderRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := func(what string, err error) {
+	want := func(t *testing.T, what string, err error) {
 		t.Helper()
 		if !errors.Is(err, ErrCorruption) && !errors.Is(err, format.ErrVersion) {
 			t.Fatalf("%s: %v, want ErrCorruption or ErrVersion", what, err)
@@ -82,11 +87,11 @@ func TestDecodeHeaderRejects(t *testing.T) {
 		c := bytes.Clone(b)
 		c[i] ^= 0x10
 		_, err := DecodeHeader(c)
-		want("flip", err)
+		want(t, "flip", err)
 	}
 	for n := range len(b) {
 		_, err := DecodeHeader(b[:n])
-		want("truncate", err)
+		want(t, "truncate", err)
 	}
 	reseal := func(mut func(*Header)) []byte {
 		h := testHeader(t)
@@ -97,14 +102,19 @@ func TestDecodeHeaderRejects(t *testing.T) {
 		}
 		return c
 	}
-	for name, c := range map[string][]byte{
-		"chunk length": reseal(func(h *Header) { h.ChunkLen++ }),
-		"part count":   reseal(func(h *Header) { h.PartCRCs = h.PartCRCs[1:] }),
-		"part size":    reseal(func(h *Header) { h.PartSize = 1 }),
-		"codec":        reseal(func(h *Header) { h.Codec = 200 }),
+	for _, tc := range []struct {
+		name string
+		c    []byte
+	}{
+		{"chunk length", reseal(func(h *Header) { h.ChunkLen++ })},
+		{"part count", reseal(func(h *Header) { h.PartCRCs = h.PartCRCs[1:] })},
+		{"part size", reseal(func(h *Header) { h.PartSize = 1 })},
+		{"codec", reseal(func(h *Header) { h.Codec = 200 })},
 	} {
-		_, err := DecodeHeader(c)
-		want(name, err)
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeHeader(tc.c)
+			want(t, tc.name, err)
+		})
 	}
 	c := bytes.Clone(b)
 	binary.LittleEndian.PutUint16(c[4:], 2)

@@ -33,35 +33,37 @@ func TestLlama2cSpec(t *testing.T) {
 		{"stories260K.bin", 5, 4, 8, 1 + 5*9 + 1},
 		{"gocode-hd64.bin", 4, 1, 64, 1 + 4*9 + 1},
 	} {
-		b := convert(t, c.name)
-		f, err := Parse(b)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if len(f.Tensors) != c.tensors {
-			t.Fatalf("%s: %d tensors, want %d", c.name, len(f.Tensors), c.tensors)
-		}
-		m, err := f.Spec(format.DTypeF32)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if m.Layers != c.layers || m.KVHeads != c.kvHeads || m.HeadDim != c.headDim ||
-			m.RoPE.Style != format.RoPEInterleaved || m.RoPE.Theta != 10000 || m.RoPE.Scaling != format.RoPEScalingNone {
-			t.Fatalf("%s: spec %+v", c.name, m)
-		}
-		// One weight changed: another weights id, the same shape.
-		b[len(b)-1] ^= 1
-		f2, err := Parse(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m2, err := f2.Spec(format.DTypeF32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m2.WeightsID == m.WeightsID || m2.Fingerprint() == m.Fingerprint() {
-			t.Fatalf("%s: a changed weight kept weights id %s", c.name, m.WeightsID)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			b := convert(t, c.name)
+			f, err := Parse(b)
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if len(f.Tensors) != c.tensors {
+				t.Fatalf("%s: %d tensors, want %d", c.name, len(f.Tensors), c.tensors)
+			}
+			m, err := f.Spec(format.DTypeF32)
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if m.Layers != c.layers || m.KVHeads != c.kvHeads || m.HeadDim != c.headDim ||
+				m.RoPE.Style != format.RoPEInterleaved || m.RoPE.Theta != 10000 || m.RoPE.Scaling != format.RoPEScalingNone {
+				t.Fatalf("%s: spec %+v", c.name, m)
+			}
+			// One weight changed: another weights id, the same shape.
+			b[len(b)-1] ^= 1
+			f2, err := Parse(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m2, err := f2.Spec(format.DTypeF32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m2.WeightsID == m.WeightsID || m2.Fingerprint() == m.Fingerprint() {
+				t.Fatalf("%s: a changed weight kept weights id %s", c.name, m.WeightsID)
+			}
+		})
 	}
 }
 
@@ -89,18 +91,23 @@ func TestHostile(t *testing.T) {
 			t.Fatalf("truncated to %d: %v", n, err)
 		}
 	}
-	for name, mut := range map[string]func([]byte){
-		"magic":        func(b []byte) { b[0] = 'X' },
-		"version":      func(b []byte) { b[4] = 9 },
-		"tensor count": func(b []byte) { b[15] = 0x7f },
-		"kv count":     func(b []byte) { b[23] = 0x7f },
-		"key length":   func(b []byte) { b[31] = 0x7f },
+	for _, tc := range []struct {
+		name string
+		mut  func([]byte)
+	}{
+		{"magic", func(b []byte) { b[0] = 'X' }},
+		{"version", func(b []byte) { b[4] = 9 }},
+		{"tensor count", func(b []byte) { b[15] = 0x7f }},
+		{"kv count", func(b []byte) { b[23] = 0x7f }},
+		{"key length", func(b []byte) { b[31] = 0x7f }},
 	} {
-		c := bytes.Clone(b)
-		mut(c)
-		if _, err := Parse(c); !errors.Is(err, format.ErrCorruption) {
-			t.Fatalf("%s: %v", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			c := bytes.Clone(b)
+			tc.mut(c)
+			if _, err := Parse(c); !errors.Is(err, format.ErrCorruption) {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+		})
 	}
 }
 
@@ -113,7 +120,7 @@ func TestSpecRefusals(t *testing.T) {
 		{"llama.attention.head_count", Uint32(2)},
 	}
 	tensors := []TensorData{{Tensor: Tensor{Name: "w", Dims: []uint64{4}, Type: GGMLF32}, Data: make([]byte, 16)}}
-	spec := func(kv []KV) error {
+	spec := func(t *testing.T, kv []KV) error {
 		var buf bytes.Buffer
 		if err := Write(&buf, kv, tensors); err != nil {
 			t.Fatal(err)
@@ -125,27 +132,32 @@ func TestSpecRefusals(t *testing.T) {
 		_, err = f.Spec(format.DTypeF16)
 		return err
 	}
-	if err := spec(base); err != nil {
+	if err := spec(t, base); err != nil {
 		t.Fatalf("base: %v", err)
 	}
-	for name, extra := range map[string]KV{
-		"per-layer kv heads": {"llama.attention.head_count_kv", Uint32s([]uint32{1, 2})},
-		"longrope":           {"llama.rope.scaling.type", String("longrope")},
-		"string layers":      {"llama.block_count", String("2")},
+	for _, tc := range []struct {
+		name  string
+		extra KV
+	}{
+		{"per-layer kv heads", KV{"llama.attention.head_count_kv", Uint32s([]uint32{1, 2})}},
+		{"longrope", KV{"llama.rope.scaling.type", String("longrope")}},
+		{"string layers", KV{"llama.block_count", String("2")}},
 	} {
-		kv := append([]KV{}, base...)
-		if extra.Key == "llama.block_count" {
-			kv[1] = extra
-		} else {
-			kv = append(kv, extra)
-		}
-		if err := spec(kv); err == nil {
-			t.Fatalf("%s: accepted", name)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			kv := append([]KV{}, base...)
+			if tc.extra.Key == "llama.block_count" {
+				kv[1] = tc.extra
+			} else {
+				kv = append(kv, tc.extra)
+			}
+			if err := spec(t, kv); err == nil {
+				t.Fatalf("%s: accepted", tc.name)
+			}
+		})
 	}
 	arch := append([]KV{}, base...)
 	arch[0] = KV{"general.architecture", String("mamba")}
-	if err := spec(arch); !errors.Is(err, format.ErrInvalidArgument) {
+	if err := spec(t, arch); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Fatalf("mamba: %v", err)
 	}
 }

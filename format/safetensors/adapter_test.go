@@ -78,37 +78,47 @@ func TestDecodeAdapterShapes(t *testing.T) {
 func TestDecodeAdapterBad(t *testing.T) {
 	nan := make([]byte, 4)
 	binary.LittleEndian.PutUint32(nan, math.Float32bits(float32(math.NaN())))
-	for name, edit := range map[string]func(f *File){
-		"no trailer": func(f *File) { f.Tensors = f.Tensors[:1] },
-		"extra tensor": func(f *File) {
+	for _, tc := range []struct {
+		name string
+		edit func(f *File)
+	}{
+		{"no trailer", func(f *File) { f.Tensors = f.Tensors[:1] }},
+		{"extra tensor", func(f *File) {
 			f.Tensors = append(f.Tensors, Tensor{Name: "x", DType: F32, Shape: []uint64{1}, Data: nan})
-		},
-		"widths differ": func(f *File) { f.Tensors[1].Shape = []uint64{4, 2} },
-		"int dtype": func(f *File) {
+		}},
+		{"widths differ", func(f *File) { f.Tensors[1].Shape = []uint64{4, 2} }},
+		{"int dtype", func(f *File) {
 			f.Tensors[0].DType, f.Tensors[1].DType = I32, I32
-		},
-		"dtypes differ": func(f *File) { f.Tensors[1].DType = U32 },
-		"rank 1":        func(f *File) { f.Tensors[0].Shape = []uint64{12} },
-		"batch of 2":    func(f *File) { f.Tensors[0].Shape = []uint64{2, 3, 2} },
-		"nan":           func(f *File) { copy(f.Tensors[0].Data[8:], nan) },
-		"short data":    func(f *File) { f.Tensors[0].Data = f.Tensors[0].Data[4:] },
+		}},
+		{"dtypes differ", func(f *File) { f.Tensors[1].DType = U32 }},
+		{"rank 1", func(f *File) { f.Tensors[0].Shape = []uint64{12} }},
+		{"batch of 2", func(f *File) { f.Tensors[0].Shape = []uint64{2, 3, 2} }},
+		{"nan", func(f *File) { copy(f.Tensors[0].Data[8:], nan) }},
+		{"short data", func(f *File) { f.Tensors[0].Data = f.Tensors[0].Data[4:] }},
 	} {
-		f, err := EncodeAdapter(testAdapter(), F32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		edit(f)
-		if _, err := DecodeAdapter(f); !errors.Is(err, format.ErrCorruption) {
-			t.Errorf("%s: %v", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := EncodeAdapter(testAdapter(), F32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.edit(f)
+			if _, err := DecodeAdapter(f); !errors.Is(err, format.ErrCorruption) {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+		})
 	}
-	for name, a := range map[string]*Adapter{
-		"zero hidden": {Hidden: 0},
-		"ragged rows": {Hidden: 4, Header: make([]float32, 5)},
+	for _, tc := range []struct {
+		name string
+		a    *Adapter
+	}{
+		{"zero hidden", &Adapter{Hidden: 0}},
+		{"ragged rows", &Adapter{Hidden: 4, Header: make([]float32, 5)}},
 	} {
-		if _, err := EncodeAdapter(a, F32); !errors.Is(err, format.ErrInvalidArgument) {
-			t.Errorf("%s: %v", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := EncodeAdapter(tc.a, F32); !errors.Is(err, format.ErrInvalidArgument) {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+		})
 	}
 	if _, err := EncodeAdapter(testAdapter(), F16); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Errorf("F16 encode: %v", err)

@@ -124,31 +124,36 @@ func TestDecodeKVBad(t *testing.T) {
 // TestKVRoundTripRoPEVariants: dynamic NTK and YaRN's truncate and mscale
 // fields survive an export and import, fingerprint included.
 func TestKVRoundTripRoPEVariants(t *testing.T) {
-	for name, r := range map[string]format.RoPE{
-		"dynamic": {Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2, OriginalMaxPos: 2048},
-		"deepseek yarn": {Style: format.RoPEInterleaved, Theta: 10000, Scaling: format.RoPEScalingYaRN, Factor: 40,
-			OriginalMaxPos: 4096, BetaFast: 32, BetaSlow: 1, YaRNNoTruncate: true, Mscale: 0.707, MscaleAllDim: 1},
+	for _, tc := range []struct {
+		name string
+		r    format.RoPE
+	}{
+		{"dynamic", format.RoPE{Style: format.RoPERotateHalf, Theta: 10000, Scaling: format.RoPEScalingDynamic, Factor: 2, OriginalMaxPos: 2048}},
+		{"deepseek yarn", format.RoPE{Style: format.RoPEInterleaved, Theta: 10000, Scaling: format.RoPEScalingYaRN, Factor: 40,
+			OriginalMaxPos: 4096, BetaFast: 32, BetaSlow: 1, YaRNNoTruncate: true, Mscale: 0.707, MscaleAllDim: 1}},
 	} {
-		kv := testKV()
-		kv.Model.RoPE = r
-		f, err := EncodeKV(kv)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		b, err := Encode(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := Decode(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		back, err := DecodeKV(g)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if !back.Equal(kv) || back.Model.Fingerprint() != kv.Model.Fingerprint() {
-			t.Fatalf("%s: round trip differs:\n%+v\n%+v", name, back.Model.RoPE, kv.Model.RoPE)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			kv := testKV()
+			kv.Model.RoPE = tc.r
+			f, err := EncodeKV(kv)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			b, err := Encode(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := DecodeKV(g)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if !back.Equal(kv) || back.Model.Fingerprint() != kv.Model.Fingerprint() {
+				t.Fatalf("%s: round trip differs:\n%+v\n%+v", tc.name, back.Model.RoPE, kv.Model.RoPE)
+			}
+		})
 	}
 }

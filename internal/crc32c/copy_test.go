@@ -2,6 +2,7 @@ package crc32c
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -44,21 +45,23 @@ func TestCopyLengths(t *testing.T) {
 	fns := []testKernel{{name: "Copy", ok: true, copy: copyAPI}}
 	fns = append(fns, kernels...)
 	for _, k := range fns {
-		if !k.ok || k.copy == nil {
-			continue
-		}
-		for sOff := range 64 {
-			dOff := (sOff*37 + 5) % 64
-			for n := k.min; n <= maxTableLen; n++ {
-				checkCopy(t, k.name, k.copy, src, dst, sOff, dOff, n, uint32(n)*0x9e3779b9)
+		t.Run(k.name, func(t *testing.T) {
+			if !k.ok || k.copy == nil {
+				return
 			}
-		}
-		for range 4 {
-			n := k.min + r.IntN(3<<20)
-			src := randBytes(r, n+64)
-			dst := make([]byte, n+128)
-			checkCopy(t, k.name, k.copy, src, dst, r.IntN(64), r.IntN(64), n, r.Uint32())
-		}
+			for sOff := range 64 {
+				dOff := (sOff*37 + 5) % 64
+				for n := k.min; n <= maxTableLen; n++ {
+					checkCopy(t, k.name, k.copy, src, dst, sOff, dOff, n, uint32(n)*0x9e3779b9)
+				}
+			}
+			for range 4 {
+				n := k.min + r.IntN(3<<20)
+				src := randBytes(r, n+64)
+				dst := make([]byte, n+128)
+				checkCopy(t, k.name, k.copy, src, dst, r.IntN(64), r.IntN(64), n, r.Uint32())
+			}
+		})
 	}
 }
 
@@ -68,11 +71,13 @@ func TestCopyShape(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
 	src := randBytes(r, 5000)
 	for _, c := range []struct{ dst, src int }{{0, 5000}, {5000, 0}, {100, 5000}, {5000, 300}, {4999, 5000}} {
-		dst := make([]byte, c.dst)
-		n := min(c.dst, c.src)
-		if got, w := Copy(dst, src[:c.src], 7), want(7, src[:n]); got != w || !bytes.Equal(dst[:n], src[:n]) {
-			t.Fatalf("Copy(dst %d, src %d) = %#08x, want %#08x", c.dst, c.src, got, w)
-		}
+		t.Run(fmt.Sprintf("dst %d src %d", c.dst, c.src), func(t *testing.T) {
+			dst := make([]byte, c.dst)
+			n := min(c.dst, c.src)
+			if got, w := Copy(dst, src[:c.src], 7), want(7, src[:n]); got != w || !bytes.Equal(dst[:n], src[:n]) {
+				t.Fatalf("Copy(dst %d, src %d) = %#08x, want %#08x", c.dst, c.src, got, w)
+			}
+		})
 	}
 	for _, shift := range []int{-300, -64, -1, 0, 1, 17, 64, 1000} {
 		buf := make([]byte, 12000)

@@ -60,27 +60,29 @@ func TestKernels(t *testing.T) {
 	buf := randBytes(r, maxTableLen+64)
 	ran := 0
 	for _, k := range kernels {
-		if !k.ok {
-			t.Logf("%s: not on this CPU", k.name)
-			continue
-		}
-		ran++
-		for align := range 64 {
-			for n := k.min; n <= maxTableLen; n++ {
-				p := buf[align : align+n]
-				seed := r.Uint32()
-				if got, w := k.update(seed, p), want(seed, p); got != w {
-					t.Fatalf("%s(%#x, len %d, align %d) = %#08x, want %#08x", k.name, seed, n, align, got, w)
+		t.Run(k.name, func(t *testing.T) {
+			if !k.ok {
+				t.Logf("%s: not on this CPU", k.name)
+				return
+			}
+			ran++
+			for align := range 64 {
+				for n := k.min; n <= maxTableLen; n++ {
+					p := buf[align : align+n]
+					seed := r.Uint32()
+					if got, w := k.update(seed, p), want(seed, p); got != w {
+						t.Fatalf("%s(%#x, len %d, align %d) = %#08x, want %#08x", k.name, seed, n, align, got, w)
+					}
 				}
 			}
-		}
-		for range 8 {
-			p := randBytes(r, k.min+r.IntN(5<<20))
-			seed := r.Uint32()
-			if got, w := k.update(seed, p), want(seed, p); got != w {
-				t.Fatalf("%s(%#x, len %d) = %#08x, want %#08x", k.name, seed, len(p), got, w)
+			for range 8 {
+				p := randBytes(r, k.min+r.IntN(5<<20))
+				seed := r.Uint32()
+				if got, w := k.update(seed, p), want(seed, p); got != w {
+					t.Fatalf("%s(%#x, len %d) = %#08x, want %#08x", k.name, seed, len(p), got, w)
+				}
 			}
-		}
+		})
 	}
 	t.Logf("%d of %d kernels ran", ran, len(kernels))
 }
@@ -92,26 +94,28 @@ func TestKernelBlocks(t *testing.T) {
 	r := rand.New(rand.NewPCG(19, 20))
 	buf := randBytes(r, 256+4*blockBytes+4064)
 	for _, k := range kernels {
-		if !k.ok {
-			continue
-		}
-		for _, block := range [][2]int{{256, blockBytes}, {64, sseBlockBytes}} {
-			for m := range 4 {
-				for _, extra := range []int{-1, 0, 1, 15, 16, 17, 63, 64, 255, 256, 257, 4000} {
-					n := block[0] + m*block[1] + extra
-					if n < k.min || n+64 > len(buf) {
-						continue
-					}
-					for align := range 64 {
-						p := buf[align : align+n]
-						seed := r.Uint32()
-						if got, w := k.update(seed, p), want(seed, p); got != w {
-							t.Fatalf("%s(%#x, len %d, align %d) = %#08x, want %#08x", k.name, seed, n, align, got, w)
+		t.Run(k.name, func(t *testing.T) {
+			if !k.ok {
+				return
+			}
+			for _, block := range [][2]int{{256, blockBytes}, {64, sseBlockBytes}} {
+				for m := range 4 {
+					for _, extra := range []int{-1, 0, 1, 15, 16, 17, 63, 64, 255, 256, 257, 4000} {
+						n := block[0] + m*block[1] + extra
+						if n < k.min || n+64 > len(buf) {
+							continue
+						}
+						for align := range 64 {
+							p := buf[align : align+n]
+							seed := r.Uint32()
+							if got, w := k.update(seed, p), want(seed, p); got != w {
+								t.Fatalf("%s(%#x, len %d, align %d) = %#08x, want %#08x", k.name, seed, n, align, got, w)
+							}
 						}
 					}
 				}
 			}
-		}
+		})
 	}
 }
 

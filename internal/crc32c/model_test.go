@@ -2,6 +2,7 @@ package crc32c
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -186,13 +187,15 @@ func TestModelHybrid(t *testing.T) {
 		{16, hybridShape{blockIters, blockStreams, blockStream, true}}, // avx512
 	}
 	for _, c := range shapes {
-		block := c.h.steps*16*c.lanes + c.h.streams*c.h.streamLen
-		for range 6 {
-			p := randBytes(r, 16*c.lanes+r.IntN(3*block+100))
-			seed := r.Uint32()
-			if got, w := modelHybrid(seed, p, c.lanes, c.h), want(seed, p); got != w {
-				t.Fatalf("model %d lanes %+v (len %d) = %#08x, want %#08x", c.lanes, c.h, len(p), got, w)
+		t.Run(fmt.Sprintf("%d lanes %+v", c.lanes, c.h), func(t *testing.T) {
+			block := c.h.steps*16*c.lanes + c.h.streams*c.h.streamLen
+			for range 6 {
+				p := randBytes(r, 16*c.lanes+r.IntN(3*block+100))
+				seed := r.Uint32()
+				if got, w := modelHybrid(seed, p, c.lanes, c.h), want(seed, p); got != w {
+					t.Fatalf("model %d lanes %+v (len %d) = %#08x, want %#08x", c.lanes, c.h, len(p), got, w)
+				}
 			}
-		}
+		})
 	}
 }

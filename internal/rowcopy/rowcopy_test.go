@@ -28,7 +28,9 @@ var copiers = []struct {
 // stay as they were.
 func TestMatchesLoop(t *testing.T) {
 	for _, c := range copiers {
-		testMatchesLoop(t, c.name, c.fn)
+		t.Run(c.name, func(t *testing.T) {
+			testMatchesLoop(t, c.name, c.fn)
+		})
 	}
 }
 
@@ -63,20 +65,22 @@ func testMatchesLoop(t *testing.T, name string, fn func(dst, src []byte, rows, r
 // them (the built-in copy row by row), not by the kernel.
 func TestOverlap(t *testing.T) {
 	for _, c := range copiers {
-		for _, shift := range []int{-64, -1, 0, 1, 32, 200} {
-			buf := make([]byte, 4096)
-			for i := range buf {
-				buf[i] = byte(i * 31)
+		t.Run(c.name, func(t *testing.T) {
+			for _, shift := range []int{-64, -1, 0, 1, 32, 200} {
+				buf := make([]byte, 4096)
+				for i := range buf {
+					buf[i] = byte(i * 31)
+				}
+				want := append([]byte(nil), buf...)
+				Loop(want[512+shift:], want[512:], 4, 256, 512, 256)
+				if err := c.fn(buf[512+shift:], buf[512:], 4, 256, 512, 256); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(buf, want) {
+					t.Fatalf("%s: dst at src%+d: differs from Loop", c.name, shift)
+				}
 			}
-			want := append([]byte(nil), buf...)
-			Loop(want[512+shift:], want[512:], 4, 256, 512, 256)
-			if err := c.fn(buf[512+shift:], buf[512:], 4, 256, 512, 256); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(buf, want) {
-				t.Fatalf("%s: dst at src%+d: differs from Loop", c.name, shift)
-			}
-		}
+		})
 	}
 }
 

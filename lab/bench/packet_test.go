@@ -91,17 +91,19 @@ func TestParseShapes(t *testing.T) {
 		{"llama8b, qwen3b", []string{"llama8b", "qwen3b"}, false},
 		{"gpt2", nil, true},
 	} {
-		got, err := ParseShapes(tc.in)
-		if (err != nil) != tc.err {
-			t.Fatalf("ParseShapes(%q) error %v, want error %v", tc.in, err, tc.err)
-		}
-		var names []string
-		for _, s := range got {
-			names = append(names, s.Name)
-		}
-		if !slices.Equal(names, tc.want) {
-			t.Fatalf("ParseShapes(%q) = %v, want %v", tc.in, names, tc.want)
-		}
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseShapes(tc.in)
+			if (err != nil) != tc.err {
+				t.Fatalf("ParseShapes(%q) error %v, want error %v", tc.in, err, tc.err)
+			}
+			var names []string
+			for _, s := range got {
+				names = append(names, s.Name)
+			}
+			if !slices.Equal(names, tc.want) {
+				t.Fatalf("ParseShapes(%q) = %v, want %v", tc.in, names, tc.want)
+			}
+		})
 	}
 	if got := Llama8B.BytesPerToken(); got != 131072 {
 		t.Fatalf("llama8b bytes per token %d, want 131072 (DESIGN.md)", got)

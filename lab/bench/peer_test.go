@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -35,21 +36,26 @@ func TestPeersRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer p.Close()
-			for id, want := range map[uint64]*Packet{7: a, 8: b} {
-				var got []byte
-				err := p.Get(id, func(l int, k, v []byte) error {
-					if l != len(got)/(2*tiny.ChunkBytes(6)) {
-						t.Fatalf("layer %d visited out of order", l)
+			for _, tc := range []struct {
+				id   uint64
+				want *Packet
+			}{{7, a}, {8, b}} {
+				t.Run(fmt.Sprint("packet ", tc.id), func(t *testing.T) {
+					var got []byte
+					err := p.Get(tc.id, func(l int, k, v []byte) error {
+						if l != len(got)/(2*tiny.ChunkBytes(6)) {
+							t.Fatalf("layer %d visited out of order", l)
+						}
+						got = append(append(got, k...), v...)
+						return nil
+					})
+					if err != nil {
+						t.Fatal(err)
 					}
-					got = append(append(got, k...), v...)
-					return nil
+					if !bytes.Equal(got, tc.want.Data) {
+						t.Fatalf("packet %d read back differs", tc.id)
+					}
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got, want.Data) {
-					t.Fatalf("packet %d read back differs", id)
-				}
 			}
 			if err := p.Get(9, discard); err == nil {
 				t.Fatal("Get of a packet never put succeeded")

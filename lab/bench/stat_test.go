@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -16,13 +17,15 @@ func TestNewStat(t *testing.T) {
 		{[]time.Duration{4 * ms, 1 * ms, 2 * ms, 8 * ms}, 3 * ms, 1e6 / 3e-3 / 1e6},
 		{[]time.Duration{5 * ms}, 5 * ms, 1e6 / 5e-3 / 1e6},
 	} {
-		s := newStat(1e6, tc.ds)
-		if s.Median != tc.med || s.Runs != len(tc.ds) {
-			t.Fatalf("newStat(%v): median %v runs %d, want %v %d", tc.ds, s.Median, s.Runs, tc.med, len(tc.ds))
-		}
-		if d := s.MBps - tc.mbps; d > 1e-9 || d < -1e-9 {
-			t.Fatalf("newStat(%v): %v MB/s, want %v", tc.ds, s.MBps, tc.mbps)
-		}
+		t.Run(fmt.Sprint(tc.ds), func(t *testing.T) {
+			s := newStat(1e6, tc.ds)
+			if s.Median != tc.med || s.Runs != len(tc.ds) {
+				t.Fatalf("newStat(%v): median %v runs %d, want %v %d", tc.ds, s.Median, s.Runs, tc.med, len(tc.ds))
+			}
+			if d := s.MBps - tc.mbps; d > 1e-9 || d < -1e-9 {
+				t.Fatalf("newStat(%v): %v MB/s, want %v", tc.ds, s.MBps, tc.mbps)
+			}
+		})
 	}
 	if newStat(1, nil) != nil {
 		t.Fatal("newStat of no runs is not nil")

@@ -42,12 +42,17 @@ func TestForwardEmbeddingsRejects(t *testing.T) {
 	row := make([]float32, m.Dim)
 	nan := append([]float32(nil), row...)
 	nan[3] = float32(math.NaN())
-	for name, x := range map[string][][]float32{
-		"none": nil, "short row": {row[:m.Dim-1]}, "nan": {row, nan},
+	for _, tc := range []struct {
+		name string
+		x    [][]float32
+	}{
+		{"none", nil}, {"short row", [][]float32{row[:m.Dim-1]}}, {"nan", [][]float32{row, nan}},
 	} {
-		if _, err := m.ForwardEmbeddings(x, 0, nil, ForwardOptions{}); !errors.Is(err, format.ErrInvalidArgument) {
-			t.Errorf("%s: %v", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := m.ForwardEmbeddings(tc.x, 0, nil, ForwardOptions{}); !errors.Is(err, format.ErrInvalidArgument) {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+		})
 	}
 	if _, err := m.Embed([]int{m.Vocab}); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Errorf("token outside vocab: %v", err)

@@ -309,20 +309,22 @@ func TestLoadRejects(t *testing.T) {
 		{"heads not dividing dim", append(header(4, 4, 1, 3, 1, -3, 2), good[28:]...), false},
 		{"huge dim", append(header(1<<30, 4, 1, 2, 1, -3, 2), good[28:]...), false},
 	} {
-		p := filepath.Join(dir, "m.bin")
-		if err := os.WriteFile(p, tc.b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		m, err := Load(p)
-		switch {
-		case tc.ok && err != nil:
-			t.Errorf("%s: %v", tc.name, err)
-		case tc.ok && (&m.classifier[0] == &m.embed[0] || m.classifier[0] != float32(floats-12) || m.normOut[3] != float32(floats-12-4-1)):
-			t.Errorf("%s: classifier must be separate and follow the RoPE tables: classifier[0] %v, norm[3] %v",
-				tc.name, m.classifier[0], m.normOut[3])
-		case !tc.ok && !errors.Is(err, format.ErrCorruption):
-			t.Errorf("%s: %v, want ErrCorruption", tc.name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, "m.bin")
+			if err := os.WriteFile(p, tc.b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			m, err := Load(p)
+			switch {
+			case tc.ok && err != nil:
+				t.Errorf("%s: %v", tc.name, err)
+			case tc.ok && (&m.classifier[0] == &m.embed[0] || m.classifier[0] != float32(floats-12) || m.normOut[3] != float32(floats-12-4-1)):
+				t.Errorf("%s: classifier must be separate and follow the RoPE tables: classifier[0] %v, norm[3] %v",
+					tc.name, m.classifier[0], m.normOut[3])
+			case !tc.ok && !errors.Is(err, format.ErrCorruption):
+				t.Errorf("%s: %v, want ErrCorruption", tc.name, err)
+			}
+		})
 	}
 	if _, err := Load(filepath.Join(dir, "missing.bin")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)

@@ -97,11 +97,16 @@ func TestHandler(t *testing.T) {
 		t.Fatalf("/inspect %d: %+v", code, p)
 	}
 	var e struct{ Error string }
-	for path, want := range map[string]int{"/inspect/zz": 400, "/inspect/ffffffff": 404, "/ls?limit=-1": 400, "/verify?max_findings=x": 400} {
-		e.Error = ""
-		if code := get(t, h, "GET", path, &e); code != want || e.Error == "" {
-			t.Errorf("%s: %d %q, want %d and an error", path, code, e.Error, want)
-		}
+	for _, tc := range []struct {
+		name string
+		want int
+	}{{"/inspect/zz", 400}, {"/inspect/ffffffff", 404}, {"/ls?limit=-1", 400}, {"/verify?max_findings=x", 400}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.Error = ""
+			if code := get(t, h, "GET", tc.name, &e); code != tc.want || e.Error == "" {
+				t.Errorf("%s: %d %q, want %d and an error", tc.name, code, e.Error, tc.want)
+			}
+		})
 	}
 	for _, m := range []string{"GET", "POST"} {
 		var v admin.Verify

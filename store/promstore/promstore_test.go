@@ -63,14 +63,19 @@ func TestCollectorExposesStats(t *testing.T) {
 	s.BlobSyncHist = []uint64{1, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 	c := New(s, prometheus.Labels{"store": "a"})
 	mfs := gather(t, c)
-	for name, want := range map[string]float64{
-		"kvstore_puts_total": 7, "kvstore_hits_total": 5, "kvstore_misses_total": 2,
-		"kvstore_live_bytes": 4096, "kvstore_read_bytes_total": 123, "kvstore_compaction_debt_bytes": 8192,
-		"kvstore_evictions_total": 4, "kvstore_blob_files": 2,
+	for _, tc := range []struct {
+		name string
+		want float64
+	}{
+		{"kvstore_puts_total", 7}, {"kvstore_hits_total", 5}, {"kvstore_misses_total", 2},
+		{"kvstore_live_bytes", 4096}, {"kvstore_read_bytes_total", 123}, {"kvstore_compaction_debt_bytes", 8192},
+		{"kvstore_evictions_total", 4}, {"kvstore_blob_files", 2},
 	} {
-		if got := value(t, mfs, name); got != want {
-			t.Errorf("%s = %v, want %v", name, got, want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if got := value(t, mfs, tc.name); got != tc.want {
+				t.Errorf("%s = %v, want %v", tc.name, got, tc.want)
+			}
+		})
 	}
 	if len(mfs) != len(c.scalars)+len(c.latencies) {
 		t.Errorf("%d families, want %d", len(mfs), len(c.scalars)+len(c.latencies))
@@ -160,10 +165,15 @@ func TestCollectorLatencies(t *testing.T) {
 	s.SpanReadLatency = store.Latency{Count: 1, Sum: time.Millisecond, Buckets: make([]uint64, len(store.LatencyBuckets)+1)}
 	s.SpanReadLatency.Buckets[6] = 1
 	mfs := gather(t, New(s, nil))
-	for name, want := range map[string]float64{"kvstore_assembles_total": 2, "kvstore_assembled_packets_total": 5, "kvstore_span_memories": 3} {
-		if got := value(t, mfs, name); got != want {
-			t.Errorf("%s = %v, want %v", name, got, want)
-		}
+	for _, tc := range []struct {
+		name string
+		want float64
+	}{{"kvstore_assembles_total", 2}, {"kvstore_assembled_packets_total", 5}, {"kvstore_span_memories", 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := value(t, mfs, tc.name); got != tc.want {
+				t.Errorf("%s = %v, want %v", tc.name, got, tc.want)
+			}
+		})
 	}
 	h := mfs["kvstore_put_duration_seconds"].Metric[0].GetHistogram()
 	last := h.Bucket[len(h.Bucket)-1]

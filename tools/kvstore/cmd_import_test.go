@@ -19,17 +19,18 @@ func TestImportBad(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := func(h string) []byte { return append(binary.LittleEndian.AppendUint64(nil, uint64(len(h))), h...) }
-	for name, c := range map[string]struct {
+	for _, c := range []struct {
+		name string
 		data []byte
 		want string
 	}{
-		"truncated": {b[:len(b)-3], "cover"},
-		"huge":      {raw(`{"kv":{"dtype":"BF16","shape":[1000000,1000000,1000000],"data_offsets":[0,2000000000000000000]}}`), "cover"},
-		"no model":  {raw(`{}`), "kvstore.model"},
-		"empty":     {nil, "too short"},
+		{"truncated", b[:len(b)-3], "cover"},
+		{"huge", raw(`{"kv":{"dtype":"BF16","shape":[1000000,1000000,1000000],"data_offsets":[0,2000000000000000000]}}`), "cover"},
+		{"no model", raw(`{}`), "kvstore.model"},
+		{"empty", nil, "too short"},
 	} {
-		t.Run(name, func(t *testing.T) {
-			file := filepath.Join(t.TempDir(), name+".safetensors")
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), c.name+".safetensors")
 			if err := os.WriteFile(file, c.data, 0o644); err != nil {
 				t.Fatal(err)
 			}

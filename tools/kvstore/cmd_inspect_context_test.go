@@ -173,14 +173,16 @@ func TestInspectAmbiguousAcrossKinds(t *testing.T) {
 		t.Fatalf("stderr: %s", r.stderr)
 	}
 	for _, c := range []struct{ ns, kind, id string }{{"a", "packet", ids[0].String()}, {"b", "context", ctxs[1].String()}} {
-		var out struct{ Kind, ID string }
-		r := kv(t, "--dir", dir, "--json", "inspect", "--ns", c.ns, prefix).want(t, exitOK)
-		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
-			t.Fatal(err)
-		}
-		if out.Kind != c.kind || out.ID != c.id {
-			t.Errorf("--ns %s: %s %s, want %s %s", c.ns, out.Kind, out.ID, c.kind, c.id)
-		}
+		t.Run(c.ns, func(t *testing.T) {
+			var out struct{ Kind, ID string }
+			r := kv(t, "--dir", dir, "--json", "inspect", "--ns", c.ns, prefix).want(t, exitOK)
+			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.Kind != c.kind || out.ID != c.id {
+				t.Errorf("--ns %s: %s %s, want %s %s", c.ns, out.Kind, out.ID, c.kind, c.id)
+			}
+		})
 	}
 }
 
@@ -208,19 +210,21 @@ func TestLsContexts(t *testing.T) {
 		{[]string{"--model", spanSpec().Fingerprint().String()[:6]}, 2, false},
 		{[]string{"--model", tinySpec().Fingerprint().String()[:6]}, 0, false},
 	} {
-		var out lsContextsOutput
-		r := kv(t, append([]string{"ls", "--contexts", "--dir", dir, "--json"}, c.args...)...).want(t, exitOK)
-		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Contexts) != c.n || out.More != c.more {
-			t.Errorf("ls --contexts %v: %d contexts (more %v), want %d (%v)", c.args, len(out.Contexts), out.More, c.n, c.more)
-		}
-		for _, x := range out.Contexts {
-			if x.Tokens != 96 || x.Spans < 2 || x.Factored < 1 || x.Factored >= x.Spans || x.Bytes == 0 || x.Created.IsZero() {
-				t.Errorf("ls --contexts row %+v", x)
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var out lsContextsOutput
+			r := kv(t, append([]string{"ls", "--contexts", "--dir", dir, "--json"}, c.args...)...).want(t, exitOK)
+			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+				t.Fatal(err)
 			}
-		}
+			if len(out.Contexts) != c.n || out.More != c.more {
+				t.Errorf("ls --contexts %v: %d contexts (more %v), want %d (%v)", c.args, len(out.Contexts), out.More, c.n, c.more)
+			}
+			for _, x := range out.Contexts {
+				if x.Tokens != 96 || x.Spans < 2 || x.Factored < 1 || x.Factored >= x.Spans || x.Bytes == 0 || x.Created.IsZero() {
+					t.Errorf("ls --contexts row %+v", x)
+				}
+			}
+		})
 	}
 	// Plain ls still lists the packets only; stat counts both kinds apart.
 	var pk lsOutput

@@ -29,18 +29,20 @@ func TestLs(t *testing.T) {
 		{[]string{"--model", tinySpec().Fingerprint().String()[:6]}, 3, false},
 		{[]string{"--model", "ffffffff"}, 0, false},
 	} {
-		var out lsOutput
-		r := kv(t, append([]string{"ls", "--dir", dir, "--json"}, c.args...)...).want(t, exitOK)
-		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Packets) != c.n || out.More != c.more {
-			t.Errorf("ls %v: %d packets (more %v), want %d (%v)", c.args, len(out.Packets), out.More, c.n, c.more)
-		}
-		for _, p := range out.Packets {
-			if p.Tokens == 0 || p.Bytes == 0 || p.DType != "bf16" || p.Layers != 2 {
-				t.Errorf("ls row %+v", p)
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var out lsOutput
+			r := kv(t, append([]string{"ls", "--dir", dir, "--json"}, c.args...)...).want(t, exitOK)
+			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+				t.Fatal(err)
 			}
-		}
+			if len(out.Packets) != c.n || out.More != c.more {
+				t.Errorf("ls %v: %d packets (more %v), want %d (%v)", c.args, len(out.Packets), out.More, c.n, c.more)
+			}
+			for _, p := range out.Packets {
+				if p.Tokens == 0 || p.Bytes == 0 || p.DType != "bf16" || p.Layers != 2 {
+					t.Errorf("ls row %+v", p)
+				}
+			}
+		})
 	}
 }

@@ -77,15 +77,20 @@ func TestCheck(t *testing.T) {
 	if err := Check("w", make([]byte, 8), meta); err != nil {
 		t.Fatalf("good artifact: %v", err)
 	}
-	for name, err := range map[string]error{
-		"no name":   Check("", nil, &format.ArtifactMeta{}),
-		"long name": CheckName(strings.Repeat("n", format.MaxNameLen+1)),
-		"too big":   Check("w", make([]byte, format.MaxArtifactSize+1), &format.ArtifactMeta{}),
-		"bad meta":  Check("w", make([]byte, 4), meta),
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"no name", Check("", nil, &format.ArtifactMeta{})},
+		{"long name", CheckName(strings.Repeat("n", format.MaxNameLen+1))},
+		{"too big", Check("w", make([]byte, format.MaxArtifactSize+1), &format.ArtifactMeta{})},
+		{"bad meta", Check("w", make([]byte, 4), meta)},
 	} {
-		if !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if !errors.Is(tc.err, ErrInvalidArgument) {
+				t.Errorf("%s: %v, want ErrInvalidArgument", tc.name, tc.err)
+			}
+		})
 	}
 }
 
@@ -104,14 +109,19 @@ func TestRead(t *testing.T) {
 	}
 	flipped := bytes.Clone(rec)
 	flipped[len(flipped)-1] ^= 1
-	for name, try := range map[string]func() error{
-		"other model": func() error { _, _, err := Read(rec, format.Fingerprint{8}, "tau"); return err },
-		"other name":  func() error { _, _, err := Read(rec, fp, "tau2"); return err },
-		"flipped":     func() error { _, _, err := Read(flipped, fp, "tau"); return err },
+	for _, tc := range []struct {
+		name string
+		try  func() error
+	}{
+		{"other model", func() error { _, _, err := Read(rec, format.Fingerprint{8}, "tau"); return err }},
+		{"other name", func() error { _, _, err := Read(rec, fp, "tau2"); return err }},
+		{"flipped", func() error { _, _, err := Read(flipped, fp, "tau"); return err }},
 	} {
-		if err := try(); !errors.Is(err, ErrCorruption) {
-			t.Errorf("%s: %v, want ErrCorruption", name, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.try(); !errors.Is(err, ErrCorruption) {
+				t.Errorf("%s: %v, want ErrCorruption", tc.name, err)
+			}
+		})
 	}
 }
 

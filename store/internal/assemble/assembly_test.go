@@ -313,24 +313,29 @@ func TestCheckRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := func() *Dest { return shuffled(format.KVLayoutPagedNHD)(t, 4) }
-	cases := map[string]func(d *Dest){
-		"nil-like layers": func(d *Dest) { d.K = d.K[:1] },
-		"short buffer":    func(d *Dest) { d.V[1] = d.V[1][:len(d.V[1])-1] },
-		"block size":      func(d *Dest) { d.BlockSize = 0 },
-		"short table":     func(d *Dest) { d.BlockTable = nil },
-		"block range":     func(d *Dest) { d.BlockTable[0] = 99 },
-		"overlap":         func(d *Dest) { d.V[0] = d.K[0] },
-		"layout":          func(d *Dest) { d.Layout = 99 },
+	good := func(t *testing.T) *Dest { return shuffled(format.KVLayoutPagedNHD)(t, 4) }
+	cases := []struct {
+		name  string
+		spoil func(d *Dest)
+	}{
+		{"nil-like layers", func(d *Dest) { d.K = d.K[:1] }},
+		{"short buffer", func(d *Dest) { d.V[1] = d.V[1][:len(d.V[1])-1] }},
+		{"block size", func(d *Dest) { d.BlockSize = 0 }},
+		{"short table", func(d *Dest) { d.BlockTable = nil }},
+		{"block range", func(d *Dest) { d.BlockTable[0] = 99 }},
+		{"overlap", func(d *Dest) { d.V[0] = d.K[0] }},
+		{"layout", func(d *Dest) { d.Layout = 99 }},
 	}
-	for name, spoil := range cases {
-		d := good()
-		spoil(d)
-		if err := a.Run(context.Background(), d, nil); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("%s: Run = %v, want ErrInvalidArgument", name, err)
-		}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := good(t)
+			tc.spoil(d)
+			if err := a.Run(context.Background(), d, nil); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%s: Run = %v, want ErrInvalidArgument", tc.name, err)
+			}
+		})
 	}
-	if err := a.Run(context.Background(), good(), nil); err != nil {
+	if err := a.Run(context.Background(), good(t), nil); err != nil {
 		t.Fatalf("good destination: %v", err)
 	}
 }
@@ -359,24 +364,29 @@ func TestCheckPooledRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, layout := range []format.KVLayout{format.KVLayoutPagedKV, format.KVLayoutPagedPacked} {
-		good := func() *Dest { return shuffled(layout)(t, 4) }
-		cases := map[string]func(d *Dest){
-			"V elsewhere":   func(d *Dest) { d.V[0] = make([]byte, len(d.V[0])) },
-			"V not after K": func(d *Dest) { d.V[1] = d.K[1] },
-			"short pool":    func(d *Dest) { d.K[0], d.V[0] = d.K[0][:len(d.K[0])-1], d.V[0][:len(d.V[0])-1] },
-			"shared pool":   func(d *Dest) { d.K[1], d.V[1] = d.K[0], d.V[0] },
-			"block size":    func(d *Dest) { d.BlockSize = 0 },
-			"block range":   func(d *Dest) { d.BlockTable[0] = 99 },
-			"twice":         func(d *Dest) { d.BlockTable[1] = d.BlockTable[0] },
+		good := func(t *testing.T) *Dest { return shuffled(layout)(t, 4) }
+		cases := []struct {
+			name  string
+			spoil func(d *Dest)
+		}{
+			{"V elsewhere", func(d *Dest) { d.V[0] = make([]byte, len(d.V[0])) }},
+			{"V not after K", func(d *Dest) { d.V[1] = d.K[1] }},
+			{"short pool", func(d *Dest) { d.K[0], d.V[0] = d.K[0][:len(d.K[0])-1], d.V[0][:len(d.V[0])-1] }},
+			{"shared pool", func(d *Dest) { d.K[1], d.V[1] = d.K[0], d.V[0] }},
+			{"block size", func(d *Dest) { d.BlockSize = 0 }},
+			{"block range", func(d *Dest) { d.BlockTable[0] = 99 }},
+			{"twice", func(d *Dest) { d.BlockTable[1] = d.BlockTable[0] }},
 		}
-		for name, spoil := range cases {
-			d := good()
-			spoil(d)
-			if err := a.Run(context.Background(), d, nil); !errors.Is(err, ErrInvalidArgument) {
-				t.Errorf("%v %s: Run = %v, want ErrInvalidArgument", layout, name, err)
-			}
+		for _, tc := range cases {
+			t.Run(layout.String()+"/"+tc.name, func(t *testing.T) {
+				d := good(t)
+				tc.spoil(d)
+				if err := a.Run(context.Background(), d, nil); !errors.Is(err, ErrInvalidArgument) {
+					t.Errorf("%v %s: Run = %v, want ErrInvalidArgument", layout, tc.name, err)
+				}
+			})
 		}
-		if err := a.Run(context.Background(), good(), nil); err != nil {
+		if err := a.Run(context.Background(), good(t), nil); err != nil {
 			t.Fatalf("%v: good destination: %v", layout, err)
 		}
 	}

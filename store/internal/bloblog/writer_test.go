@@ -178,12 +178,15 @@ func TestWriterSeals(t *testing.T) {
 // path, the fresh file is forgotten and its number reused by the next
 // append, which succeeds.
 func TestWriterFaults(t *testing.T) {
-	for name, kind := range map[string]errorfs.OpKind{"write": errorfs.OpFileWriteAt, "sync": errorfs.OpFileSyncData} {
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kind errorfs.OpKind
+	}{{"write", errorfs.OpFileWriteAt}, {"sync", errorfs.OpFileSyncData}} {
+		t.Run(tc.name, func(t *testing.T) {
 			on := true
 			injected := errors.New("injected")
 			fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
-				if on && op.Kind == kind && strings.HasSuffix(op.Path, ".blob") {
+				if on && op.Kind == tc.kind && strings.HasSuffix(op.Path, ".blob") {
 					return injected
 				}
 				return nil
@@ -191,13 +194,13 @@ func TestWriterFaults(t *testing.T) {
 			w := newWriter(t, fs, 1<<20)
 			e := newTestExtent(t, 4, 2, 500)
 			_, _, _, err := appendExtent(w, e)
-			if !errors.Is(err, injected) && kind == errorfs.OpFileWriteAt {
+			if !errors.Is(err, injected) && tc.kind == errorfs.OpFileWriteAt {
 				t.Fatalf("append with failing writes: %v", err)
 			}
 			if err == nil {
 				t.Fatal("append succeeded with a failing file system")
 			}
-			if kind == errorfs.OpFileWriteAt && !strings.Contains(err.Error(), "000001.blob") {
+			if tc.kind == errorfs.OpFileWriteAt && !strings.Contains(err.Error(), "000001.blob") {
 				t.Fatalf("error does not name the file: %v", err)
 			}
 			if w.Cur != nil || w.Next != 1 {

@@ -58,27 +58,30 @@ func TestCheck(t *testing.T) {
 	if n, err := d.Check(); err != nil || n != 2*4*4*2 {
 		t.Fatalf("pruned: Check = %d, %v; want %d", n, err, 2*4*4*2)
 	}
-	for name, edit := range map[string]func(d *Desc){
-		"no model":             func(d *Desc) { d.Model = nil },
-		"invalid model":        func(d *Desc) { m := *d.Model; m.HeadDim = 0; d.Model = &m },
-		"long namespace":       func(d *Desc) { d.Namespace = strings.Repeat("n", format.MaxNameLen+1) },
-		"long adapter id":      func(d *Desc) { d.AdapterID = strings.Repeat("a", format.MaxNameLen+1) },
-		"negative adapter":     func(d *Desc) { d.TrailerTokens = -1 },
-		"no tokens":            func(d *Desc) { d.TokenIDs = nil; d.Layers = []Layer{{}, {}} },
-		"too few layers":       func(d *Desc) { d.Layers = d.Layers[:1] },
-		"negative base":        func(d *Desc) { d.BasePosition = -1 },
-		"short K":              func(d *Desc) { d.Layers[1].K = d.Layers[1].K[:3] },
-		"adapter rows no data": func(d *Desc) { d.HeaderTokens = 1 },
-		"unknown codec":        func(d *Desc) { d.Codec = 200 },
-		"codec options":        func(d *Desc) { d.Codec = format.CodecInt8; d.CodecOptions.GroupSize = -1 },
-		"keep-set shape":       func(d *Desc) { d.Keep = &prune.Set{Layers: 2, KVHeads: 1, Tokens: 6, Keep: [][]int32{{0}, {1}}} },
-		"keep-set ragged": func(d *Desc) {
+	for _, tc := range []struct {
+		name string
+		edit func(d *Desc)
+	}{
+		{"no model", func(d *Desc) { d.Model = nil }},
+		{"invalid model", func(d *Desc) { m := *d.Model; m.HeadDim = 0; d.Model = &m }},
+		{"long namespace", func(d *Desc) { d.Namespace = strings.Repeat("n", format.MaxNameLen+1) }},
+		{"long adapter id", func(d *Desc) { d.AdapterID = strings.Repeat("a", format.MaxNameLen+1) }},
+		{"negative adapter", func(d *Desc) { d.TrailerTokens = -1 }},
+		{"no tokens", func(d *Desc) { d.TokenIDs = nil; d.Layers = []Layer{{}, {}} }},
+		{"too few layers", func(d *Desc) { d.Layers = d.Layers[:1] }},
+		{"negative base", func(d *Desc) { d.BasePosition = -1 }},
+		{"short K", func(d *Desc) { d.Layers[1].K = d.Layers[1].K[:3] }},
+		{"adapter rows no data", func(d *Desc) { d.HeaderTokens = 1 }},
+		{"unknown codec", func(d *Desc) { d.Codec = 200 }},
+		{"codec options", func(d *Desc) { d.Codec = format.CodecInt8; d.CodecOptions.GroupSize = -1 }},
+		{"keep-set shape", func(d *Desc) { d.Keep = &prune.Set{Layers: 2, KVHeads: 1, Tokens: 6, Keep: [][]int32{{0}, {1}}} }},
+		{"keep-set ragged", func(d *Desc) {
 			d.Keep = &prune.Set{Layers: 2, KVHeads: 2, Tokens: 6, Keep: [][]int32{{0}, {1}, {2}, {3, 4}}}
-		},
+		}},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			d := randDesc(spec, 6, 1)
-			edit(d)
+			tc.edit(d)
 			_, err := d.Check()
 			if !errors.Is(err, ErrInvalidArgument) {
 				t.Fatalf("Check = %v, want ErrInvalidArgument", err)

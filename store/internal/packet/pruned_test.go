@@ -24,36 +24,37 @@ func TestDecodePositionsRejects(t *testing.T) {
 	h9 := hdr(2, 1, 9, 2)      // two bytes per head, bits 9..15 padding
 	h1 := hdr(1, 2, 1, 1)      // one token: bits 1..7 padding
 	big := hdr(1, 1, 1<<31, 1) // positions beyond int32
-	for name, tc := range map[string]struct {
+	for _, tc := range []struct {
+		name string
 		h    *format.PacketHeader
 		b    []byte
 		want [][]int32
 	}{
-		"6 tokens":      {h6, []byte{0b100101, 0b011010}, [][]int32{{0, 2, 5}, {1, 3, 4}}},
-		"16 tokens":     {h16, []byte{0x81, 0x01}, [][]int32{{0, 7, 8}}},
-		"9 tokens good": {h9, []byte{0x01, 0x01, 0x06, 0x00}, [][]int32{{0, 8}, {1, 2}}},
-		"1 token":       {h1, []byte{1, 1}, [][]int32{{0}, {0}}},
+		{"6 tokens", h6, []byte{0b100101, 0b011010}, [][]int32{{0, 2, 5}, {1, 3, 4}}},
+		{"16 tokens", h16, []byte{0x81, 0x01}, [][]int32{{0, 7, 8}}},
+		{"9 tokens good", h9, []byte{0x01, 0x01, 0x06, 0x00}, [][]int32{{0, 8}, {1, 2}}},
+		{"1 token", h1, []byte{1, 1}, [][]int32{{0}, {0}}},
 
-		"short":               {h6, []byte{0b100101}, nil},
-		"long":                {h6, []byte{0b100101, 0b011010, 0}, nil},
-		"empty":               {h6, nil, nil},
-		"padding bit 6":       {h6, []byte{0b1100100, 0b011010}, nil}, // {2, 5, 6}: 3 bits, one past tokens
-		"padding bit 7":       {h6, []byte{0b100101, 0b10011000}, nil},
-		"too few bits":        {h6, []byte{0b000101, 0b011010}, nil},
-		"too many bits":       {h6, []byte{0b100111, 0b011010}, nil},
-		"no bits":             {h6, []byte{0b100101, 0}, nil},
-		"16 tokens count":     {h16, []byte{0x81, 0x03}, nil},
-		"9 tokens count":      {h9, []byte{0x01, 0x01, 0x00, 0x01}, nil}, // layer 1 keeps only {8}
-		"16 tokens short":     {h16, []byte{0x81}, nil},
-		"9 tokens padding":    {h9, []byte{0x01, 0x01, 0x00, 0x03}, nil}, // {8, 9}: 9 is past tokens
-		"9 tokens high byte":  {h9, []byte{0x01, 0x01, 0x02, 0x80}, nil},
-		"1 token padding":     {h1, []byte{1, 0b11}, nil},
-		"1 token none":        {h1, []byte{1, 0}, nil},
-		"1 token high bit":    {h1, []byte{0x80, 1}, nil},
-		"beyond int32":        {big, nil, nil},
-		"no tokens in header": {hdr(1, 1, 0, 1), nil, nil},
+		{"short", h6, []byte{0b100101}, nil},
+		{"long", h6, []byte{0b100101, 0b011010, 0}, nil},
+		{"empty", h6, nil, nil},
+		{"padding bit 6", h6, []byte{0b1100100, 0b011010}, nil}, // {2, 5, 6}: 3 bits, one past tokens
+		{"padding bit 7", h6, []byte{0b100101, 0b10011000}, nil},
+		{"too few bits", h6, []byte{0b000101, 0b011010}, nil},
+		{"too many bits", h6, []byte{0b100111, 0b011010}, nil},
+		{"no bits", h6, []byte{0b100101, 0}, nil},
+		{"16 tokens count", h16, []byte{0x81, 0x03}, nil},
+		{"9 tokens count", h9, []byte{0x01, 0x01, 0x00, 0x01}, nil}, // layer 1 keeps only {8}
+		{"16 tokens short", h16, []byte{0x81}, nil},
+		{"9 tokens padding", h9, []byte{0x01, 0x01, 0x00, 0x03}, nil}, // {8, 9}: 9 is past tokens
+		{"9 tokens high byte", h9, []byte{0x01, 0x01, 0x02, 0x80}, nil},
+		{"1 token padding", h1, []byte{1, 0b11}, nil},
+		{"1 token none", h1, []byte{1, 0}, nil},
+		{"1 token high bit", h1, []byte{0x80, 1}, nil},
+		{"beyond int32", big, nil, nil},
+		{"no tokens in header", hdr(1, 1, 0, 1), nil, nil},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			s, err := view.DecodePositions(tc.h, tc.b)
 			if tc.want == nil {
 				if !errors.Is(err, format.ErrCorruption) {
