@@ -17,7 +17,8 @@
 //	              command's summary
 //	commands      tools/kvstore (the operations CLI), lab/cmd/... (the lab's
 //	              commands: training, quality tables, peer benchmarks),
-//	              examples/..., and the test-only packages fuzz and docs
+//	              examples (and examples/...), and the test-only packages fuzz
+//	              and docs
 //
 // The engine imports nothing of the lab, of test support or of the
 // commands; the lab imports no command; test support imports only test
