@@ -46,7 +46,7 @@ var engineFloors = []struct {
 // zoneOf says where pkg (relative to the module, "" for the root) lives.
 func zoneOf(pkg string) (zone, bool) {
 	switch {
-	case pkg == "" || pkg == "fuzz" || pkg == "docs" || pkg == "examples" || pkg == "tools/kvstore" ||
+	case pkg == "" || pkg == "fuzz" || pkg == "docs" || pkg == "examples" || pkg == "tools/kvstore" || pkg == "internal/terminal" ||
 		strings.HasPrefix(pkg, "lab/cmd/") || strings.HasPrefix(pkg, "examples/"):
 		return commands, true
 	case strings.HasPrefix(pkg, "lab/"):

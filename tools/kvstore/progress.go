@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/kvstore/kvstore/internal/terminal"
 	"io"
 	"time"
 )
@@ -23,7 +24,7 @@ const progressEvery = 100 * time.Millisecond
 
 // newProgress returns a progress line on e.stderr when it is a terminal.
 func newProgress(e *env, label string) *progress {
-	if !isTerminal(e.stderr) {
+	if !terminal.Is(e.stderr) {
 		return &progress{}
 	}
 	return startProgress(e.stderr, label, time.Now)

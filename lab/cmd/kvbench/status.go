@@ -2,8 +2,8 @@ package main
 
 import (
 	"fmt"
+	"github.com/kvstore/kvstore/internal/terminal"
 	"io"
-	"os"
 )
 
 // status draws one self-erasing line naming what is being measured, on a
@@ -14,7 +14,7 @@ type status struct {
 }
 
 func newStatus(w io.Writer) *status {
-	if !isTerminal(w) {
+	if !terminal.Is(w) {
 		return &status{}
 	}
 	return &status{w: w}
@@ -33,16 +33,4 @@ func (s *status) clear() {
 		fmt.Fprint(s.w, "\r\x1b[K")
 		s.drawn = false
 	}
-}
-
-// isTerminal reports whether w is a character device (a terminal, or
-// /dev/null, where drawing costs nothing). It needs no system call, so it
-// builds everywhere.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

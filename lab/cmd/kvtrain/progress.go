@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/kvstore/kvstore/internal/terminal"
 	"io"
 	"time"
 )
@@ -32,7 +33,7 @@ const (
 // w is a terminal.
 func newProgress(w io.Writer, label string) *progress {
 	p := &progress{w: w, label: label, every: logEvery, now: time.Now}
-	if isTerminal(w) {
+	if terminal.Is(w) {
 		p.inPlace, p.every = true, redrawEvery
 	}
 	return p

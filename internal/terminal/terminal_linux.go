@@ -1,4 +1,4 @@
-package main
+package terminal
 
 import (
 	"io"
@@ -7,9 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// isTerminal reports whether w is a terminal (progress is redrawn in
-// place there).
-func isTerminal(w io.Writer) bool {
+func is(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
