@@ -35,10 +35,13 @@ func AlignUp(n, a uint64) (uint64, bool) {
 //     reads chunks where the header says and ignores the rest); a 1.1
 //     reader serves a 1.0 store but cannot rebuild its catalog from it.
 //   - 1.2 (Version12): evictions write tombstones as Deletes do, so a
-//     rebuilt catalog keeps evicted packets evicted, and the FORMAT file
-//     has a second copy, FORMAT.copy, with the same 20 bytes. No byte
-//     layout changed: a 1.1 reader serves a 1.2 store (the tombstones are
-//     the ones it knows, FORMAT.copy a file it never opens).
+//     rebuilt catalog keeps evicted packets evicted; the FORMAT file has a
+//     second copy, FORMAT.copy, with the same 20 bytes; and after a crash
+//     the catalog may lag the blob log by acknowledged Puts and Deletes
+//     (their batches are not synced). No byte layout changed: a 1.1
+//     reader serves a 1.2 store (the tombstones are the ones it knows,
+//     FORMAT.copy a file it never opens, and it reconciles the catalog on
+//     a read-write open); a 1.0 reader does not reconcile.
 const (
 	FormatMajor uint16 = 1
 	FormatMinor uint16 = 2
@@ -72,12 +75,10 @@ func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor)
 // Compare returns -1, 0 or +1 as v is older than, the same as or newer
 // than w.
 func (v Version) Compare(w Version) int {
-	switch {
-	case v.Major != w.Major:
+	if v.Major != w.Major {
 		return cmp.Compare(v.Major, w.Major)
-	default:
-		return cmp.Compare(v.Minor, w.Minor)
 	}
+	return cmp.Compare(v.Minor, w.Minor)
 }
 
 // Current is the version this code writes.

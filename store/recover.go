@@ -9,7 +9,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
-
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 	"github.com/kvstore/kvstore/store/internal/catalog"
 	"github.com/kvstore/kvstore/store/internal/maint"
