@@ -7,6 +7,7 @@
 // # Files of a store
 //
 //	FORMAT (20 bytes)      "KVSTORE\0" | major u16 | minor u16 | flags u32 = 0 | crc32c of 0..16
+//	                       (kept twice: FORMAT and FORMAT.copy, the same bytes)
 //	blob header (4096)     "KVBLOB\0\1" | major u16 | minor u16 | file number u32 | crc32c of 0..16 | zeros
 //
 // An extent holds one packet's chunks in a blob file. It starts and ends on

@@ -1,6 +1,7 @@
 package format
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 )
@@ -20,19 +21,42 @@ func AlignUp(n, a uint64) (uint64, bool) {
 	return r, r >= n
 }
 
-// FormatMajor is the on-disk format this code writes. A store whose FORMAT
-// file names a newer major version is refused; minor versions only add
-// things older readers may ignore. Minor 1 added the put record leading
-// each packet extent, tombstone extents and the catalog's next-record
-// sequence (put_record.go, tombstone.go): a 1.0 reader serves such a store
-// (it reads chunks where the header says, and ignores the rest), a 1.1
-// reader serves a 1.0 store but cannot rebuild its catalog from it.
+// FormatMajor and FormatMinor are the on-disk format this code writes
+// (docs/format.md, "Versions and compatibility", has the table of
+// versions). A store whose FORMAT names a newer major version is refused
+// (ErrVersion); a newer minor is read and written, since minor versions
+// only add things an older reader may ignore. The versions:
+//
+//   - 1.0 (Version10): packet extents, the catalog, span memories and
+//     artifacts.
+//   - 1.1 (Version11): the put record leading each packet extent, tombstone
+//     extents for Deletes and the catalog's next-record sequence
+//     (put_record.go, tombstone.go). A 1.0 reader serves a 1.1 store (it
+//     reads chunks where the header says and ignores the rest); a 1.1
+//     reader serves a 1.0 store but cannot rebuild its catalog from it.
+//   - 1.2 (Version12): evictions write tombstones as Deletes do, so a
+//     rebuilt catalog keeps evicted packets evicted; the FORMAT file has a
+//     second copy, FORMAT.copy, with the same 20 bytes; and after a crash
+//     the catalog may lag the blob log by acknowledged Puts and Deletes
+//     (their batches are not synced). No byte layout changed: a 1.1
+//     reader serves a 1.2 store (the tombstones are the ones it knows,
+//     FORMAT.copy a file it never opens, and it reconciles the catalog on
+//     a read-write open); a 1.0 reader does not reconcile.
 const (
 	FormatMajor uint16 = 1
-	FormatMinor uint16 = 1
+	FormatMinor uint16 = 2
 )
 
-// FORMAT file, 20 bytes:
+// The released format versions, oldest first.
+var (
+	Version10 = Version{1, 0}
+	Version11 = Version{1, 1}
+	Version12 = Version{1, 2}
+)
+
+// FORMAT file, 20 bytes, kept twice in a store's directory (FORMAT and,
+// since 1.2, FORMAT.copy, the same bytes; store/internal/catalog reads
+// and writes them):
 //
 //	+--------------------+----------+----------+----------+----------+
 //	| magic "KVSTORE\0"  | major u16| minor u16| flags u32| crc32c   |
@@ -47,6 +71,15 @@ const (
 type Version struct{ Major, Minor uint16 }
 
 func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
+
+// Compare returns -1, 0 or +1 as v is older than, the same as or newer
+// than w.
+func (v Version) Compare(w Version) int {
+	if v.Major != w.Major {
+		return cmp.Compare(v.Major, w.Major)
+	}
+	return cmp.Compare(v.Minor, w.Minor)
+}
 
 // Current is the version this code writes.
 var Current = Version{FormatMajor, FormatMinor}
@@ -108,6 +141,15 @@ func EncodeBlobHeader(num uint32) []byte {
 	binary.LittleEndian.PutUint32(b[12:], num)
 	binary.LittleEndian.PutUint32(b[16:], CRC(b[:16]))
 	return b
+}
+
+// BlobHeaderVersion checks a blob file header as DecodeBlobHeader does
+// and returns the format version of the code that created the file.
+func BlobHeaderVersion(b []byte) (Version, error) {
+	if _, err := DecodeBlobHeader(b); err != nil {
+		return Version{}, err
+	}
+	return Version{binary.LittleEndian.Uint16(b[8:]), binary.LittleEndian.Uint16(b[10:])}, nil
 }
 
 // DecodeBlobHeader checks a blob file header and returns its file number.

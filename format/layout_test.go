@@ -55,6 +55,55 @@ func TestFormatFile(t *testing.T) {
 	}
 }
 
+// The released versions are in order, Current is the newest, and
+// Compare orders majors before minors.
+func TestVersions(t *testing.T) {
+	released := []Version{Version10, Version11, Version12}
+	for i := 1; i < len(released); i++ {
+		if released[i-1].Compare(released[i]) != -1 || released[i].Compare(released[i-1]) != 1 {
+			t.Fatalf("%v and %v out of order", released[i-1], released[i])
+		}
+	}
+	if Current != released[len(released)-1] {
+		t.Fatalf("Current %v is not the newest released version %v", Current, released[len(released)-1])
+	}
+	for _, tc := range []struct {
+		a, b Version
+		want int
+	}{
+		{Version{1, 9}, Version{2, 0}, -1},
+		{Version{2, 0}, Version{1, 9}, 1},
+		{Version{1, 2}, Version{1, 2}, 0},
+	} {
+		if got := tc.a.Compare(tc.b); got != tc.want {
+			t.Fatalf("%v.Compare(%v) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// BlobHeaderVersion returns the version of the code that wrote the header,
+// with DecodeBlobHeader's errors.
+func TestBlobHeaderVersion(t *testing.T) {
+	b := EncodeBlobHeader(9)
+	if v, err := BlobHeaderVersion(b); v != Current || err != nil {
+		t.Fatalf("BlobHeaderVersion = %v, %v", v, err)
+	}
+	binary.LittleEndian.PutUint16(b[10:], 7)
+	binary.LittleEndian.PutUint32(b[16:], CRC(b[:16]))
+	if v, err := BlobHeaderVersion(b); v != (Version{FormatMajor, 7}) || err != nil {
+		t.Fatalf("newer minor: %v, %v", v, err)
+	}
+	binary.LittleEndian.PutUint16(b[8:], FormatMajor+1)
+	binary.LittleEndian.PutUint32(b[16:], CRC(b[:16]))
+	if _, err := BlobHeaderVersion(b); !errors.Is(err, ErrVersion) {
+		t.Fatalf("newer major: %v, want ErrVersion", err)
+	}
+	b[0] ^= 1
+	if _, err := BlobHeaderVersion(b); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("damaged: %v, want ErrCorruption", err)
+	}
+}
+
 func TestBlobHeader(t *testing.T) {
 	b := EncodeBlobHeader(123456)
 	if len(b) != BlobHeaderSize || !bytes.Equal(b[blobHeaderUsed:], make([]byte, BlobHeaderSize-blobHeaderUsed)) {

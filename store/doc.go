@@ -31,9 +31,12 @@
 // # Directory
 //
 //	DIR/
-//	  FORMAT              magic + format major version (format.EncodeFormatFile);
-//	                      written last when a store is created; newer majors are refused
-//	                      (store/internal/catalog reads and writes it)
+//	  FORMAT              magic + format version major.minor + crc (format.EncodeFormatFile);
+//	  FORMAT.copy         the same 20 bytes (since 1.2): Open trusts a good copy, a
+//	                      read-write Open rewrites a bad one and writes an older version
+//	                      up to format.Current; both written last when a store is created;
+//	                      newer majors are refused (store/internal/catalog reads and
+//	                      writes them; formatfile.go, RecoverFormat)
 //	  LOCK                held while the store is open: flock, exclusive for read-write
 //	                      and shared for read-only opens on the OS's file system,
 //	                      else vfs.FS.Lock (store/internal/lock)

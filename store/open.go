@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/kvstore/kvstore/store/internal/bloblog"
@@ -16,17 +17,23 @@ const (
 	catalogDirName = "catalog"
 	blobsDirName   = "blobs"
 	formatTmpName  = catalog.FormatTmpName
+	formatCopyName = catalog.FormatCopyName
 )
 
 // Open opens the store in dir, creating it if absent (unless opts.ReadOnly).
 // It holds DIR/LOCK until Close: a second Open of the same store, from this
 // process or another, fails with ErrLocked, except that read-only opens of
-// a store on the OS's file system share it (store/internal/lock). A store written by a newer
-// format major version is refused with an error wrapping ErrVersion, and so
-// is, at its first read, a blob file whose intact header claims one. A
-// directory with blob files or catalog records but no FORMAT file is
-// refused with ErrCorruption: it is a store that lost its FORMAT file, and
-// a new one is never started over it. Before serving, Open reconciles the
+// a store on the OS's file system share it (store/internal/lock). A store
+// whose FORMAT names a newer format major version is refused with an
+// error wrapping ErrVersion, and so is, at its first read, a blob file
+// whose intact header claims one; a newer minor version is served and
+// written. FORMAT is kept twice (FORMAT and FORMAT.copy, formatfile.go):
+// Open uses a good copy, and a read-write Open rewrites a bad one and
+// moves a store at an older format version to format.Current before it
+// writes anything else. A directory whose FORMAT copies are both damaged,
+// or that has blob files or catalog records but neither copy, is refused
+// with ErrCorruption naming the remedy (RecoverFormat): a new store is
+// never started over it. Before serving, Open reconciles the
 // catalog with the blob log: put records and tombstones synced past the
 // catalogued ends of the blob files (a batch a crash or a damaged WAL lost)
 // are applied, and reported in Stats().Reconciled; a read-only open that
@@ -67,7 +74,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 
 // open runs Open's steps; Open undoes them on error.
 func (db *DB) open() error {
-	if err := catalog.RequireStore(db.fs, db.dir, db.opts.ReadOnly || db.opts.MustExist, ErrNotFound); err != nil {
+	if err := catalog.RequireStore(db.fs, db.dir, blobsDirName, db.opts.ReadOnly || db.opts.MustExist, ErrNotFound); err != nil {
+		if errors.Is(err, ErrCorruption) {
+			err = fmt.Errorf("%w; %s", err, recoverFormatHint)
+		}
 		return err
 	}
 	if err := catalog.PrepareDir(db.fs, db.dir); err != nil {
@@ -76,7 +86,7 @@ func (db *DB) open() error {
 	if err := db.lockStore(); err != nil {
 		return err
 	}
-	create, err := db.checkFormat()
+	f, create, err := db.checkFormat()
 	if err != nil {
 		return err
 	}
@@ -84,6 +94,13 @@ func (db *DB) open() error {
 		if err := db.releaseReserve(); err != nil {
 			return err
 		}
+		if !create {
+			if err := db.upgradeFormat(f); err != nil {
+				return err
+			}
+		}
+	} else {
+		db.logFormat(f)
 	}
 	if create {
 		if err := db.fs.MkdirAll(db.w.Dir, 0o755); err != nil {

@@ -1,8 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -22,15 +25,25 @@ func writeFile(t *testing.T, fs vfs.FS, path string, b []byte) {
 	}
 }
 
+// TestOpenFormatFile: a newer major in either copy of FORMAT is refused
+// (ErrVersion) whatever the other says; bad bytes in one copy are served
+// from the other and a read-write open rewrites them; bad bytes in both
+// are ErrCorruption naming the remedy.
 func TestOpenFormatFile(t *testing.T) {
+	newer := format.EncodeFormatFile(format.Version{Major: format.FormatMajor + 1})
 	cases := []struct {
-		name string
-		data []byte
-		want error
+		name  string
+		files []string
+		data  []byte
+		want  error
 	}{
-		{"newer major", format.EncodeFormatFile(format.Version{Major: format.FormatMajor + 1}), ErrVersion},
-		{"garbage", []byte("not a format file at all!"), ErrCorruption},
-		{"empty", nil, ErrCorruption},
+		{"newer major in FORMAT", []string{formatFileName}, newer, ErrVersion},
+		{"newer major in FORMAT.copy", []string{formatCopyName}, newer, ErrVersion},
+		{"newer major in both", []string{formatFileName, formatCopyName}, newer, ErrVersion},
+		{"garbage FORMAT", []string{formatFileName}, []byte("not a format file at all!"), nil},
+		{"empty FORMAT.copy", []string{formatCopyName}, nil, nil},
+		{"garbage in both", []string{formatFileName, formatCopyName}, []byte("not a format file at all!"), ErrCorruption},
+		{"empty both", []string{formatFileName, formatCopyName}, nil, ErrCorruption},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -39,15 +52,49 @@ func TestOpenFormatFile(t *testing.T) {
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
-			writeFile(t, fs, "/db/FORMAT", c.data)
-			if _, err := Open("/db", &Options{FS: fs}); !errors.Is(err, c.want) {
-				t.Fatalf("Open: %v, want %v", err, c.want)
+			for _, name := range c.files {
+				writeFile(t, fs, "/db/"+name, c.data)
+			}
+			for _, readOnly := range []bool{true, false} {
+				db, err := Open("/db", &Options{FS: fs, ReadOnly: readOnly})
+				if err == nil {
+					db.Close()
+				}
+				if c.want == nil && err != nil || !errors.Is(err, c.want) {
+					t.Fatalf("Open, read-only %v: %v, want %v", readOnly, err, c.want)
+				}
+				if errors.Is(c.want, ErrCorruption) && !strings.Contains(err.Error(), "kvstore recover") {
+					t.Fatalf("Open, read-only %v: %q names no remedy", readOnly, err)
+				}
+			}
+			for _, name := range []string{formatFileName, formatCopyName} {
+				b := readFile(t, fs, "/db/"+name)
+				if c.want == nil && !bytes.Equal(b, format.EncodeFormatFile(format.Current)) {
+					t.Fatalf("%s after a read-write open: %x", name, b)
+				}
 			}
 			// A refused Open releases the lock: with a good FORMAT it opens.
-			writeFile(t, fs, "/db/FORMAT", format.EncodeFormatFile(format.Current))
+			for _, name := range c.files {
+				writeFile(t, fs, "/db/"+name, format.EncodeFormatFile(format.Current))
+			}
 			openMem(t, fs, nil).Close()
 		})
 	}
+}
+
+// readFile returns the bytes of a file of fs.
+func readFile(t *testing.T, fs vfs.FS, path string) []byte {
+	t.Helper()
+	f, err := fs.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestOpenRefusesForeignDirectory(t *testing.T) {

@@ -1,10 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -30,37 +32,84 @@ func (c flipCounts) String() string {
 		c.flips, c.readErr, c.structural, c.harmless, c.panics, c.wrong)
 }
 
-// TestReliabilityFlipFormatFile flips every bit of the FORMAT file: Open
-// refuses each with ErrCorruption and opens the store once it is restored.
+// TestReliabilityFlipFormatFile flips every bit of each copy of the
+// FORMAT file in turn: a read-only open serves every packet from the other
+// copy and writes nothing; a read-write open does too and rewrites the
+// flipped copy. With a bit flipped in both copies Open refuses with
+// ErrCorruption naming the remedy, and RecoverFormat restores them.
 func TestReliabilityFlipFormatFile(t *testing.T) {
 	mem := vfs.NewMem()
 	g := buildGolden(t, mem, "/db")
-	buf, err := mem.UnsafeGetFileDataBuffer("/db/" + formatFileName)
+	good := format.EncodeFormatFile(format.Current)
+	for _, name := range []string{formatFileName, formatCopyName} {
+		flips := 0
+		for bit := range 8 * len(good) {
+			for _, readOnly := range []bool{true, false} {
+				buf, err := mem.UnsafeGetFileDataBuffer("/db/" + name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				buf[bit/8] ^= 1 << (bit % 8)
+				flips++
+				o := g.opts
+				o.ReadOnly = readOnly
+				db, err := openNoPanic(&o)
+				switch {
+				case errors.Is(err, errPanicked):
+					t.Fatalf("%s bit %d flipped: %v", name, bit, err)
+				case err != nil:
+					t.Fatalf("%s bit %d flipped, read-only %v: %v", name, bit, readOnly, err)
+				}
+				if bit%37 == 0 {
+					g.checkAll(t, db, fmt.Sprintf("%s bit %d flipped", name, bit))
+				}
+				db.Close()
+				after := readMemFile(t, mem, "/db/"+name)
+				if readOnly == bytes.Equal(after, good) {
+					t.Fatalf("%s bit %d flipped, read-only %v: the copy now holds %x", name, bit, readOnly, after)
+				}
+				if readOnly {
+					buf[bit/8] ^= 1 << (bit % 8) // restore it for the read-write round
+				}
+			}
+		}
+		t.Logf("%s: %d flips, each served from the other copy", name, flips)
+	}
+	for _, name := range []string{formatFileName, formatCopyName} {
+		buf, err := mem.UnsafeGetFileDataBuffer("/db/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf[5] ^= 4
+	}
+	for _, readOnly := range []bool{true, false} {
+		o := g.opts
+		o.ReadOnly = readOnly
+		db, err := openNoPanic(&o)
+		if err == nil {
+			db.Close()
+		}
+		if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), "kvstore recover") {
+			t.Fatalf("both copies flipped, read-only %v: %v, want ErrCorruption naming kvstore recover", readOnly, err)
+		}
+	}
+	rep, err := RecoverFormat("/db", &g.opts)
+	if err != nil || !rep.Rewritten || !rep.FromBlobs || rep.Version != format.Current || rep.BlobHeaders == 0 || len(rep.Found) != 2 {
+		t.Fatalf("RecoverFormat: %+v, %v", rep, err)
+	}
+	db := g.open(t, func(o *Options) { o.ReadOnly = true })
+	defer db.Close()
+	g.checkAll(t, db, "after the FORMAT campaign")
+}
+
+// readMemFile returns a copy of a file of mem.
+func readMemFile(t *testing.T, mem *vfs.MemFS, path string) []byte {
+	t.Helper()
+	b, err := mem.UnsafeGetFileDataBuffer(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c flipCounts
-	for bit := range 8 * len(buf) {
-		buf[bit/8] ^= 1 << (bit % 8)
-		c.flips++
-		db, err := openNoPanic(&g.opts)
-		switch {
-		case err == nil:
-			db.Close()
-			t.Fatalf("FORMAT bit %d flipped: the store opened", bit)
-		case errors.Is(err, errPanicked):
-			c.panics++
-			t.Fatalf("FORMAT bit %d flipped: %v", bit, err)
-		case !errors.Is(err, ErrCorruption):
-			t.Fatalf("FORMAT bit %d flipped: %v, want ErrCorruption", bit, err)
-		}
-		c.structural++
-		buf[bit/8] ^= 1 << (bit % 8)
-	}
-	t.Logf("FORMAT file: %v", c)
-	db := g.open(t, nil)
-	defer db.Close()
-	g.checkAll(t, db, "after the FORMAT campaign")
+	return bytes.Clone(b)
 }
 
 var errPanicked = errors.New("panicked")

@@ -13,10 +13,13 @@ import (
 
 // RequireStore, for a read-only or MustExist open (must), refuses a
 // path that holds no store before anything is created in it or locked: no
-// directory or no FORMAT file is an error wrapping notFound (the store's
-// ErrNotFound). FORMAT is read and checked again under the lock. A path
-// that is not a directory is ErrInvalidArgument for every open.
-func RequireStore(fs vfs.FS, dir string, must bool, notFound error) error {
+// directory, or neither FORMAT nor FORMAT.copy, is an error wrapping
+// notFound (the store's ErrNotFound), unless its blobs subdirectory holds
+// blob files: then it is a store that lost its FORMAT files
+// (ErrCorruption, LostFormat). FORMAT is read and checked again under the
+// lock. A path that is not a directory is ErrInvalidArgument for every
+// open.
+func RequireStore(fs vfs.FS, dir, blobs string, must bool, notFound error) error {
 	st, err := fs.Stat(dir)
 	switch {
 	case err == nil && !st.IsDir():
@@ -28,12 +31,17 @@ func RequireStore(fs vfs.FS, dir string, must bool, notFound error) error {
 	case err != nil:
 		return fmt.Errorf("%w: no store at %s (no such directory)", notFound, dir)
 	}
-	if _, err := fs.Stat(fs.PathJoin(dir, FormatFileName)); errors.Is(err, iofs.ErrNotExist) {
-		return fmt.Errorf("%w: no store at %s (no FORMAT file)", notFound, dir)
-	} else if err != nil {
-		return fmt.Errorf("store: stat %s: %w", fs.PathJoin(dir, FormatFileName), err)
+	for _, name := range formatFiles {
+		if _, err := fs.Stat(fs.PathJoin(dir, name)); err == nil {
+			return nil
+		} else if !errors.Is(err, iofs.ErrNotExist) {
+			return fmt.Errorf("store: stat %s: %w", fs.PathJoin(dir, name), err)
+		}
 	}
-	return nil
+	if err := LostFormat(fs, dir, blobs); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: no store at %s (no FORMAT file)", notFound, dir)
 }
 
 // PrepareDir makes sure dir exists, creating it and syncing its parent

@@ -10,8 +10,9 @@ import (
 )
 
 // TestRequireStore: a file is ErrInvalidArgument for every open; a
-// missing directory, or one without FORMAT, is the caller's not-found
-// sentinel only for an open that must find a store.
+// missing directory, or one without FORMAT and FORMAT.copy, is the
+// caller's not-found sentinel only for an open that must find a store,
+// unless it holds blob files (ErrCorruption: a store that lost both).
 func TestRequireStore(t *testing.T) {
 	notFound := errors.New("not found")
 	fs := vfs.NewMem()
@@ -24,21 +25,41 @@ func TestRequireStore(t *testing.T) {
 	}
 	_ = f.Close()
 	for _, must := range []bool{false, true} {
-		if err := RequireStore(fs, "/file", must, notFound); !errors.Is(err, format.ErrInvalidArgument) {
+		if err := RequireStore(fs, "/file", "blobs", must, notFound); !errors.Is(err, format.ErrInvalidArgument) {
 			t.Errorf("must %v: a file: %v, want ErrInvalidArgument", must, err)
 		}
 		for _, dir := range []string{"/missing", "/s"} {
-			err := RequireStore(fs, dir, must, notFound)
+			err := RequireStore(fs, dir, "blobs", must, notFound)
 			if must != errors.Is(err, notFound) || !must && err != nil {
 				t.Errorf("must %v: %s: %v", must, dir, err)
 			}
 		}
 	}
-	if err := WriteFormat(fs, "/s"); err != nil {
+	for _, remove := range []string{"", FormatFileName, FormatCopyName} {
+		if err := WriteFormat(fs, "/s", format.Current); err != nil {
+			t.Fatal(err)
+		}
+		if remove != "" {
+			if err := fs.Remove("/s/" + remove); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := RequireStore(fs, "/s", "blobs", true, notFound); err != nil {
+			t.Errorf("a store with FORMAT, %q removed: %v", remove, err)
+		}
+	}
+	if err := fs.Remove("/s/" + FormatFileName); err != nil {
 		t.Fatal(err)
 	}
-	if err := RequireStore(fs, "/s", true, notFound); err != nil {
-		t.Errorf("a store with FORMAT: %v", err)
+	if err := RequireStore(fs, "/s", "blobs", true, notFound); !errors.Is(err, notFound) {
+		t.Errorf("neither copy: %v, want not found", err)
+	}
+	if err := fs.MkdirAll("/s/blobs", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	putFile(t, fs, "/s/blobs/000001.blob", format.EncodeBlobHeader(1))
+	if err := RequireStore(fs, "/s", "blobs", true, notFound); !errors.Is(err, format.ErrCorruption) {
+		t.Errorf("blob files without FORMAT: %v, want ErrCorruption", err)
 	}
 }
 
