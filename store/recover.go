@@ -139,7 +139,7 @@ func RecoverFormat(dir string, opts *Options) (*FormatReport, error) {
 	if err := requireStoreEvidence(o.FS, dir); err != nil {
 		return nil, err
 	}
-	lock, _, err := lockDir(o.FS, o.FS, dir, false)
+	lock, _, err := lockDir(o.FS, o.FS, dir, false, o.LockWait)
 	if err != nil {
 		return nil, err
 	}
