@@ -62,7 +62,7 @@ func Packet(m *llama.Model, spec *format.ModelSpec, namespace, id string, a *Ada
 // namespace, with no adapter: its keys and values converted from float32
 // to spec's dtype, ready for db.Put.
 func CachePacket(spec *format.ModelSpec, namespace string, doc []int, c *llama.Cache) (*store.Packet, error) {
-	p := &store.Packet{Namespace: namespace, Model: spec}
+	p := &store.Packet{PacketDesc: format.PacketDesc{Namespace: namespace, Model: spec}}
 	for _, t := range doc {
 		p.TokenIDs = append(p.TokenIDs, uint32(t))
 	}

@@ -65,9 +65,11 @@ func save(ctx context.Context, db *store.DB, ns string, lc *Context, seq int, ro
 	if rows.header+len(tokens)+rows.trailer != n {
 		return id, fmt.Errorf("%w: save: %d token ids and %d adapter rows for %d cells", ErrInvalidArgument, len(tokens), rows.header+rows.trailer, n)
 	}
-	p := &store.Packet{Namespace: ns, Model: spec, TokenIDs: tokens, BasePosition: int(lay.pos[0]),
-		AdapterID: rows.adapterID, HeaderTokens: rows.header, TrailerTokens: rows.trailer,
-		Layers: make([]store.Layer, spec.Layers)}
+	p := &store.Packet{
+		PacketDesc: format.PacketDesc{Namespace: ns, Model: spec, TokenIDs: tokens, BasePosition: int(lay.pos[0]),
+			AdapterID: rows.adapterID, HeaderTokens: rows.header, TrailerTokens: rows.trailer},
+		Layers: make([]store.Layer, spec.Layers),
+	}
 	es, per := lay.esize, n*H*D*lay.esize
 	for l := range p.Layers {
 		k, v := make([]byte, per), make([]byte, per)
