@@ -374,7 +374,7 @@ func TestAssembleCorruptChunk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, path := v.Header(), view.File(v).Path()
+			h, path := v.Header(), view.File(v.in).Path()
 			v.Release()
 			db.Close()
 			bad := h.Chunks[2] // layer 1 K
@@ -432,7 +432,7 @@ func TestAssembleCorruptEveryPlacement(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h, path := v.Header(), view.File(v).Path()
+				h, path := v.Header(), view.File(v.in).Path()
 				v.Release()
 				db.Close()
 				bad := h.Chunks[ci]
