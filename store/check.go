@@ -12,21 +12,20 @@ import (
 // is healthy.
 type GarbageKind string
 
-// Garbage kinds (store/internal/maint finds them).
+// Garbage kinds (store/internal/maint finds them; reports print their names).
 const (
-	// GarbageTail ("tail"): bytes past a blob file's catalogued size, left
-	// by an append whose catalog batch never committed. In the active file
-	// (Reused) the next extent overwrites them; elsewhere GC rewrites the
-	// file's live extents and removes it.
-	GarbageTail = GarbageKind(maint.GarbageTail)
-	// GarbageFile ("unreferenced-file"): a blob file with no catalog
-	// record: created by a write or a compaction that never committed, or
-	// retired by one that committed but had not yet removed it. GC removes
-	// it.
-	GarbageFile = GarbageKind(maint.GarbageFile)
-	// GarbageRecord ("record-without-file"): the record of a blob file
-	// that is gone and held no live extent. GC deletes it.
-	GarbageRecord = GarbageKind(maint.GarbageRecord)
+	// GarbageTail: bytes past a blob file's catalogued size, left by an append
+	// whose catalog batch never committed. In the active file (Reused) the next
+	// extent overwrites them; elsewhere GC rewrites the file's live extents and
+	// removes it.
+	GarbageTail GarbageKind = "tail"
+	// GarbageFile: a blob file with no catalog record: created by a write or a
+	// compaction that never committed, or retired by one that committed but had
+	// not yet removed it. GC removes it.
+	GarbageFile GarbageKind = "unreferenced-file"
+	// GarbageRecord: the record of a blob file that is gone and held no live
+	// extent. GC deletes it.
+	GarbageRecord GarbageKind = "record-without-file"
 )
 
 // String is the kind's name, as reports print it.

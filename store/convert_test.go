@@ -172,3 +172,26 @@ func TestChunkError(t *testing.T) {
 		})
 	}
 }
+
+// TestKindsMatch: the store's finding and garbage kinds are maint's, name
+// for name, since reports convert one to the other by value.
+func TestKindsMatch(t *testing.T) {
+	for _, c := range []struct{ store, maint string }{
+		{string(FindingChunkCRC), string(maint.FindingChunkCRC)},
+		{string(FindingTrailer), string(maint.FindingTrailer)},
+		{string(FindingRecord), string(maint.FindingRecord)},
+		{string(FindingDangling), string(maint.FindingDangling)},
+		{string(FindingOverlap), string(maint.FindingOverlap)},
+		{string(FindingAccounting), string(maint.FindingAccounting)},
+		{string(FindingIndex), string(maint.FindingIndex)},
+		{string(FindingModel), string(maint.FindingModel)},
+		{string(FindingBlobHeader), string(maint.FindingBlobHeader)},
+		{string(GarbageTail), string(maint.GarbageTail)},
+		{string(GarbageFile), string(maint.GarbageFile)},
+		{string(GarbageRecord), string(maint.GarbageRecord)},
+	} {
+		if c.store != c.maint {
+			t.Errorf("store kind %q, maint's %q", c.store, c.maint)
+		}
+	}
+}

@@ -8,39 +8,36 @@ import (
 // FindingKind classifies what Verify or Check found wrong.
 type FindingKind string
 
-// Finding kinds (store/internal/maint finds them). Every one is an
-// inconsistency or corruption: a healthy store, crashed or not, has none
-// (see Garbage for what a crash may legitimately leave).
+// Finding kinds (store/internal/maint finds them; reports print their names).
+// Every one is an inconsistency or corruption: a healthy store, crashed or
+// not, has none (see Garbage for what a crash may legitimately leave).
 const (
-	// FindingChunkCRC ("chunk-crc"): a chunk's (or span block's) bytes
-	// fail the CRC32C in its record.
-	FindingChunkCRC = FindingKind(maint.FindingChunkCRC)
-	// FindingTrailer ("trailer"): an extent's trailer is missing,
-	// undecodable, names another owner or offset, or its payload CRC does
-	// not match.
-	FindingTrailer = FindingKind(maint.FindingTrailer)
-	// FindingRecord ("record"): a catalog record does not decode or sits
-	// under a key that does not name it.
-	FindingRecord = FindingKind(maint.FindingRecord)
-	// FindingDangling ("dangling"): a record points at a blob file that is
-	// not catalogued or not on disk, or past its catalogued size or its
-	// end.
-	FindingDangling = FindingKind(maint.FindingDangling)
-	// FindingOverlap ("overlap"): two catalogued extents share bytes.
-	FindingOverlap = FindingKind(maint.FindingOverlap)
-	// FindingAccounting ("accounting"): a blob file record's live or dead
-	// bytes or extent counts differ from what the catalog references, or
-	// the next-blob sequence is not past every file.
-	FindingAccounting = FindingKind(maint.FindingAccounting)
-	// FindingIndex ("index"): an index entry without its header, or a
-	// header without its index entry.
-	FindingIndex = FindingKind(maint.FindingIndex)
-	// FindingModel ("model"): a packet or span memory whose model spec is
-	// not catalogued.
-	FindingModel = FindingKind(maint.FindingModel)
-	// FindingBlobHeader ("blob-header"): a blob file's 4 KiB header is bad
-	// or names another file number.
-	FindingBlobHeader = FindingKind(maint.FindingBlobHeader)
+	// FindingChunkCRC: a chunk's (or span block's) bytes fail the CRC32C in its
+	// record.
+	FindingChunkCRC FindingKind = "chunk-crc"
+	// FindingTrailer: an extent's trailer is missing, undecodable, names another
+	// owner or offset, or its payload CRC does not match.
+	FindingTrailer FindingKind = "trailer"
+	// FindingRecord: a catalog record does not decode or sits under a key that
+	// does not name it.
+	FindingRecord FindingKind = "record"
+	// FindingDangling: a record points at a blob file that is not catalogued or
+	// not on disk, or past its catalogued size or its end.
+	FindingDangling FindingKind = "dangling"
+	// FindingOverlap: two catalogued extents share bytes.
+	FindingOverlap FindingKind = "overlap"
+	// FindingAccounting: a blob file record's live or dead bytes or extent counts
+	// differ from what the catalog references, or the next-blob sequence is not
+	// past every file.
+	FindingAccounting FindingKind = "accounting"
+	// FindingIndex: an index entry without its header, or a header without its
+	// index entry.
+	FindingIndex FindingKind = "index"
+	// FindingModel: a packet or span memory whose model spec is not catalogued.
+	FindingModel FindingKind = "model"
+	// FindingBlobHeader: a blob file's 4 KiB header is bad or names another file
+	// number.
+	FindingBlobHeader FindingKind = "blob-header"
 )
 
 // String is the kind's name, as reports print it.
