@@ -1,8 +1,6 @@
 package store
 
-import (
-	"github.com/kvstore/kvstore/format"
-)
+import "github.com/kvstore/kvstore/format"
 
 // EventKind says what happened to a packet.
 type EventKind int
