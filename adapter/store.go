@@ -87,7 +87,7 @@ func packet(spec *format.ModelSpec, namespace string, doc []int, kv *KV) (*store
 		return nil, fmt.Errorf("%w: adapter: a KV of %d layers x %d kv heads x %d dims for a model spec of %d x %d x %d",
 			format.ErrInvalidArgument, len(kv.K), kv.KVHeads, kv.HeadDim, spec.Layers, spec.KVHeads, spec.HeadDim)
 	}
-	p := &store.Packet{Namespace: namespace, Model: spec}
+	p := &store.Packet{PacketDesc: format.PacketDesc{Namespace: namespace, Model: spec}}
 	for i, t := range doc {
 		if t < 0 || int64(t) > math.MaxUint32 {
 			return nil, fmt.Errorf("%w: adapter: token %d at index %d", format.ErrInvalidArgument, t, i)

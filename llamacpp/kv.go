@@ -39,8 +39,10 @@ func save(ctx context.Context, db *store.DB, ns string, lc *Context, seq int, to
 	if len(tokens) != n {
 		return id, fmt.Errorf("%w: save: %d token ids for %d cells", ErrInvalidArgument, len(tokens), n)
 	}
-	p := &store.Packet{Namespace: ns, Model: cells.spec, TokenIDs: tokens, BasePosition: int(cells.pos[0]),
-		Layers: make([]store.Layer, len(cells.k))}
+	p := &store.Packet{
+		PacketDesc: format.PacketDesc{Namespace: ns, Model: cells.spec, TokenIDs: tokens, BasePosition: int(cells.pos[0])},
+		Layers:     make([]store.Layer, len(cells.k)),
+	}
 	for l := range p.Layers {
 		p.Layers[l] = store.Layer{K: cells.k[l], V: cells.v[l]}
 	}

@@ -12,7 +12,7 @@ import (
 // adapterPacket is a packet of spec with 2 header rows, 3 document rows
 // and 1 trailer row, naming adapter id.
 func adapterPacket(spec *format.ModelSpec, id string) *store.Packet {
-	p := &store.Packet{Namespace: "ns", Model: spec, AdapterID: id, HeaderTokens: 2, TrailerTokens: 1, TokenIDs: []uint32{7, 8, 9}}
+	p := &store.Packet{PacketDesc: format.PacketDesc{Namespace: "ns", Model: spec, AdapterID: id, HeaderTokens: 2, TrailerTokens: 1, TokenIDs: []uint32{7, 8, 9}}}
 	n := spec.KVHeads * p.Tokens() * spec.HeadDim * spec.DType.Size()
 	for range spec.Layers {
 		p.Layers = append(p.Layers, store.Layer{K: make([]byte, n), V: make([]byte, n)})

@@ -37,13 +37,13 @@ func TestViewAdvisesOnFirstVerify(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer v.Release()
-				if view.Advised(v) {
+				if view.Advised(v.in) {
 					t.Fatal("advised before any chunk was read")
 				}
 				if _, _, err := v.Layer(0); err != nil {
 					t.Fatal(err)
 				}
-				if got, want := view.Advised(v), k.mapped && !noCRC; got != want {
+				if got, want := view.Advised(v.in), k.mapped && !noCRC; got != want {
 					t.Fatalf("advised = %v after the first read, want %v", got, want)
 				}
 			})

@@ -18,11 +18,26 @@ const MaxArtifactSize = format.MaxArtifactSize
 
 // ArtifactMeta describes an artifact's data for its readers. The store
 // checks it (a dtype's Shape must account for every byte) but does not
-// otherwise interpret it.
+// otherwise interpret it. It is format.ArtifactMeta, whose fields go doc
+// of package format shows.
 type ArtifactMeta = format.ArtifactMeta
 
 // ArtifactInfo is an artifact's description as stored.
-type ArtifactInfo = artifact.Info
+type ArtifactInfo struct {
+	// Model and Name are what it is stored under.
+	Model format.Fingerprint
+	Name  string
+	// Meta describes the data, as PutArtifact was given it.
+	Meta ArtifactMeta
+	// Size is the bytes of data.
+	Size int
+	// CreatedAt is when PutArtifact stored it.
+	CreatedAt time.Time
+}
+
+// fromArtifactInfo is artifact's description as the store's (the same
+// fields).
+func fromArtifactInfo(i artifact.Info) ArtifactInfo { return ArtifactInfo(i) }
 
 // PutArtifact stores data under (model, name), replacing what was there,
 // in one catalog batch committed with pebble.Sync: when it returns nil the
@@ -54,7 +69,7 @@ func (db *DB) PutArtifact(model format.Fingerprint, name string, data []byte, me
 // was not stored for. A record failing its CRC is ErrCorruption.
 func (db *DB) GetArtifact(model format.Fingerprint, name string) ([]byte, error) {
 	var data []byte
-	_, err := db.artifact(model, name, func(body []byte, info *ArtifactInfo) {
+	_, err := db.artifact(model, name, func(body []byte, info *artifact.Info) {
 		data = append([]byte{}, body[len(body)-info.Size:]...)
 	})
 	return data, err
@@ -63,18 +78,19 @@ func (db *DB) GetArtifact(model format.Fingerprint, name string) ([]byte, error)
 // StatArtifact returns the description of the artifact stored under
 // (model, name), with GetArtifact's errors.
 func (db *DB) StatArtifact(model format.Fingerprint, name string) (ArtifactInfo, error) {
-	return db.artifact(model, name, nil)
+	info, err := db.artifact(model, name, nil)
+	return fromArtifactInfo(info), err
 }
 
 // artifact reads and checks the record of (model, name), calling fn with
 // its body (valid during the call) when not nil.
-func (db *DB) artifact(model format.Fingerprint, name string, fn func([]byte, *ArtifactInfo)) (ArtifactInfo, error) {
+func (db *DB) artifact(model format.Fingerprint, name string, fn func([]byte, *artifact.Info)) (artifact.Info, error) {
 	if err := db.enter(); err != nil {
-		return ArtifactInfo{}, err
+		return artifact.Info{}, err
 	}
 	defer db.leave()
 	if err := artifact.CheckName(name); err != nil {
-		return ArtifactInfo{}, err
+		return artifact.Info{}, err
 	}
 	info, found, err := artifact.Get(db.cat, model, name, fn)
 	if err == nil && !found {

@@ -13,5 +13,5 @@ func (db *DB) Artifacts(fn func(ArtifactInfo) error) error {
 		return err
 	}
 	defer db.leave()
-	return artifact.Each(db.cat, fn)
+	return artifact.Each(db.cat, func(i artifact.Info) error { return fn(fromArtifactInfo(i)) })
 }

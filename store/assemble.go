@@ -72,7 +72,8 @@ func (db *DB) AssembleInto(ctx context.Context, ns string, model format.Fingerpr
 		return nil, err
 	}
 	defer a.Release()
-	return a.in.RunInto(ctx, s, o)
+	d, err := a.in.RunInto(ctx, assemble.Shape(s), toAssembleOptions(o))
+	return fromDest(d), chunkError(err)
 }
 
 // AssembleItem is one packet of an assembly: its id and the position
@@ -93,15 +94,47 @@ type AssembleItem struct {
 }
 
 // AssembledPacket says where an item's rows go.
-type AssembledPacket = assemble.Packet
+type AssembledPacket struct {
+	// ID is the item's packet.
+	ID format.PacketID
+	// Offset is the position of the packet's first row.
+	Offset int64
+	// Row is the index of its first row among the destination's tokens.
+	Row int
+	// Tokens is the packet's rows: HeaderTokens adapter rows, the
+	// document's, then TrailerTokens adapter rows.
+	Tokens        int
+	HeaderTokens  int
+	TrailerTokens int
+	// Keep is the keep-set in effect for the item, or nil when every row
+	// is placed: the one PrepareAssemblePruned was given, else the stored
+	// packet's own when it was stored pruned (View.Keep). Tokens is then
+	// its rows per (layer, KV head), and Assembly.Positions says which.
+	// It is shared: do not modify it.
+	Keep *prune.Set
+}
+
+// fromAssembledPacket is assemble's packet as the store's (the same
+// fields).
+func fromAssembledPacket(p assemble.Packet) AssembledPacket { return AssembledPacket(p) }
 
 // AssembleOptions are the per-call settings of Assemble. The zero value
-// (or nil) uses every core and reports nothing per layer: OnLayer, when not
-// nil, is called with 0, 1, ..., Layers-1 in order, from the goroutine
-// running Assemble, as soon as layer l's K and V are complete in the
-// destination (and verified); Workers is how many goroutines fill the
-// destination, 0 meaning GOMAXPROCS.
-type AssembleOptions = assemble.Options
+// (or nil) uses every core and reports nothing per layer.
+type AssembleOptions struct {
+	// OnLayer, when not nil, is called with 0, 1, ..., Layers-1 in order,
+	// from the goroutine running Assemble, as soon as layer l's K and V are
+	// complete in the destination (and verified), so that a server can
+	// compute layer l while later layers are still being filled. Workers
+	// keep filling later layers while it runs. An error it returns stops
+	// the assembly and is returned, wrapped.
+	OnLayer func(layer int) error
+	// Workers is how many goroutines fill the destination; 0 means
+	// GOMAXPROCS.
+	Workers int
+}
+
+// toAssembleOptions is o as assemble's (the same fields); nil stays nil.
+func toAssembleOptions(o *AssembleOptions) *assemble.Options { return (*assemble.Options)(o) }
 
 // Assembly is a prepared Assemble: the packets' views are held and their
 // headers checked, so the total rows are known before a destination is
@@ -135,14 +168,14 @@ func (db *DB) prepareAssemble(ctx context.Context, ns string, model format.Finge
 		if err != nil {
 			return assemble.Item{}, nil, fmt.Errorf("assemble: item %d (packet %s): %w", i, items[i].ID.Short(), err)
 		}
-		it := assemble.Item{Src: view.SourceOf(v), Offset: items[i].Offset}
+		it := assemble.Item{Src: view.SourceOf(v.in), Offset: items[i].Offset}
 		if keep != nil {
 			it.Keep = keep[i]
 		}
 		return it, v.Release, nil
 	}, func() (*format.ModelSpec, error) { return db.Model(model) }, ErrClosed)
 	if err != nil {
-		return nil, err
+		return nil, chunkError(err)
 	}
 	return &Assembly{in: in}, nil
 }
@@ -155,7 +188,7 @@ func (a *Assembly) Tokens() int { return a.in.Tokens() }
 func (a *Assembly) Spec() format.ModelSpec { return a.in.Spec() }
 
 // Packets says where each item's rows go, in item order.
-func (a *Assembly) Packets() []AssembledPacket { return a.in.Packets() }
+func (a *Assembly) Packets() []AssembledPacket { return mapSlice(a.in.Packets(), fromAssembledPacket) }
 
 // Release drops the views. It is idempotent; Run then returns ErrClosed.
 func (a *Assembly) Release() { a.in.Release() }
@@ -163,5 +196,5 @@ func (a *Assembly) Release() { a.in.Release() }
 // Run fills dst (see Assemble) and returns when every layer is complete
 // and reported, or at the first error.
 func (a *Assembly) Run(ctx context.Context, dst *Dest, o *AssembleOptions) error {
-	return a.in.Run(ctx, dst, o)
+	return chunkError(a.in.Run(ctx, toDest(dst), toAssembleOptions(o)))
 }

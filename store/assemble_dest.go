@@ -7,7 +7,8 @@ import (
 
 // Layout says how a Dest arranges the rows of one layer's K (or V) buffer:
 // format.KVLayout, the one layout type the store, the GPU staging layer and
-// its kernels share. A row is one token's head_dim elements for one KV head.
+// its kernels share, documented by go doc of package format. A row is one
+// token's head_dim elements for one KV head.
 type Layout = format.KVLayout
 
 const (
@@ -49,27 +50,53 @@ const (
 // one pool of whole blocks, as NewPooledDest makes them, and BlockTable is
 // as for Paged.
 //
-// No two buffers may overlap, but a pooled layer's K and V. Assemble checks all of this up front and
-// writes nothing when a check fails (ErrInvalidArgument). It is
-// store/internal/assemble's Dest, whose package comment draws each layout.
-type Dest = assemble.Dest
+// No two buffers may overlap, but a pooled layer's K and V. Assemble
+// checks all of this up front and writes nothing when a check fails
+// (ErrInvalidArgument). store/internal/assemble's package comment draws
+// each layout.
+type Dest struct {
+	// Layout is how each buffer arranges its rows.
+	Layout Layout
+	// K[l] and V[l] are layer l's key and value buffers.
+	K, V [][]byte
+	// BlockSize is the tokens per block of the paged and pooled layouts;
+	// 0 for the others.
+	BlockSize int
+	// BlockTable maps the assembly's token t to block
+	// BlockTable[t/BlockSize] of the paged and pooled layouts; nil for
+	// the others.
+	BlockTable []int32
+}
+
+// fromDest is assemble's destination as the store's (the same fields,
+// the same memory); nil stays nil.
+func fromDest(d *assemble.Dest) *Dest { return (*Dest)(d) }
+
+// toDest is d as assemble's, which fills it.
+func toDest(d *Dest) *assemble.Dest { return (*assemble.Dest)(d) }
 
 // NewContiguousDest allocates a contiguous Dest for tokens rows of model m.
 func NewContiguousDest(m *format.ModelSpec, tokens int) *Dest {
-	return assemble.NewContiguous(m, tokens)
+	return fromDest(assemble.NewContiguous(m, tokens))
 }
 
 // DestShape is a destination's Layout and, for the paged layouts
-// (LayoutPaged, LayoutPagedKV, LayoutPagedPacked), the tokens per block;
-// BlockSize is 0 for the others.
-type DestShape = assemble.Shape
+// (LayoutPaged, LayoutPagedKV, LayoutPagedPacked), the tokens per block.
+type DestShape struct {
+	// Layout is the destination's layout.
+	Layout Layout
+	// BlockSize is the tokens a block holds: the paged layouts only, 0
+	// for the others.
+	BlockSize int
+}
 
 // NewDest allocates a Dest of shape s for tokens rows of model m, in any
 // layout: the unpaged ones exactly sized, the paged ones with
 // ceil(tokens/BlockSize) blocks per layer and the block table 0, 1, ....
 // A shape that does not fit is ErrInvalidArgument.
 func NewDest(m *format.ModelSpec, tokens int, s DestShape) (*Dest, error) {
-	return assemble.New(m, tokens, s)
+	d, err := assemble.New(m, tokens, assemble.Shape(s))
+	return fromDest(d), err
 }
 
 // NewPooledDest is a Dest over a server's own pools, one per layer, in
@@ -77,5 +104,6 @@ func NewDest(m *format.ModelSpec, tokens int, s DestShape) (*Dest, error) {
 // and V views; table maps the assembly's token t to block
 // table[t/blockSize]. Assemble checks the pools' size and the table.
 func NewPooledDest(m *format.ModelSpec, layout Layout, pools [][]byte, blockSize int, table []int32) (*Dest, error) {
-	return assemble.NewPooled(m, layout, pools, blockSize, table)
+	d, err := assemble.NewPooled(m, layout, pools, blockSize, table)
+	return fromDest(d), err
 }

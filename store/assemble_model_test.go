@@ -67,7 +67,7 @@ var modelCases = []modelCase{
 // cachePacket turns a prefilled cache into a packet of spec.
 func cachePacket(t *testing.T, spec *format.ModelSpec, doc []int, c *llama.Cache) *Packet {
 	t.Helper()
-	p := &Packet{Namespace: "ns", Model: spec}
+	p := &Packet{PacketDesc: format.PacketDesc{Namespace: "ns", Model: spec}}
 	for _, tok := range doc {
 		p.TokenIDs = append(p.TokenIDs, uint32(tok))
 	}

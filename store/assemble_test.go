@@ -21,7 +21,7 @@ import (
 // (an unnamed adapter: Put checks named ones, see store/adapter_test.go).
 func floatPacket(spec *format.ModelSpec, ns string, tokens, header, trailer int, seed uint64) *Packet {
 	rng := rand.New(rand.NewPCG(seed, 0xa55e))
-	p := &Packet{Namespace: ns, Model: spec, TokenIDs: make([]uint32, tokens), HeaderTokens: header, TrailerTokens: trailer}
+	p := &Packet{PacketDesc: format.PacketDesc{Namespace: ns, Model: spec, TokenIDs: make([]uint32, tokens), HeaderTokens: header, TrailerTokens: trailer}}
 	for i := range p.TokenIDs {
 		p.TokenIDs[i] = rng.Uint32N(1000)
 	}
@@ -374,7 +374,7 @@ func TestAssembleCorruptChunk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, path := v.Header(), view.File(v).Path()
+			h, path := v.Header(), view.File(v.in).Path()
 			v.Release()
 			db.Close()
 			bad := h.Chunks[2] // layer 1 K
@@ -432,7 +432,7 @@ func TestAssembleCorruptEveryPlacement(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h, path := v.Header(), view.File(v).Path()
+				h, path := v.Header(), view.File(v.in).Path()
 				v.Release()
 				db.Close()
 				bad := h.Chunks[ci]

@@ -255,7 +255,7 @@ func readViews(b *testing.B, db *DB, fp format.Fingerprint, id format.PacketID, 
 	}
 	defer v.Release()
 	if forget {
-		view.File(v).ForgetVerified()
+		view.File(v.in).ForgetVerified()
 	}
 	off := 0
 	for i := range v.Header().Chunks {
@@ -314,7 +314,7 @@ func copyViews(b *testing.B, db *DB, fp format.Fingerprint, id format.PacketID, 
 		b.Fatal(err)
 	}
 	defer v.Release()
-	view.File(v).ForgetVerified()
+	view.File(v.in).ForgetVerified()
 	off := 0
 	for i := range v.Header().Chunks {
 		n, err := v.CopyChunk(dst[off:], i)

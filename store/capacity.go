@@ -101,7 +101,7 @@ func (db *DB) makeRoom(need uint64) error {
 		return nil
 	}
 	var live uint64
-	for _, r := range db.BlobFiles() {
+	for _, r := range db.blobRecords() {
 		live += r.LiveBytes
 	}
 	vs, err := db.ops.access.Room(db.cat.DB, live, need, max, db.opts.Eviction == EvictLFU)

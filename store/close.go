@@ -37,7 +37,7 @@ func (db *DB) closeFiles() {
 	db.filesMu.Lock()
 	files := db.files
 	db.files = map[uint32]*bloblog.File{}
-	db.recs = map[uint32]BlobFileInfo{}
+	db.recs = map[uint32]blobRecord{}
 	db.filesMu.Unlock()
 	for _, f := range files {
 		f.Release()

@@ -24,7 +24,7 @@ var coldCodecs = []format.Codec{format.CodecRaw, format.CodecShuffleZstd, format
 // 15x outlier, as codec's benchmarks use.
 func kvLikePacket(spec *format.ModelSpec, tokens int, c format.Codec) *store.Packet {
 	rng := rand.New(rand.NewPCG(1, 2))
-	p := &store.Packet{Namespace: "cold", Model: spec, TokenIDs: make([]uint32, tokens), Codec: c}
+	p := &store.Packet{PacketDesc: format.PacketDesc{Namespace: "cold", Model: spec, TokenIDs: make([]uint32, tokens), Codec: c}}
 	if c == format.CodecLowRank {
 		p.CodecOptions.Rank = 32 // a fixed rank: by energy, every head would be an exact SVD
 	}

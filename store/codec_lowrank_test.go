@@ -23,7 +23,7 @@ func lowRankPacket(t *testing.T, spec *format.ModelSpec, tokens, r int, seed uin
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x10a4))
-	p := &Packet{Namespace: "ns", Model: spec, TokenIDs: make([]uint32, tokens), Codec: format.CodecLowRank}
+	p := &Packet{PacketDesc: format.PacketDesc{Namespace: "ns", Model: spec, TokenIDs: make([]uint32, tokens), Codec: format.CodecLowRank}}
 	for i := range p.TokenIDs {
 		p.TokenIDs[i] = rng.Uint32N(1000)
 	}

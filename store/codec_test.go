@@ -226,7 +226,7 @@ func TestCodecCorruptChunk(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				bad, path := v.Header().Chunks[2], view.File(v).Path()
+				bad, path := v.Header().Chunks[2], view.File(v.in).Path()
 				v.Release()
 				db.Close()
 				if bad.Codec != c {

@@ -14,13 +14,64 @@ import (
 // the root's registry.
 
 // CompactOptions tune Compact. The zero value uses the store's options.
-type CompactOptions = maint.CompactOptions
+type CompactOptions struct {
+	// LiveRatio: blob files other than the active one whose live bytes are
+	// below this fraction of their extent bytes are rewritten (files with
+	// no live byte are simply removed). 0 means Options.CompactLiveRatio;
+	// 1 rewrites every file with a dead byte.
+	LiveRatio float64
+	// Files, when not empty, are rewritten whatever their ratio (the active
+	// file excepted); LiveRatio is then ignored.
+	Files []uint32
+	// Progress, if not nil, is called after each extent copied with the
+	// bytes copied and the bytes to copy.
+	Progress func(done, total int64)
+	// DryRun reports what would be done (the files chosen, as Rewritten,
+	// with the bytes their live extents hold as BytesCopied and the rest
+	// as BytesReclaimed, and what would be skipped) and writes nothing.
+	DryRun bool
+}
+
+// toCompactOptions is o as maint's (the same fields).
+func toCompactOptions(o *CompactOptions) *maint.CompactOptions { return (*maint.CompactOptions)(o) }
 
 // CompactReport says what Compact did.
-type CompactReport = maint.CompactReport
+type CompactReport struct {
+	// Rewritten are the source files retired (removed once no view maps
+	// them).
+	Rewritten []uint32
+	// Created are the output files.
+	Created []uint32
+	// Extents is how many extents were moved.
+	Extents int
+	// BytesCopied is the live bytes copied to the output files.
+	BytesCopied uint64
+	// BytesReclaimed is, of the retired files, their size minus what was
+	// copied.
+	BytesReclaimed uint64
+	// Skipped are the files chosen but left alone, with the reason.
+	Skipped []SkippedFile
+}
+
+// fromCompactReport is maint's report as the store's; nil stays nil.
+func fromCompactReport(r *maint.CompactReport) *CompactReport {
+	if r == nil {
+		return nil
+	}
+	return &CompactReport{Rewritten: r.Rewritten, Created: r.Created, Extents: r.Extents, BytesCopied: r.BytesCopied,
+		BytesReclaimed: r.BytesReclaimed, Skipped: mapSlice(r.Skipped, fromSkippedFile)}
+}
 
 // SkippedFile is a file Compact chose but left alone, and why.
-type SkippedFile = maint.SkippedFile
+type SkippedFile struct {
+	// Num is the blob file's number.
+	Num uint32
+	// Reason says why it was left alone.
+	Reason string
+}
+
+// fromSkippedFile is maint's skipped file as the store's.
+func fromSkippedFile(f maint.SkippedFile) SkippedFile { return SkippedFile(f) }
 
 // Compact rewrites the blob files chosen by o (see CompactOptions): their
 // live extents are copied to new blob files through the same write and
@@ -51,7 +102,7 @@ type SkippedFile = maint.SkippedFile
 // the store holds new data for lack of disk space (space.go) it fails with
 // ErrNoSpace: delete and GC first.
 func (db *DB) Compact(ctx context.Context, o CompactOptions) (*CompactReport, error) {
-	var rep *CompactReport
+	var rep *maint.CompactReport
 	err := db.write("compact", func() error {
 		if o.LiveRatio == 0 {
 			o.LiveRatio = db.opts.CompactLiveRatio
@@ -64,16 +115,16 @@ func (db *DB) Compact(ctx context.Context, o CompactOptions) (*CompactReport, er
 		if db.w.Hold != nil {
 			return fmt.Errorf("compact: %w", db.w.Hold)
 		}
-		rep, err = db.compactLocked(ctx, &o)
+		rep, err = db.compactLocked(ctx, toCompactOptions(&o))
 		return err
 	})
-	return rep, err
+	return fromCompactReport(rep), err
 }
 
 // compactLocked runs a compaction, group by group, or reports what it
 // would do (maint.Writer.Compact); the writer lock is held. On an error
 // the report says what the groups before the failing one did.
-func (db *DB) compactLocked(ctx context.Context, o *CompactOptions) (*CompactReport, error) {
+func (db *DB) compactLocked(ctx context.Context, o *maint.CompactOptions) (*maint.CompactReport, error) {
 	w := db.maintWriter()
 	rep, err := w.Compact(ctx, o)
 	db.w.Next = w.Next
@@ -84,7 +135,7 @@ func (db *DB) compactLocked(ctx context.Context, o *CompactOptions) (*CompactRep
 }
 
 // countCompaction counts a Compact (all its groups) that rewrote a file.
-func (db *DB) countCompaction(rep *CompactReport) {
+func (db *DB) countCompaction(rep *maint.CompactReport) {
 	if len(rep.Rewritten) > 0 {
 		db.st.compactions.Add(1)
 	}
@@ -101,7 +152,7 @@ func (db *DB) maintWriter() *maint.Writer {
 }
 
 // compacted counts, logs and publishes one committed compaction group.
-func (db *DB) compacted(rep *CompactReport, moved []*format.PacketHeader) {
+func (db *DB) compacted(rep *maint.CompactReport, moved []*format.PacketHeader) {
 	db.st.compactedBytes.Add(rep.BytesCopied)
 	db.st.reclaimedBytes.Add(rep.BytesReclaimed)
 	db.logCompaction(rep)

@@ -56,7 +56,7 @@ func TestCorruptChunkDetected(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := v.Header()
-			path := view.File(v).Path()
+			path := view.File(v.in).Path()
 			v.Release()
 			db.Close()
 

@@ -43,7 +43,7 @@ type DB struct {
 
 	filesMu sync.RWMutex
 	files   map[uint32]*bloblog.File // catalogued blob files, each holding the registry's reference
-	recs    map[uint32]BlobFileInfo  // their catalogued records
+	recs    map[uint32]blobRecord    // their catalogued records
 
 	models sync.Map // format.Fingerprint -> *format.ModelSpec known to be catalogued
 	st     counters
@@ -133,7 +133,7 @@ func (db *DB) file(num uint32) *bloblog.File {
 }
 
 // addFile registers a blob file with the registry's reference.
-func (db *DB) addFile(r BlobFileInfo) {
+func (db *DB) addFile(r blobRecord) {
 	f := bloblog.NewFile(db.fs, db.w.Dir, r.Num, !db.opts.DisableMmap, uint64(db.opts.BlobFileSize), db.log)
 	r.Path = f.Path()
 	db.filesMu.Lock()
@@ -155,7 +155,7 @@ func (db *DB) dropFile(num uint32) {
 }
 
 // record returns blob file num's catalogued record.
-func (db *DB) record(num uint32) (BlobFileInfo, bool) {
+func (db *DB) record(num uint32) (blobRecord, bool) {
 	db.filesMu.RLock()
 	defer db.filesMu.RUnlock()
 	r, ok := db.recs[num]
@@ -163,7 +163,7 @@ func (db *DB) record(num uint32) (BlobFileInfo, bool) {
 }
 
 // setRecords installs records that a committed batch wrote.
-func (db *DB) setRecords(rs ...BlobFileInfo) {
+func (db *DB) setRecords(rs ...blobRecord) {
 	db.filesMu.Lock()
 	for _, r := range rs {
 		r.Path = db.files[r.Num].Path()
@@ -175,6 +175,11 @@ func (db *DB) setRecords(rs ...BlobFileInfo) {
 // BlobFiles returns the catalogued blob files in file number order, with the
 // number of views holding each. It works on a closed DB too (empty then).
 func (db *DB) BlobFiles() []BlobFileInfo {
+	return mapSlice(db.blobRecords(), fromBlobRecord)
+}
+
+// blobRecords is BlobFiles as the catalog's records.
+func (db *DB) blobRecords() []blobRecord {
 	out, _ := db.blobFiles()
 	return out
 }
@@ -182,9 +187,9 @@ func (db *DB) BlobFiles() []BlobFileInfo {
 // blobFiles is BlobFiles and, read under the same lock, the number of
 // span memories (whose extents the records count as live extents too);
 // both empty on a closed DB.
-func (db *DB) blobFiles() ([]BlobFileInfo, uint64) {
+func (db *DB) blobFiles() ([]blobRecord, uint64) {
 	db.filesMu.RLock()
-	out := make([]BlobFileInfo, 0, len(db.recs))
+	out := make([]blobRecord, 0, len(db.recs))
 	for num, r := range db.recs {
 		r.Views = db.files[num].Views()
 		out = append(out, r)
@@ -194,7 +199,7 @@ func (db *DB) blobFiles() ([]BlobFileInfo, uint64) {
 		spans = 0 // closed (or never written)
 	}
 	db.filesMu.RUnlock()
-	slices.SortFunc(out, func(a, b BlobFileInfo) int { return int(int64(a.Num) - int64(b.Num)) })
+	slices.SortFunc(out, func(a, b blobRecord) int { return int(int64(a.Num) - int64(b.Num)) })
 	return out, uint64(spans)
 }
 

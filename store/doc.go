@@ -59,8 +59,11 @@
 // package the state it needs as explicit arguments or small interfaces
 // (the catalog, the blobs/ directory, the blob file registry, counters),
 // never the DB, and installs what it returns (registry, writer, stats,
-// events). The public report types are aliases of the internal ones. It
-// sits over internal packages, each one concept with its own tests, and
+// events). The public types (reports, options, findings, View,
+// SpanReader, Dest, ...) are the root package's own, their fields
+// documented there, converted from and to the internal packages' at the
+// boundary (convert.go; alias_test.go refuses an exported alias of an
+// internal type). It sits over internal packages, each one concept with its own tests, and
 // over format, which owns every on-disk byte:
 //
 //	store/admin, promstore,  adapters over a DB: the admin http.Handler (JSON), the Prometheus
@@ -86,8 +89,8 @@
 //	store/internal/view      View: a packet's chunks, mapped or copied, verified on first read, decoded
 //	                         (Decode), a pruned packet's keep-set (Keep, DecodePositions), CopyChunk;
 //	                         Source lends a view to assemble; Open (header lookup, file pin, retry)
-//	store/internal/events    the packet event stream: Hub (Subscribe, Publish without blocking, drops
-//	                         counted), Event and Kind
+//	store/internal/events    the packet event stream: Hub, generic over the store's Event (Subscribe,
+//	                         Publish without blocking, drops counted)
 //	store/internal/recovery  the catalog brought up to date with, or rebuilt from, the blob log's put
 //	                         records and tombstones: Reconcile (load, scan, classify, repoint, apply,
 //	                         account) into a Plan, Commit (one synced batch), GoneFiles; reads through
@@ -103,7 +106,7 @@
 //	                         checked against its key (Read), read, listed and batched in the catalog,
 //	                         a read's missing error (Missing)
 //	store/internal/opstats   operation statistics: latency histograms (Hist, LatencyBuckets), fsync
-//	                         counters (Sync, SyncBuckets), the snapshot types (Stats, Latency)
+//	                         counters (Sync, SyncBuckets), a histogram's snapshot (Latency)
 //	store/internal/spandb    span memory's calls against the catalog and the blob log: Put (NewPut;
 //	                         Prepare against the catalog; Write: extent, fdatasync, one synced batch,
 //	                         blob file records), Delete, Open (a spanmem.Reader), List and Count;

@@ -48,5 +48,55 @@ var (
 )
 
 // ChunkError reports a chunk whose stored bytes do not match the CRC32C in
-// its header; it wraps ErrCorruption and says where the chunk is.
-type ChunkError = bloblog.ChunkError
+// its header; it wraps ErrCorruption and says where the chunk is. Reads
+// that verify chunks (View's Chunk, CopyChunk, Layer and Keep, Assemble
+// and what prepares and runs it) return one, possibly wrapped: find it
+// with errors.As.
+type ChunkError struct {
+	// File is the blob file's path.
+	File string
+	// Offset and Length place the chunk in File.
+	Offset uint64
+	Length uint64
+	// Packet, Layer and Kind name the chunk: packet, layer, and K, V or
+	// a pruned packet's positions.
+	Packet format.PacketID
+	Layer  uint32
+	Kind   format.ChunkKind
+	// Want is the CRC32C in the header, Computed that of the bytes read.
+	Want     uint32
+	Computed uint32
+}
+
+// Error says where the chunk is and both CRCs.
+func (e *ChunkError) Error() string { return (*bloblog.ChunkError)(e).Error() }
+
+// Unwrap makes errors.Is(err, ErrCorruption) hold.
+func (e *ChunkError) Unwrap() error { return ErrCorruption }
+
+// chunkError returns err with the store's *ChunkError in place of the
+// *bloblog.ChunkError it holds, if any: the same error when that is all
+// err is, else err (its text and chain kept) joined with it, so that
+// errors.As finds the store's type. Every exported call that verifies
+// chunks returns its error through it.
+func chunkError(err error) error {
+	var in *bloblog.ChunkError
+	if !errors.As(err, &in) {
+		return err
+	}
+	ce := (*ChunkError)(in)
+	if err == error(in) {
+		return ce
+	}
+	return &chunkErrorChain{err: err, chunk: ce}
+}
+
+// chunkErrorChain is an error whose chain holds a *bloblog.ChunkError,
+// with the store's *ChunkError for the same chunk beside it.
+type chunkErrorChain struct {
+	err   error
+	chunk *ChunkError
+}
+
+func (e *chunkErrorChain) Error() string   { return e.err.Error() }
+func (e *chunkErrorChain) Unwrap() []error { return []error{e.chunk, e.err} }

@@ -1,30 +1,51 @@
 package store
 
-import (
-	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/store/internal/events"
-)
+import "github.com/kvstore/kvstore/format"
 
 // EventKind says what happened to a packet.
-type EventKind = events.Kind
+type EventKind int
 
 const (
 	// EventPacketStored: a Put committed a new packet.
-	EventPacketStored = events.PacketStored
+	EventPacketStored EventKind = iota + 1
 	// EventPacketRemoved: a Delete removed a packet.
-	EventPacketRemoved = events.PacketRemoved
+	EventPacketRemoved
 	// EventEvicted: capacity eviction (Options.MaxBytes) removed a packet.
-	EventEvicted = events.Evicted
+	EventEvicted
 	// EventCompacted: compaction moved a packet's bytes (it is unchanged).
-	EventCompacted = events.Compacted
+	EventCompacted
 )
 
+// String is the kind's name: "stored", "removed", "evicted", "compacted",
+// or "unknown".
+func (k EventKind) String() string {
+	switch k {
+	case EventPacketStored:
+		return "stored"
+	case EventPacketRemoved:
+		return "removed"
+	case EventEvicted:
+		return "evicted"
+	case EventCompacted:
+		return "compacted"
+	}
+	return "unknown"
+}
+
 // Event is one change of the store's packets, as a router subscribed with
-// Subscribe sees it, after the change is durable. Dropped is how many
-// events this subscriber has missed so far, its channel being full: a
-// router that sees it grow should resynchronise (List) rather than trust
-// its incremental view.
-type Event = events.Event
+// Subscribe sees it, after the change is durable.
+type Event struct {
+	// Kind says what happened.
+	Kind EventKind
+	// Namespace, Model and ID name the packet.
+	Namespace string
+	Model     format.Fingerprint
+	ID        format.PacketID
+	// Dropped is how many events this subscriber has missed so far, its
+	// channel being full: a router that sees it grow should resynchronise
+	// (List) rather than trust its incremental view.
+	Dropped uint64
+}
 
 // Subscribe returns a channel of the store's events, buffered to hold buf
 // (at least 1), and a function that ends the subscription and closes the
@@ -36,7 +57,9 @@ type Event = events.Event
 func (db *DB) Subscribe(buf int) (<-chan Event, func()) { return db.ops.events.Subscribe(buf) }
 
 // publish sends ev to every subscriber without blocking.
-func (db *DB) publish(ev Event) { db.ops.events.Publish(ev, &db.st.eventsDropped) }
+func (db *DB) publish(ev Event) {
+	db.ops.events.Publish(func(missed uint64) Event { ev.Dropped = missed; return ev }, &db.st.eventsDropped)
+}
 
 // afterPut runs once a Put's batch committed: access statistics and the
 // event.

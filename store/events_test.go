@@ -108,3 +108,19 @@ func TestStatsOps(t *testing.T) {
 		t.Fatalf("catalog sync stats after Close: %+v", s)
 	}
 }
+
+// TestEventKindString: each kind has its name; any other value is
+// "unknown".
+func TestEventKindString(t *testing.T) {
+	for _, c := range []struct {
+		k    EventKind
+		want string
+	}{
+		{EventPacketStored, "stored"}, {EventPacketRemoved, "removed"}, {EventEvicted, "evicted"},
+		{EventCompacted, "compacted"}, {0, "unknown"}, {EventCompacted + 1, "unknown"},
+	} {
+		if got := c.k.String(); got != c.want {
+			t.Errorf("EventKind(%d).String() = %q, want %q", int(c.k), got, c.want)
+		}
+	}
+}

@@ -16,7 +16,7 @@ var exampleSpec = &format.ModelSpec{Architecture: "llama", Layers: 2, KVHeads: 1
 // examplePacket is a document's KV cache as the model computed it, here
 // made up: tokens, and per layer K and V of [KVHeads][tokens][HeadDim].
 func examplePacket(tokens ...uint32) *store.Packet {
-	p := &store.Packet{Namespace: "docs", Model: exampleSpec, TokenIDs: tokens}
+	p := &store.Packet{PacketDesc: format.PacketDesc{Namespace: "docs", Model: exampleSpec, TokenIDs: tokens}}
 	n := exampleSpec.KVHeads * len(tokens) * exampleSpec.HeadDim * exampleSpec.DType.Size()
 	for range exampleSpec.Layers {
 		p.Layers = append(p.Layers, store.Layer{K: make([]byte, n), V: make([]byte, n)})

@@ -38,8 +38,8 @@ func TestTruncatedUnderView(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer views[i].Release()
-		if !view.Mapped(views[i]) || views[i].Header().BlobFile != 1 {
-			t.Fatalf("view of blob file %d, mapped %v: want file 1, mapped", views[i].Header().BlobFile, view.Mapped(views[i]))
+		if !view.Mapped(views[i].in) || views[i].Header().BlobFile != 1 {
+			t.Fatalf("view of blob file %d, mapped %v: want file 1, mapped", views[i].Header().BlobFile, view.Mapped(views[i].in))
 		}
 	}
 	a, err := db.PrepareAssemble(context.Background(), "ns", fp, []AssembleItem{{ids[0], 0}})

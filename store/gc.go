@@ -7,7 +7,28 @@ import (
 )
 
 // GCReport says what GC reclaimed.
-type GCReport = maint.GCReport
+type GCReport struct {
+	// FilesRemoved are blob files removed: unreferenced ones, and fully
+	// dead ones whose records went (those are removed once no view maps
+	// them).
+	FilesRemoved []uint32
+	// RecordsRemoved are blob file records deleted from the catalog.
+	RecordsRemoved []uint32
+	// BytesReclaimed is the bytes freed: of the files removed, and what
+	// the compaction of garbage tails reclaimed.
+	BytesReclaimed uint64
+	// Compaction is the rewrite of files with garbage tails (nil if none).
+	Compaction *CompactReport
+}
+
+// fromGCReport is maint's report as the store's; nil stays nil.
+func fromGCReport(r *maint.GCReport) *GCReport {
+	if r == nil {
+		return nil
+	}
+	return &GCReport{FilesRemoved: r.FilesRemoved, RecordsRemoved: r.RecordsRemoved, BytesReclaimed: r.BytesReclaimed,
+		Compaction: fromCompactReport(r.Compaction)}
+}
 
 // GC reclaims what Check lists as garbage and what is wholly dead:
 //
@@ -30,19 +51,28 @@ type GCReport = maint.GCReport
 // before files) and idempotent. o.DryRun reports what GC would remove and
 // rewrite (the tails' compaction as a dry run) and changes nothing.
 func (db *DB) GC(ctx context.Context, o GCOptions) (*GCReport, error) {
-	var rep *GCReport
+	var rep *maint.GCReport
 	err := db.write("gc", nil, func() (err error) {
-		rep, err = db.gcLocked(ctx, &o)
+		rep, err = db.gcLocked(ctx, toGCOptions(&o))
 		return err
 	})
-	return rep, err
+	return fromGCReport(rep), err
 }
 
 // GCOptions tune GC. The zero value reclaims everything GC can.
-type GCOptions = maint.GCOptions
+type GCOptions struct {
+	// DryRun reports what would be reclaimed and writes nothing.
+	DryRun bool
+	// Progress, if not nil, is passed to the compaction of tails (see
+	// CompactOptions.Progress).
+	Progress func(done, total int64)
+}
+
+// toGCOptions is o as maint's (the same fields).
+func toGCOptions(o *GCOptions) *maint.GCOptions { return (*maint.GCOptions)(o) }
 
 // gcLocked is GC (maint.Writer.GC); the writer lock is held.
-func (db *DB) gcLocked(ctx context.Context, o *GCOptions) (*GCReport, error) {
+func (db *DB) gcLocked(ctx context.Context, o *maint.GCOptions) (*maint.GCReport, error) {
 	w := db.maintWriter()
 	rep, err := w.GC(ctx, o, db.w.Hold != nil)
 	db.w.Next = w.Next
@@ -62,7 +92,7 @@ func (db *DB) gcLocked(ctx context.Context, o *GCOptions) (*GCReport, error) {
 	return rep, nil
 }
 
-func compactReclaimed(r *CompactReport) uint64 {
+func compactReclaimed(r *maint.CompactReport) uint64 {
 	if r == nil {
 		return 0
 	}

@@ -36,7 +36,7 @@ func (db *DB) Get(ctx context.Context, ns string, model format.Fingerprint, id f
 	db.st.hits.Add(1)
 	db.st.views.Add(1)
 	db.touch(ns, id)
-	return v, nil
+	return fromView(v), nil
 }
 
 // maxGetAttempts bounds Get's retries when a packet's blob file is retired
@@ -44,7 +44,7 @@ func (db *DB) Get(ctx context.Context, ns string, model format.Fingerprint, id f
 // header first, so a retry finds the new place).
 const maxGetAttempts = 4
 
-func (db *DB) get(ns string, model format.Fingerprint, id format.PacketID) (*View, error) {
+func (db *DB) get(ns string, model format.Fingerprint, id format.PacketID) (*view.View, error) {
 	return view.Open(maxGetAttempts, func() (*format.PacketHeader, error) {
 		h, err := db.header(ns, id)
 		if err == nil && h.Model != model {

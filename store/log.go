@@ -1,11 +1,13 @@
 package store
 
+import "github.com/kvstore/kvstore/store/internal/maint"
+
 // Notable events go to Options.Logger: Open's recovery facts, compaction,
 // GC and eviction at Info, problems at Warn and Error. Per-request paths
 // (Get, Put) do not log.
 
 // logCompaction reports a compaction that did something.
-func (db *DB) logCompaction(r *CompactReport) {
+func (db *DB) logCompaction(r *maint.CompactReport) {
 	if len(r.Rewritten) == 0 && len(r.Skipped) == 0 {
 		return
 	}
@@ -21,7 +23,7 @@ func (db *DB) logCompaction(r *CompactReport) {
 // size (the next write overwrites them).
 func (db *DB) logOpen() {
 	var live, dead uint64
-	files := db.BlobFiles()
+	files := db.blobRecords()
 	for _, f := range files {
 		live, dead = live+f.LiveBytes, dead+f.DeadBytes
 	}

@@ -51,7 +51,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	o.EnsureDefaults()
 	db := &DB{dir: dir, opts: o, fs: o.FS, log: o.Logger, gate: gate.New(),
-		files: make(map[uint32]*bloblog.File), recs: make(map[uint32]BlobFileInfo)}
+		files: make(map[uint32]*bloblog.File), recs: make(map[uint32]blobRecord)}
 	db.w = bloblog.Writer{FS: o.FS, Dir: o.FS.PathJoin(dir, blobsDirName), Limit: uint64(o.BlobFileSize), Next: 1}
 	if err := db.open(); err != nil {
 		err = noSpace(err)

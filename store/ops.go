@@ -16,7 +16,7 @@ type opsState struct {
 	// views: GC must not take them for orphans.
 	retiring map[uint32]*bloblog.File
 
-	events events.Hub
+	events events.Hub[Event]
 	access accessTable
 }
 

@@ -7,34 +7,23 @@ import (
 	"github.com/kvstore/kvstore/store/internal/packet"
 )
 
-// Packet is one document's KV cache as a caller hands it to Put.
+// Packet is one document's KV cache as a caller hands it to Put: its
+// description (format.PacketDesc: namespace, model, adapter rows, token
+// ids, base position, codec) and its tensors.
 //
 // Rows are tokens: HeaderTokens adapter rows, then one row per TokenIDs
 // entry, then TrailerTokens adapter rows; at least one in all. Each layer's
 // K and V are [Model.KVHeads][tokens][Model.HeadDim] elements of
 // Model.DType, little endian, keys post-RoPE. Put reads the slices and keeps
 // no reference to them, so they may be views of anything (a pinned buffer,
-// a mapping, a larger tensor).
+// a mapping, a larger tensor). Put rotates keys given at a BasePosition
+// other than 0 into its own copy (see store/internal/packet, Normalized),
+// and encodes chunks under Codec (see store/internal/packet, Chunk
+// codecs).
 type Packet struct {
-	Namespace     string
-	Model         *format.ModelSpec
-	AdapterID     string
-	HeaderTokens  int
-	TrailerTokens int
-	TokenIDs      []uint32
-	// BasePosition (>= 0) is the position of the keys' first row. Keys are
-	// stored at positions 0..tokens-1: Put rotates keys given at another
-	// base by -BasePosition first, into its own copy (see
-	// store/internal/packet, Normalized).
-	BasePosition int
-	Layers       []Layer
-	// Codec is how Put stores each chunk (see store/internal/packet, Chunk
-	// codecs): raw (the zero value), shuffle-zstd (lossless), int8 or int4 (lossy group
-	// quantization of keys as stored: post-RoPE at local positions), or
-	// low rank (lossy truncated SVD per KV head, keys un-rotated first
-	// with the model's RoPE). A chunk that the codec would not make
-	// smaller is stored raw; the header records each chunk's codec.
-	Codec format.Codec
+	format.PacketDesc
+	// Layers are the tensors, one per model layer.
+	Layers []Layer
 	// CodecOptions are the codec's settings (group size, scale dtype, zstd
 	// level, rank); the zero value means codec's defaults. Put sets RoPE
 	// to Model's, the rotation the keys are stored with.
@@ -51,9 +40,6 @@ type Packet struct {
 // Layer is one layer's keys and values.
 type Layer struct{ K, V []byte }
 
-// Tokens is the number of KV rows: HeaderTokens + len(TokenIDs) + TrailerTokens.
-func (p *Packet) Tokens() int { return p.HeaderTokens + len(p.TokenIDs) + p.TrailerTokens }
-
 // desc is p as package packet reads it: its fields, and its layers in a
 // slice of packet's own (their buffers are shared, not copied).
 func (p *Packet) desc() *packet.Desc {
@@ -61,10 +47,5 @@ func (p *Packet) desc() *packet.Desc {
 	for i, l := range p.Layers {
 		layers[i] = packet.Layer(l)
 	}
-	return &packet.Desc{
-		Namespace: p.Namespace, Model: p.Model, AdapterID: p.AdapterID,
-		HeaderTokens: p.HeaderTokens, TrailerTokens: p.TrailerTokens, TokenIDs: p.TokenIDs,
-		BasePosition: p.BasePosition, Layers: layers,
-		Codec: p.Codec, CodecOptions: p.CodecOptions, Keep: p.Keep,
-	}
+	return &packet.Desc{PacketDesc: p.PacketDesc, Layers: layers, CodecOptions: p.CodecOptions, Keep: p.Keep}
 }

@@ -31,7 +31,7 @@ func testSpec(dt format.DType, layers, kvHeads, headDim int) *format.ModelSpec {
 // makes it reproducible and distinct.
 func randPacket(spec *format.ModelSpec, ns string, tokens int, seed uint64) *Packet {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	p := &Packet{Namespace: ns, Model: spec, TokenIDs: make([]uint32, tokens)}
+	p := &Packet{PacketDesc: format.PacketDesc{Namespace: ns, Model: spec, TokenIDs: make([]uint32, tokens)}}
 	for i := range p.TokenIDs {
 		p.TokenIDs[i] = rng.Uint32()
 	}

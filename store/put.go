@@ -142,7 +142,7 @@ func (db *DB) appendExtent(need uint64, despiteHold bool, write func(*bloblog.Ac
 		return err
 	}
 	if a.Fresh {
-		db.addFile(BlobFileInfo{Num: a.Num, Size: a.End})
+		db.addFile(blobRecord{Num: a.Num, Size: a.End})
 	}
 	n, err := write(a)
 	if err == nil {
@@ -170,7 +170,7 @@ var putRecords = true
 // (commitLogged: the put record just synced holds it), h and its extent's records
 // (packet.AddPut) and model spec m if it is new; it returns the records
 // it wrote.
-func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *bloblog.Active, n uint64) ([]BlobFileInfo, error) {
+func (db *DB) commitPut(h *format.PacketHeader, m *format.ModelSpec, a *bloblog.Active, n uint64) ([]blobRecord, error) {
 	b := db.cat.DB.NewBatch()
 	defer b.Close()
 	if err := db.addModel(b, h.Model, m); err != nil {

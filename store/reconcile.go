@@ -8,7 +8,42 @@ import (
 // ReconcileReport says what Open (or Recover) found in the blob log that
 // the catalog did not hold, and what it did about it (docs/format.md,
 // "Rebuilding the catalog").
-type ReconcileReport = recovery.Report
+type ReconcileReport struct {
+	// Scanned is the whole extents read past the catalogued ends of the
+	// blob files.
+	Scanned int
+	// Inserted is the packets re-inserted from their put records.
+	Inserted int
+	// Replaced is the catalogued packets a newer put record replaced.
+	Replaced int
+	// Deleted is the catalogued (or re-inserted) packets a tombstone
+	// deleted.
+	Deleted int
+	// Stale is the records older than the catalog's sequence (copies,
+	// already applied).
+	Stale int
+	// Repointed is the catalogued packets whose blob file is gone,
+	// repointed to a copy compaction made.
+	Repointed int
+	// NoRecord is the extents without a record (span memories, artifacts,
+	// packets of format 1.0): they are not rebuilt.
+	NoRecord int
+	// NewFiles is the blob files the catalog did not list, now catalogued.
+	NewFiles int
+	// TornBytes is the bytes past the last whole extent of the blob files
+	// (a write that crashed).
+	TornBytes uint64
+	// Problems are records that contradict the catalog or each other; each
+	// was left out, and is named here.
+	Problems []string
+}
+
+// Changed reports whether the catalog needed a change.
+func (r *ReconcileReport) Changed() bool { return (*recovery.Report)(r).Changed() }
+
+// fromReconcileReport is recovery's report as the store's (the same
+// fields).
+func fromReconcileReport(r recovery.Report) ReconcileReport { return ReconcileReport(r) }
 
 // reconcile brings the catalog up to date with the blob log before the
 // store is loaded: put records and tombstones synced past the catalog's
@@ -53,8 +88,8 @@ func (db *DB) reconcile() error {
 		}
 	}
 	db.w.Seq = p.NextSeq()
-	db.reconciled = p.Report
-	db.logReconcile(&p.Report)
+	db.reconciled = fromReconcileReport(p.Report)
+	db.logReconcile(&db.reconciled)
 	return nil
 }
 

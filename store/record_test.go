@@ -8,7 +8,7 @@ import (
 )
 
 func TestBlobRecordRoundTrip(t *testing.T) {
-	r := BlobFileInfo{Num: 7, Size: 5 * format.Alignment, LiveBytes: 2 * format.Alignment,
+	r := blobRecord{Num: 7, Size: 5 * format.Alignment, LiveBytes: 2 * format.Alignment,
 		DeadBytes: 2 * format.Alignment, Extents: 3, LiveExtents: 1, Sealed: true}
 	got, err := decodeBlobRecord(7, encodeBlobRecord(&r))
 	if err != nil || got != r {
@@ -21,7 +21,7 @@ func TestBlobRecordRoundTrip(t *testing.T) {
 }
 
 func TestBlobRecordCorrupt(t *testing.T) {
-	good := BlobFileInfo{Num: 1, Size: 2 * format.Alignment, LiveBytes: format.Alignment, Extents: 1, LiveExtents: 1}
+	good := blobRecord{Num: 1, Size: 2 * format.Alignment, LiveBytes: format.Alignment, Extents: 1, LiveExtents: 1}
 	cases := []struct {
 		name string
 		mk   func() []byte

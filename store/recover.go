@@ -219,6 +219,6 @@ func rebuild(fs vfs.FS, blobs string, cat *catalog.Catalog, rep *RecoverReport) 
 	if err := p.Commit(); err != nil {
 		return err
 	}
-	rep.ReconcileReport, rep.NextBlob, rep.GoneFiles = p.Report, p.NextBlob(), recovery.GoneFiles(disk)
+	rep.ReconcileReport, rep.NextBlob, rep.GoneFiles = fromReconcileReport(p.Report), p.NextBlob(), recovery.GoneFiles(disk)
 	return nil
 }

@@ -32,7 +32,7 @@ func artifactSeeds() [][]byte {
 
 // FuzzDecodeBlobRecord feeds whole blob file record values.
 func FuzzDecodeBlobRecord(f *testing.F) {
-	good := encodeBlobRecord(&BlobFileInfo{Num: 3, Size: 3 * format.Alignment, LiveBytes: format.Alignment,
+	good := encodeBlobRecord(&blobRecord{Num: 3, Size: 3 * format.Alignment, LiveBytes: format.Alignment,
 		DeadBytes: format.Alignment, Extents: 2, LiveExtents: 1, Sealed: true})
 	f.Add(good)
 	f.Add(good[:20])

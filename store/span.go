@@ -13,24 +13,6 @@ import (
 	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
-// SpanMemory is SeKV's memory of one long context (spanmem.Memory): the
-// context cut into spans, the resident rows kept at full resolution, and
-// per (layer, KV head) span summaries and factors.
-type SpanMemory = spanmem.Memory
-
-// SpanHead is one (layer, KV head) of a SpanMemory.
-type SpanHead = spanmem.Head
-
-// ProjectionRef names the routing projection W the summaries were
-// projected with.
-type ProjectionRef = spanmem.ProjectionRef
-
-// SpanInput is a long context's KV cache as BuildSpanMemory takes it.
-type SpanInput = spanmem.Input
-
-// SpanOptions configure BuildSpanMemory. The zero value is SeKV's defaults.
-type SpanOptions = spanmem.Options
-
 // BuildSpanMemory builds the span memory of a context from its KV cache
 // (spanmem.Build), reading the model's SeKV artifacts from db: keys are
 // un-rotated at their positions, the context is segmented by surprisal,
@@ -50,7 +32,8 @@ func (db *DB) BuildSpanMemory(in *SpanInput, opts *SpanOptions) (*SpanMemory, er
 		return nil, err
 	}
 	defer db.leave()
-	return spanmem.Build(in, opts, &dbArtifacts{db: db, in: in})
+	m, err := spanmem.Build(toSpanInput(in), toSpanOptions(opts), &dbArtifacts{db: db, in: toSpanInput(in)})
+	return fromSpanMemory(m), err
 }
 
 // PutSpanMemory stores m as the span memory of context name in namespace
@@ -77,11 +60,12 @@ func (db *DB) PutSpanMemory(ctx context.Context, ns, name string, m *SpanMemory)
 		if err := checkContextName(ns, name); err != nil {
 			return err
 		}
-		if err := m.Check(); err != nil {
+		in := toSpanMemory(m)
+		if err := in.Check(); err != nil {
 			return err
 		}
-		id = ComputeContextID(ns, m.Model.Fingerprint(), name)
-		p, err = spandb.NewPut(ns, name, m, id)
+		id = ComputeContextID(ns, in.Model.Fingerprint(), name)
+		p, err = spandb.NewPut(ns, name, in, id)
 		return err
 	}, func() error {
 		if err := db.putSpans(p); err != nil {
@@ -104,7 +88,7 @@ func (db *DB) putSpans(p *spandb.Put) error {
 		return err
 	}
 	if a.Fresh {
-		db.addFile(BlobFileInfo{Num: a.Num, Size: a.End})
+		db.addFile(blobRecord{Num: a.Num, Size: a.End})
 	}
 	recs, added, err := s.Write(p, a, db.w.Sealed)
 	if err != nil {
@@ -141,24 +125,6 @@ func (db *DB) DeleteSpanMemory(ctx context.Context, ns string, model format.Fing
 	})
 }
 
-// SpanReader reads one stored span memory piece by piece: the root record
-// is read when it is opened, each (layer, KV head)'s record on first use,
-// and each block (one layer's resident rows, one span's K or V factors of
-// one head) only when asked for, verified against its own CRC32C. Nothing
-// else of the memory is touched.
-//
-// Like a View it pins its blob file: the bytes stay valid, even if the
-// memory is deleted, replaced or moved by compaction, until Release. Head
-// records come from the catalog on first use, so the first Head, Summaries
-// or Factors call of each head needs the DB open, and is ErrNotFound if the
-// memory was deleted or replaced since the reader was opened (heads
-// already read stay readable); a memory only moved by compaction reads
-// on. Returned byte slices may alias a read-only mapping: do not write to
-// them or use them after Release. A SpanReader is safe for concurrent use.
-//
-// It is store/internal/spanmem's Reader.
-type SpanReader = spanmem.Reader
-
 // OpenSpanMemory opens the span memory of context name in namespace ns,
 // stored for model. It is ErrNotFound if absent and ErrModelMismatch if
 // stored for another model (nothing of it is read). Release the reader
@@ -174,7 +140,8 @@ func (db *DB) OpenSpanMemory(ctx context.Context, ns string, model format.Finger
 	if err := checkContextName(ns, name); err != nil {
 		return nil, err
 	}
-	return db.spans().Open(ns, model, name)
+	r, err := db.spans().Open(ns, model, name)
+	return fromSpanReader(r), err
 }
 
 // spans is what store/internal/spandb reaches of db; callers are
@@ -193,7 +160,7 @@ type spanHost struct{ db *DB }
 func (h spanHost) Enter() error                                           { return h.db.enter() }
 func (h spanHost) Leave()                                                 { h.db.leave() }
 func (h spanHost) File(num uint32) *bloblog.File                          { return h.db.file(num) }
-func (h spanHost) Record(num uint32) (BlobFileInfo, bool)                 { return h.db.record(num) }
+func (h spanHost) Record(num uint32) (blobRecord, bool)                   { return h.db.record(num) }
 func (h spanHost) Commit(b *pebble.Batch) error                           { return h.db.commit(b) }
 func (h spanHost) Model(fp format.Fingerprint) (*format.ModelSpec, error) { return h.db.Model(fp) }
 
@@ -202,7 +169,7 @@ func (h spanHost) AddModel(b *pebble.Batch, fp format.Fingerprint, m *format.Mod
 }
 
 func (h spanHost) Artifacts(spec *format.ModelSpec) spanmem.Artifacts {
-	return &dbArtifacts{db: h.db, in: &SpanInput{Model: spec}}
+	return &dbArtifacts{db: h.db, in: &spanmem.Input{Model: spec}}
 }
 
 // spanCounters counts span block reads in the DB's statistics.

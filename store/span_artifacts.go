@@ -7,6 +7,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/artifact"
 	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
@@ -38,13 +39,13 @@ func DecodeHeadValues(data []byte, meta ArtifactMeta, layers, kvHeads int) ([]fl
 // other calls.
 type dbArtifacts struct {
 	db *DB
-	in *SpanInput
+	in *spanmem.Input
 }
 
 // Artifact reads name in one catalog read; found is false (and err nil)
 // when it is absent for this model.
 func (a *dbArtifacts) Artifact(name string) (l spanmem.Artifact, found bool, err error) {
-	_, err = a.db.artifact(a.in.Model.Fingerprint(), name, func(body []byte, info *ArtifactInfo) {
+	_, err = a.db.artifact(a.in.Model.Fingerprint(), name, func(body []byte, info *artifact.Info) {
 		l.Data = append([]byte{}, body[len(body)-info.Size:]...)
 		l.Meta = info.Meta
 	})

@@ -9,7 +9,8 @@ import (
 // ContextID identifies one stored span memory: BLAKE3-256 over (namespace,
 // model fingerprint, context name). It is what the extent trailer names and
 // what gpu.SpanKey.Context carries (store/gpusource adapts a SpanReader to
-// gpu.Source; store itself does not import gpu).
+// gpu.Source; store itself does not import gpu). It is format.ContextID,
+// whose methods go doc of package format shows.
 type ContextID = format.ContextID
 
 // ComputeContextID derives a span memory's id. Variable-length fields are

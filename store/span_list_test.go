@@ -157,7 +157,7 @@ func TestStatsCountsSpanMemories(t *testing.T) {
 // statsPacket is a one-token-per-seed packet of spec in namespace "ns".
 func statsPacket(t *testing.T, spec *format.ModelSpec, seed int) *Packet {
 	t.Helper()
-	p := &Packet{Namespace: "ns", Model: spec, TokenIDs: []uint32{uint32(seed), uint32(seed + 1)}}
+	p := &Packet{PacketDesc: format.PacketDesc{Namespace: "ns", Model: spec, TokenIDs: []uint32{uint32(seed), uint32(seed + 1)}}}
 	size := spec.KVHeads * p.Tokens() * spec.HeadDim * spec.DType.Size()
 	for range spec.Layers {
 		k, v := make([]byte, size), make([]byte, size)

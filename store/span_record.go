@@ -5,7 +5,8 @@ import "github.com/kvstore/kvstore/format"
 // Span memory records, catalog values of kind "KVSP", one root (SpanMeta)
 // per context and one HeadMeta per (layer, KV head), are drawn and coded
 // in format/span_meta.go and format/span_head.go. The names below keep
-// the public types reachable from the store.
+// those public types reachable from the store; go doc of package format
+// shows their fields.
 type (
 	// SpanMeta is the root record of a context's span memory.
 	SpanMeta = format.SpanMeta

@@ -500,7 +500,7 @@ func TestSpanMemoryCorruptBlock(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := spanmem.ReaderFile(r).Path()
+			path := spanmem.ReaderFile(r.in).Path()
 			at := r.Meta().ExtentOffset + h.K[s].Offset + 20
 			r.Release()
 			if err := db.Close(); err != nil {

@@ -89,7 +89,8 @@ func (db *DB) Stats() Stats {
 	s.ReserveBytes, s.SpaceHeld = uint64(db.space.Bytes()), db.space.Held()
 	db.opsStats(&s)
 	s.Reconciled, s.ReconciledInMemory = db.reconciled, db.inMemoryCatalog
-	s.BlobFiles, s.SpanMemories = db.blobFiles()
+	recs, spans := db.blobFiles()
+	s.BlobFiles, s.SpanMemories = mapSlice(recs, fromBlobRecord), spans
 	var extents uint64
 	for _, f := range s.BlobFiles {
 		extents += uint64(f.LiveExtents)

@@ -24,7 +24,7 @@ func TestCopyChunk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, path := v.Header(), view.File(v).Path()
+			h, path := v.Header(), view.File(v.in).Path()
 			want := make([][]byte, len(h.Chunks))
 			for i := range h.Chunks {
 				dst := make([]byte, h.Chunks[i].Length+5)

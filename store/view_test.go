@@ -52,7 +52,7 @@ func TestViewSurvivesDeleteAndClose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if mapped := view.Mapped(v); mapped != k.mapped {
+			if mapped := view.Mapped(v.in); mapped != k.mapped {
 				t.Fatalf("view mapped=%v, want %v", mapped, k.mapped)
 			}
 			k0, _, err := v.Layer(0) // read before Delete, checked after
@@ -87,12 +87,12 @@ func TestViewSurvivesDeleteAndClose(t *testing.T) {
 			if !bytes.Equal(k0, p.Layers[0].K) {
 				t.Fatal("bytes returned before Delete changed")
 			}
-			if n := view.File(v).Refs(); n != 1 {
+			if n := view.File(v.in).Refs(); n != 1 {
 				t.Fatalf("blob file refs %d with one view left after Close, want 1", n)
 			}
 			v.Release()
 			v.Release() // idempotent
-			if n := view.File(v).Refs(); n != 0 {
+			if n := view.File(v.in).Refs(); n != 0 {
 				t.Fatalf("blob file refs %d after the last release", n)
 			}
 			if _, _, err := v.Layer(0); !errors.Is(err, ErrClosed) {
@@ -197,7 +197,7 @@ func TestObsoleteFileRemovedAfterLastView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := view.File(v)
+	f := view.File(v.in)
 	// What compaction will do once it has repointed every header.
 	f.MarkObsolete()
 	db.dropFile(f.Num())

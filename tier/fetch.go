@@ -77,9 +77,7 @@ func (t *Tier) Fetch(ctx context.Context, ns string, fp format.Fingerprint, id f
 
 // packet returns the store.Packet that h and its payload describe.
 func (h *Header) packet(payload []byte) *store.Packet {
-	p := &store.Packet{Namespace: h.Namespace, Model: h.Model, AdapterID: h.AdapterID,
-		HeaderTokens: h.HeaderTokens, TrailerTokens: h.TrailerTokens, TokenIDs: h.TokenIDs,
-		BasePosition: h.BasePosition, Codec: h.Codec, CodecOptions: h.CodecOptions}
+	p := &store.Packet{PacketDesc: h.PacketDesc, CodecOptions: h.CodecOptions}
 	n := h.ChunkLen
 	for l := range h.Model.Layers {
 		k := uint64(2*l) * n

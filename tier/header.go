@@ -15,15 +15,10 @@ import (
 // "header" object, written after every part, so a reader that finds it
 // finds parts it can check.
 type Header struct {
-	Namespace     string
-	Model         *format.ModelSpec
-	AdapterID     string
-	HeaderTokens  int
-	TrailerTokens int
-	TokenIDs      []uint32
-	BasePosition  int
-	Codec         format.Codec
-	CodecOptions  codec.Options
+	// PacketDesc and CodecOptions are the store.Packet's, as Push was
+	// given them.
+	format.PacketDesc
+	CodecOptions codec.Options
 	// ChunkLen is the bytes of one layer's K (or V) as the caller gave
 	// them: [kv_heads][tokens][head_dim] of the model's dtype.
 	ChunkLen uint64
@@ -46,9 +41,6 @@ const (
 	minPartSize    = 4 << 10
 	maxPartSize    = 1 << 30
 )
-
-// Tokens is HeaderTokens + len(TokenIDs) + TrailerTokens.
-func (h *Header) Tokens() int { return h.HeaderTokens + len(h.TokenIDs) + h.TrailerTokens }
 
 // PayloadLen is the payload's bytes: K then V of every layer, in order.
 func (h *Header) PayloadLen() uint64 { return 2 * uint64(h.Model.Layers) * h.ChunkLen }
@@ -130,7 +122,7 @@ func DecodeHeader(b []byte) (*Header, error) {
 		return nil, bad("CRC32C %08x, body has %08x", binary.LittleEndian.Uint32(b[12:]), format.CRC(b[headerFixed:]))
 	}
 	r := reader{b: b[headerFixed:]}
-	h := &Header{Namespace: string(r.blob()), AdapterID: ""}
+	h := &Header{PacketDesc: format.PacketDesc{Namespace: string(r.blob()), AdapterID: ""}}
 	spec := r.blob()
 	h.AdapterID = string(r.blob())
 	h.HeaderTokens, h.TrailerTokens = int(r.u32()), int(r.u32())

@@ -22,7 +22,7 @@ func testSpec() *format.ModelSpec {
 // but fixed by seed (finite f32 values, so every codec accepts them).
 func testPacket(ns string, m *format.ModelSpec, tokens int, seed uint64) *store.Packet {
 	r := rand.New(rand.NewPCG(seed, 7))
-	p := &store.Packet{Namespace: ns, Model: m}
+	p := &store.Packet{PacketDesc: format.PacketDesc{Namespace: ns, Model: m}}
 	for i := range tokens {
 		p.TokenIDs = append(p.TokenIDs, uint32(seed*1000+uint64(i)))
 	}

@@ -99,10 +99,13 @@ func (t *Tier) describe(p *store.Packet) (*Header, [][]byte, error) {
 		}
 		chunks = append(chunks, layer.K, layer.V)
 	}
-	h := &Header{Namespace: p.Namespace, Model: m, AdapterID: p.AdapterID, HeaderTokens: p.HeaderTokens,
-		TrailerTokens: p.TrailerTokens, TokenIDs: p.TokenIDs, BasePosition: p.BasePosition,
-		Codec: p.Codec, CodecOptions: p.CodecOptions, ChunkLen: n, PartSize: uint32(t.opts.PartSize),
-		Content: contentOf(chunks)}
+	h := &Header{
+		PacketDesc:   p.PacketDesc,
+		CodecOptions: p.CodecOptions,
+		ChunkLen:     n,
+		PartSize:     uint32(t.opts.PartSize),
+		Content:      contentOf(chunks),
+	}
 	h.PartCRCs = make([]uint32, h.Parts())
 	return h, chunks, nil
 }

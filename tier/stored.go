@@ -29,8 +29,8 @@ func (t *Tier) PushStored(ctx context.Context, db *store.DB, ns string, fp forma
 	if err != nil {
 		return 0, err
 	}
-	p := &store.Packet{Namespace: ns, Model: m, AdapterID: h.AdapterID, HeaderTokens: int(h.HeaderTokens),
-		TrailerTokens: int(h.TrailerTokens), TokenIDs: h.TokenIDs}
+	p := &store.Packet{PacketDesc: format.PacketDesc{Namespace: ns, Model: m, AdapterID: h.AdapterID,
+		HeaderTokens: int(h.HeaderTokens), TrailerTokens: int(h.TrailerTokens), TokenIDs: h.TokenIDs}}
 	for l := range v.Layers() {
 		k, val, err := v.Layer(l)
 		if err != nil {

@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -321,10 +322,10 @@ func (h *header) checkOffsets(ends []uint64, bufLen uint64) error {
 		idx[i] = i
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
-		if c := cmpU64(h.begin[a], h.begin[b]); c != 0 {
+		if c := cmp.Compare(h.begin[a], h.begin[b]); c != 0 {
 			return c
 		}
-		return cmpU64(ends[a], ends[b])
+		return cmp.Compare(ends[a], ends[b])
 	})
 	var at uint64
 	tensors := make([]Tensor, len(idx))
@@ -350,14 +351,4 @@ func (h *header) attach(buf []byte) *File {
 		h.tensors[i].Data = buf[h.begin[i]:h.end[i]:h.end[i]]
 	}
 	return &File{Tensors: h.tensors, Metadata: h.metadata}
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -54,8 +54,8 @@ func (p *kvPeer) Put(id uint64, pk *Packet) error {
 		layers[l].K, layers[l].V = pk.Layer(l)
 	}
 	got, err := p.db.Put(context.Background(), &store.Packet{
-		Namespace: kvNamespace, Model: p.spec,
-		TokenIDs: TokenIDs(id, pk.Tokens), Layers: layers,
+		PacketDesc: format.PacketDesc{Namespace: kvNamespace, Model: p.spec, TokenIDs: TokenIDs(id, pk.Tokens)},
+		Layers:     layers,
 	})
 	if err != nil {
 		return fmt.Errorf("kvstore: put %d: %w", id, err)

@@ -267,7 +267,7 @@ func newPacketStoreAt(m *llama.Model, c *llama.Cache, ctx []int, dt format.DType
 
 func newPacketStoreIn(db *store.DB, m *llama.Model, c *llama.Cache, ctx []int, dt format.DType) (*packetStore, error) {
 	ps := &packetStore{m: m, db: db, spec: m.Spec(dt, "quality"), n: len(ctx)}
-	ps.base = store.Packet{Model: ps.spec, TokenIDs: make([]uint32, len(ctx))}
+	ps.base = store.Packet{PacketDesc: format.PacketDesc{Model: ps.spec, TokenIDs: make([]uint32, len(ctx))}}
 	for i, t := range ctx {
 		ps.base.TokenIDs[i] = uint32(t)
 	}

@@ -27,8 +27,10 @@ func ExampleHandler() {
 	defer db.Close()
 	spec := &format.ModelSpec{Architecture: "llama", Layers: 1, KVHeads: 1, HeadDim: 2, DType: format.DTypeF32,
 		RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 10000}, WeightsID: "w"}
-	if _, err := db.Put(context.Background(), &store.Packet{Namespace: "docs", Model: spec, TokenIDs: []uint32{1, 2},
-		Layers: []store.Layer{{K: make([]byte, 16), V: make([]byte, 16)}}}); err != nil {
+	if _, err := db.Put(context.Background(), &store.Packet{
+		PacketDesc: format.PacketDesc{Namespace: "docs", Model: spec, TokenIDs: []uint32{1, 2}},
+		Layers:     []store.Layer{{K: make([]byte, 16), V: make([]byte, 16)}},
+	}); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -26,8 +26,10 @@ func testDB(t *testing.T, n int) (*store.DB, []format.PacketID) {
 		RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 10000}, WeightsID: "w"}
 	var ids []format.PacketID
 	for i := range n {
-		p := &store.Packet{Namespace: "ns", Model: spec, TokenIDs: []uint32{uint32(i)},
-			Layers: []store.Layer{{K: make([]byte, 8), V: make([]byte, 8)}}}
+		p := &store.Packet{
+			PacketDesc: format.PacketDesc{Namespace: "ns", Model: spec, TokenIDs: []uint32{uint32(i)}},
+			Layers:     []store.Layer{{K: make([]byte, 8), V: make([]byte, 8)}},
+		}
 		id, err := db.Put(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)

@@ -108,8 +108,10 @@ func TestCollectorOnARealStore(t *testing.T) {
 	}
 	spec := &format.ModelSpec{Architecture: "t", Layers: 1, KVHeads: 1, HeadDim: 2, DType: format.DTypeF32,
 		RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 10000}, WeightsID: "w"}
-	p := &store.Packet{Namespace: "ns", Model: spec, TokenIDs: []uint32{1},
-		Layers: []store.Layer{{K: make([]byte, 8), V: make([]byte, 8)}}}
+	p := &store.Packet{
+		PacketDesc: format.PacketDesc{Namespace: "ns", Model: spec, TokenIDs: []uint32{1}},
+		Layers:     []store.Layer{{K: make([]byte, 8), V: make([]byte, 8)}},
+	}
 	if _, err := db.Put(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}

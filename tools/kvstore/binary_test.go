@@ -87,7 +87,7 @@ func tinySpec() *format.ModelSpec {
 // tinyPacket returns a packet of n document tokens with distinct bytes.
 func tinyPacket(ns string, seed, n int) *store.Packet {
 	m := tinySpec()
-	p := &store.Packet{Namespace: ns, Model: m, HeaderTokens: 1}
+	p := &store.Packet{PacketDesc: format.PacketDesc{Namespace: ns, Model: m, HeaderTokens: 1}}
 	for i := range n {
 		p.TokenIDs = append(p.TokenIDs, uint32(seed*100+i))
 	}

@@ -37,7 +37,7 @@ func TestExportFileMode(t *testing.T) {
 func bigPacket(mib int) *store.Packet {
 	m := &format.ModelSpec{Architecture: "llama", Layers: 16, KVHeads: 8, HeadDim: 128, DType: format.DTypeBF16,
 		WeightsID: "big", RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 10000}}
-	p := &store.Packet{Namespace: "big", Model: m}
+	p := &store.Packet{PacketDesc: format.PacketDesc{Namespace: "big", Model: m}}
 	for i := range mib * 16 {
 		p.TokenIDs = append(p.TokenIDs, uint32(i))
 	}

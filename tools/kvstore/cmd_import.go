@@ -125,9 +125,9 @@ func readPacket(name string) (_ *store.Packet, release func(), err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	p := &store.Packet{Namespace: kv.Namespace, Model: &kv.Model, AdapterID: kv.AdapterID,
+	p := &store.Packet{PacketDesc: format.PacketDesc{Namespace: kv.Namespace, Model: &kv.Model, AdapterID: kv.AdapterID,
 		HeaderTokens: kv.HeaderTokens, TrailerTokens: kv.TrailerTokens, TokenIDs: kv.TokenIDs,
-		BasePosition: int(kv.KeyPosition)}
+		BasePosition: int(kv.KeyPosition)}}
 	for l := range kv.K {
 		p.Layers = append(p.Layers, store.Layer{K: kv.K[l], V: kv.V[l]})
 	}

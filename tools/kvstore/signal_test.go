@@ -31,7 +31,7 @@ func bigStore(t *testing.T, n int) string {
 	m := &format.ModelSpec{Architecture: "llama", Layers: 8, KVHeads: 8, HeadDim: 128, DType: format.DTypeBF16,
 		WeightsID: "big", RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 10000}}
 	for i := range n {
-		p := &store.Packet{Namespace: "big", Model: m}
+		p := &store.Packet{PacketDesc: format.PacketDesc{Namespace: "big", Model: m}}
 		for j := range 32 {
 			p.TokenIDs = append(p.TokenIDs, uint32(i*100+j))
 		}

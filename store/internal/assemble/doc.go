@@ -10,7 +10,8 @@
 //
 // It knows nothing of the store: the store looks the packets up through
 // Open's callbacks (Held holds the views it returns and releases them),
-// and keeps the public names (store.Dest is this package's Dest).
+// and keeps the public names (store.Dest has this package's Dest's fields
+// and converts to it).
 //
 // # Destination layouts
 //

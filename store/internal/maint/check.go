@@ -1,6 +1,7 @@
 package maint
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -196,27 +197,10 @@ func (c *checker) ref(r *ExtentRef) error {
 	if err != nil {
 		return err
 	}
-	if msg := trailerHeader(t, r); msg != "" {
+	if _, msg := trailerFields(t, r); msg != "" {
 		c.add(RefFinding(FindingTrailer, r, path, msg))
 	}
 	return nil
-}
-
-// trailerHeader checks the trailer's own fields against r (not the
-// payload CRC, which needs the payload).
-func trailerHeader(b []byte, r *ExtentRef) string {
-	t, err := format.DecodeTrailer(b)
-	switch n, ok := format.ExtentLength(t.PayloadLen); {
-	case err != nil:
-		return err.Error()
-	case t.Packet != format.PacketID(r.ID):
-		return fmt.Sprintf("trailer names %s", t.Packet.Short())
-	case t.Offset != r.Offset:
-		return fmt.Sprintf("trailer says the extent starts at %d", t.Offset)
-	case !ok || n != r.Length:
-		return fmt.Sprintf("trailer's payload of %d bytes does not make a %d-byte extent", t.PayloadLen, r.Length)
-	}
-	return ""
 }
 
 // model checks that r's model spec is catalogued.
@@ -383,7 +367,7 @@ func (c *checker) file(rec catalog.BlobFile) error {
 // and looks for overlaps.
 func (c *checker) accounting(rec catalog.BlobFile, path string) {
 	uses := c.uses[rec.Num]
-	slices.SortFunc(uses, func(a, b *ExtentRef) int { return CmpU64(a.Offset, b.Offset) })
+	slices.SortFunc(uses, func(a, b *ExtentRef) int { return cmp.Compare(a.Offset, b.Offset) })
 	var live uint64
 	for i, r := range uses {
 		live += r.Length

@@ -1,6 +1,7 @@
 package maint
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -267,7 +268,7 @@ func (c *Compaction) gather() error {
 	}
 	for num, rec := range c.sources {
 		rs := c.refs[num]
-		slices.SortFunc(rs, func(a, b *ExtentRef) int { return CmpU64(a.Offset, b.Offset) })
+		slices.SortFunc(rs, func(a, b *ExtentRef) int { return cmp.Compare(a.Offset, b.Offset) })
 		var live uint64
 		for _, r := range rs {
 			live += r.Length

@@ -1,6 +1,7 @@
 package maint
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -70,7 +71,7 @@ func CRCRegions(b []byte, rs []Region) (got []uint32, payload uint32, end uint64
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(x, y int) int { return CmpU64(rs[x].Off, rs[y].Off) })
+	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(rs[x].Off, rs[y].Off) })
 	var pos uint64
 	tiled := true
 	for _, i := range order {
@@ -99,17 +100,6 @@ func regionsEnd(rs []Region) uint64 {
 	return end
 }
 
-// CmpU64 orders a and b for slices.SortFunc.
-func CmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // NoPayloadCheck tells TrailerProblem not to check the payload CRC.
 const NoPayloadCheck = ^uint64(0)
 
@@ -119,16 +109,9 @@ func TrailerProblem(b []byte, r *ExtentRef, payloadCRC uint32, end uint64) strin
 	if uint64(len(b)) < format.TrailerSize {
 		return fmt.Sprintf("extent of %d bytes cannot hold a trailer", len(b))
 	}
-	t, err := format.DecodeTrailer(b[len(b)-format.TrailerSize:])
-	switch n, ok := format.ExtentLength(t.PayloadLen); {
-	case err != nil:
-		return err.Error()
-	case t.Packet != format.PacketID(r.ID):
-		return fmt.Sprintf("trailer names %s", t.Packet.Short())
-	case t.Offset != r.Offset:
-		return fmt.Sprintf("trailer says the extent starts at %d", t.Offset)
-	case !ok || n != r.Length:
-		return fmt.Sprintf("trailer's payload of %d bytes does not make a %d-byte extent", t.PayloadLen, r.Length)
+	t, msg := trailerFields(b[len(b)-format.TrailerSize:], r)
+	if msg != "" {
+		return msg
 	}
 	if r.Header != nil && t.PayloadLen != regionsEnd(PacketRegions(r.Header)) {
 		return fmt.Sprintf("trailer's payload of %d bytes does not end at the last chunk", t.PayloadLen)
@@ -143,6 +126,25 @@ func TrailerProblem(b []byte, r *ExtentRef, payloadCRC uint32, end uint64) strin
 		return fmt.Sprintf("payload crc32c %08x, computed %08x", t.PayloadCRC, payloadCRC)
 	}
 	return ""
+}
+
+// trailerFields decodes trailer b of extent r and checks its own fields
+// against r: the owner, the offset and the extent length its payload
+// length makes (not the payload CRC, which needs the payload). It returns
+// the trailer and "" when they are good, else what is wrong.
+func trailerFields(b []byte, r *ExtentRef) (format.Trailer, string) {
+	t, err := format.DecodeTrailer(b)
+	switch n, ok := format.ExtentLength(t.PayloadLen); {
+	case err != nil:
+		return t, err.Error()
+	case t.Packet != format.PacketID(r.ID):
+		return t, fmt.Sprintf("trailer names %s", t.Packet.Short())
+	case t.Offset != r.Offset:
+		return t, fmt.Sprintf("trailer says the extent starts at %d", t.Offset)
+	case !ok || n != r.Length:
+		return t, fmt.Sprintf("trailer's payload of %d bytes does not make a %d-byte extent", t.PayloadLen, r.Length)
+	}
+	return t, ""
 }
 
 // SpanRegions lists every block of a span memory: resident, then factors.

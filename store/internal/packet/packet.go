@@ -10,20 +10,13 @@ import (
 )
 
 // Desc is a packet as the store's Packet describes it (its fields and
-// their doc are store.Packet's), plus what compaction adds. Its buffers
-// are only read.
+// their doc are format.PacketDesc's and store.Packet's), plus what
+// compaction adds. Its buffers are only read.
 type Desc struct {
-	Namespace     string
-	Model         *format.ModelSpec
-	AdapterID     string
-	HeaderTokens  int
-	TrailerTokens int
-	TokenIDs      []uint32
-	BasePosition  int
-	Layers        []Layer
-	Codec         format.Codec
-	CodecOptions  codec.Options
-	Keep          *prune.Set
+	format.PacketDesc
+	Layers       []Layer
+	CodecOptions codec.Options
+	Keep         *prune.Set
 
 	Kept      int    // > 0: Layers hold only the kept rows (Compacted)
 	Positions []byte // the positions chunk when Kept > 0
@@ -31,9 +24,6 @@ type Desc struct {
 
 // Layer is one layer's keys and values.
 type Layer struct{ K, V []byte }
-
-// Tokens is the number of KV rows: HeaderTokens + len(TokenIDs) + TrailerTokens.
-func (d *Desc) Tokens() int { return d.HeaderTokens + len(d.TokenIDs) + d.TrailerTokens }
 
 // Rows is the rows per (layer, KV head) that Layers hold: the kept rows of
 // a compacted packet, else Tokens.

@@ -21,7 +21,7 @@ func testSpec(layers, kvHeads, headDim int) *format.ModelSpec {
 // randDesc returns a packet of spec with tokens random rows.
 func randDesc(spec *format.ModelSpec, tokens int, seed uint64) *Desc {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	d := &Desc{Namespace: "ns", Model: spec, TokenIDs: make([]uint32, tokens), Layers: make([]Layer, spec.Layers)}
+	d := &Desc{PacketDesc: format.PacketDesc{Namespace: "ns", Model: spec, TokenIDs: make([]uint32, tokens)}, Layers: make([]Layer, spec.Layers)}
 	for i := range d.TokenIDs {
 		d.TokenIDs[i] = rng.Uint32()
 	}

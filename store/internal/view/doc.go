@@ -9,7 +9,7 @@
 // format/positions.go). Source lends a view to store/internal/assemble,
 // which checks a chunk's CRC32C in the pass that places its rows.
 //
-// The store's View is this type. It knows nothing of the DB: the store
+// The store's View wraps this type. It knows nothing of the DB: the store
 // hands it the header, the pinned blob file, whether to verify, its
 // counters and its ErrClosed (Options).
 package view
