@@ -52,6 +52,12 @@ func TestDecodeGood(t *testing.T) {
 	if err != nil || !equalFiles(f, h) {
 		t.Fatalf("Read: %v, %+v", err, h)
 	}
+	// A file with no tensor bytes: a ReaderAt may answer io.EOF to the
+	// empty read at its end.
+	empty := file(`{"__metadata__":{"a":"b"}}`, nil)
+	if h, err := Read(bytes.NewReader(empty), int64(len(empty))); err != nil || h.Metadata["a"] != "b" {
+		t.Fatalf("Read of a file without tensor bytes: %v, %+v", err, h)
+	}
 }
 
 func TestDecodeBad(t *testing.T) {
