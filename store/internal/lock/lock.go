@@ -14,6 +14,7 @@ package lock
 
 import (
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -23,8 +24,20 @@ import (
 // holders can share the lock.
 const FlockSupported = flockSupported
 
-// ErrHeld: another holder has the lock.
-var ErrHeld = errors.New("held by another open (flock)")
+// ErrHeld: another holder has the lock. Its errors name the holding
+// processes where the OS says (Linux's /proc/locks): "held by another
+// open: process 1234 (kvstore)", or "this process" for a second open in
+// the same one.
+var ErrHeld = errors.New("held by another open")
+
+// held is ErrHeld for the lock file at path, naming its holders when
+// known.
+func held(path string) error {
+	if who := holders(path); who != "" {
+		return fmt.Errorf("%w: %s", ErrHeld, who)
+	}
+	return ErrHeld
+}
 
 // Dir takes the lock file path of fs, shared when readOnly and the lock
 // is a flock (optsFS, the FS the store was given, is vfs.Default), else
