@@ -30,6 +30,7 @@ func Handler(db *store.DB, o *Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", h.stats)
 	mux.HandleFunc("GET /ls", h.ls)
+	mux.HandleFunc("GET /contexts", h.contexts)
 	mux.HandleFunc("GET /inspect/{id}", h.inspect)
 	mux.HandleFunc("GET /verify", h.verify)
 	mux.HandleFunc("POST /verify", h.verify)
@@ -73,20 +74,40 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 	reply(w, s, err)
 }
 
-func (h *handler) ls(w http.ResponseWriter, r *http.Request) {
+// listOptions reads ns, model, after and limit (at most, and by default,
+// maxList).
+func (h *handler) listOptions(r *http.Request) (ListOptions, error) {
 	q := r.URL.Query()
 	o := ListOptions{Namespace: q.Get("ns"), Model: q.Get("model"), After: q.Get("after"), Limit: h.maxList}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			reply(w, nil, fmt.Errorf("%w: limit %q: want a count >= 0", errBadRequest, s))
-			return
+			return o, fmt.Errorf("%w: limit %q: want a count >= 0", errBadRequest, s)
 		}
 		if n > 0 && n < h.maxList {
 			o.Limit = n
 		}
 	}
+	return o, nil
+}
+
+func (h *handler) ls(w http.ResponseWriter, r *http.Request) {
+	o, err := h.listOptions(r)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
 	l, err := ListOf(h.db, o)
+	reply(w, l, err)
+}
+
+func (h *handler) contexts(w http.ResponseWriter, r *http.Request) {
+	o, err := h.listOptions(r)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	l, err := ContextsOf(h.db, o)
 	reply(w, l, err)
 }
 
