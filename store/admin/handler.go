@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -118,16 +119,26 @@ func (h *handler) inspect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var found []*format.PacketHeader
+	var elsewhere []string // namespaces outside ns holding the id
 	err := h.db.Headers(func(p *format.PacketHeader) error {
-		if (ns == "" || p.Namespace == ns) && strings.HasPrefix(p.ID.String(), id) {
+		switch {
+		case !strings.HasPrefix(p.ID.String(), id):
+		case ns == "" || p.Namespace == ns:
 			found = append(found, p)
+		case !slices.Contains(elsewhere, strconv.Quote(p.Namespace)):
+			elsewhere = append(elsewhere, strconv.Quote(p.Namespace))
 		}
 		return nil
 	})
 	switch {
 	case err != nil:
-	case len(found) == 0:
+	case len(found) == 0 && ns == "":
 		err = fmt.Errorf("%w: no packet %s", store.ErrNotFound, id)
+	case len(found) == 0 && len(elsewhere) == 0:
+		err = fmt.Errorf("%w: no packet %s in namespace %q, nor in any other", store.ErrNotFound, id, ns)
+	case len(found) == 0:
+		slices.Sort(elsewhere)
+		err = fmt.Errorf("%w: no packet %s in namespace %q (ns); it is in namespace %s", store.ErrNotFound, id, ns, strings.Join(elsewhere, ", "))
 	case len(found) > 1:
 		err = fmt.Errorf("%w: packet id %s is ambiguous: %d packets match (give more digits or ns)", errBadRequest, id, len(found))
 	}

@@ -198,3 +198,15 @@ func TestListPagesInCatalogOrder(t *testing.T) {
 		t.Errorf("/contexts of a store without span memories: %d %+v", code, cl)
 	}
 }
+
+// /inspect with an ns filter that excludes the packet says in which
+// namespace it is.
+func TestInspectNamesOtherNamespace(t *testing.T) {
+	db, ids := testDB(t, 1)
+	h := admin.Handler(db, nil)
+	var e struct{ Error string }
+	if code := get(t, h, "GET", "/inspect/"+ids[0].String()[:8]+"?ns=other", &e); code != 404 ||
+		!strings.Contains(e.Error, `in namespace "other"`) || !strings.Contains(e.Error, `it is in namespace "ns"`) {
+		t.Fatalf("/inspect?ns=other: %d %q", code, e.Error)
+	}
+}

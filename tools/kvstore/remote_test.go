@@ -27,7 +27,7 @@ func TestRemoteSameOutput(t *testing.T) {
 	id := ids[2].String()[:10]
 	verbs := [][]string{
 		{"stat"}, {"ls"}, {"ls", "--ns", "a"}, {"ls", "--limit", "2"}, {"inspect", id}, {"verify"}, {"check"},
-		{"inspect", "ffff"}, // not found: exit 1
+		{"inspect", "ffff"}, {"inspect", id, "--ns", "b"}, // not found: exit 1
 		{"ls", "--contexts"}, {"ls", "--contexts", "--limit", "1"}, {"ls", "--contexts", "--ns", "b"},
 		{"ls", "--model", "zz"}, {"ls", "--after", "no-slash"}, // bad usage: exit 2
 	}
