@@ -192,6 +192,11 @@ func Decode(b []byte) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
+	return fromFile(f)
+}
+
+// fromFile is the adapter in a decoded safetensors file.
+func fromFile(f *safetensors.File) (*Adapter, error) {
 	s, err := safetensors.DecodeAdapter(f)
 	if err != nil {
 		return nil, err

@@ -30,7 +30,7 @@ var (
 	// ErrClosed: the DB was closed, or the View released.
 	ErrClosed = errors.New("kvstore/store: closed")
 	// ErrLocked: another DB (in this or another process) holds the store.
-	ErrLocked = errors.New("kvstore/store: store is locked by another user")
+	ErrLocked = errors.New("kvstore/store: store is open elsewhere")
 	// ErrReadOnly: a write on a DB opened with Options.ReadOnly.
 	ErrReadOnly = errors.New("kvstore/store: read-only")
 	// ErrFailed: an earlier catalog commit failed in a way the catalog cannot

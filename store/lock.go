@@ -1,11 +1,14 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 	"github.com/kvstore/kvstore/store/internal/lock"
 )
 
@@ -19,8 +22,19 @@ import (
 // flockSupported says whether read-only opens share the lock here.
 const flockSupported = lock.FlockSupported
 
-// lockStore takes DIR/LOCK for db's open: ErrLocked if it is held.
+// lockStore takes DIR/LOCK for db's open: ErrLocked if it is held. A
+// directory that creating a store there would refuse (it has no FORMAT
+// file and holds files a store does not: checkFormat) is refused first,
+// so that the refusal leaves no LOCK file in someone else's directory;
+// checkFormat checks again under the lock.
 func (db *DB) lockStore() error {
+	if !db.opts.ReadOnly && !db.opts.MustExist {
+		if _, err := db.fs.Stat(db.fs.PathJoin(db.dir, formatFileName)); errors.Is(err, iofs.ErrNotExist) {
+			if err := catalog.CheckLeftovers(db.fs, db.dir, lockFileName, catalogDirName, blobsDirName, formatTmpName, reserveFileName); err != nil {
+				return err
+			}
+		}
+	}
 	l, shared, err := lockDir(db.opts.FS, db.fs, db.dir, db.opts.ReadOnly, db.opts.LockWait)
 	if err != nil {
 		return err

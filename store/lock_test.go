@@ -3,11 +3,16 @@ package store
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // TestSharedReadOnlyOpens: on the OS's file system two read-only opens of
@@ -129,6 +134,60 @@ func TestLockWaitNotStarved(t *testing.T) {
 		}
 		for n := opened.Load(); opened.Load() < n+2; {
 			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// A create refused because the directory is not a store (it has no FORMAT
+// file and holds other files) leaves nothing behind: the LOCK file used to
+// be made before the directory was checked. On the OS's file system and on
+// another FS (FS.Lock) alike.
+func TestRefusedCreateLeavesNoLock(t *testing.T) {
+	for _, mem := range []bool{false, true} {
+		var o *Options
+		dir := t.TempDir()
+		list := func() []string {
+			names, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s []string
+			for _, n := range names {
+				s = append(s, n.Name())
+			}
+			return s
+		}
+		if mem {
+			fs := vfs.NewMem()
+			dir = "/user"
+			if err := fs.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			f, err := fs.Create(fs.PathJoin(dir, "notes.txt"), vfs.WriteCategoryUnspecified)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			o = &Options{FS: fs}
+			list = func() []string {
+				names, err := fs.List(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return names
+			}
+		} else if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		db, err := Open(dir, o)
+		if err == nil {
+			db.Close()
+		}
+		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "notes.txt") {
+			t.Fatalf("mem %v: Open of a directory holding notes.txt: %v, want ErrInvalidArgument naming it", mem, err)
+		}
+		if names := list(); len(names) != 1 || names[0] != "notes.txt" {
+			t.Fatalf("mem %v: a refused create left %v, want only notes.txt", mem, names)
 		}
 	}
 }

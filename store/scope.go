@@ -21,13 +21,19 @@ type Scope struct {
 }
 
 // Scope returns the handle of namespace ns for model m (copied). A bad
-// namespace or spec is ErrInvalidArgument.
+// namespace or spec is ErrInvalidArgument, and so is a spec without a
+// WeightsID: the weights are part of the fingerprint, so that models of
+// one shape with different weights never share packets, and a handle kept
+// for a tenant's model must name them.
 func (db *DB) Scope(ns string, m *format.ModelSpec) (*Scope, error) {
 	if err := format.CheckNamespace(ns); err != nil {
 		return nil, err
 	}
-	if m == nil {
+	switch {
+	case m == nil:
 		return nil, fmt.Errorf("%w: scope: nil model spec", ErrInvalidArgument)
+	case m.WeightsID == "":
+		return nil, fmt.Errorf("%w: scope: model spec without a WeightsID (models with other weights would share its packets)", ErrInvalidArgument)
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err

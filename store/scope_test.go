@@ -92,6 +92,19 @@ func TestScope(t *testing.T) {
 	}
 }
 
+// A Scope names its model's weights: a spec without a WeightsID, which
+// would let models of one shape and different weights share packets, is
+// ErrInvalidArgument.
+func TestScopeNeedsWeightsID(t *testing.T) {
+	db := openMem(t, vfs.NewMem(), nil)
+	defer db.Close()
+	spec := testSpec(format.DTypeF32, 2, 2, 8)
+	spec.WeightsID = ""
+	if sc, err := db.Scope("tenant", spec); !errors.Is(err, ErrInvalidArgument) || sc != nil {
+		t.Fatalf("Scope of a spec without WeightsID: %v, want ErrInvalidArgument", err)
+	}
+}
+
 // The request path takes a context: a done context stops Put before it
 // writes, Get and PrepareAssemble before they read, and Assemble between
 // layers.

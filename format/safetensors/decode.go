@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,11 +15,12 @@ import (
 )
 
 // Limits on the JSON header, checked before (size) and while (entries,
-// rank) it is parsed, so that a hostile header costs memory in proportion
-// to MaxHeaderSize, never to what it claims. Upstream's size limit is
-// 100 MB; kvstore's own files need far less (a KV packet's header is two
-// tensors and about 30 metadata keys, an adapter's two tensors and a
-// config), and a 100 MB header cost 890 MiB and 35 s to parse.
+// rank, offsets) it is parsed, so that a hostile header costs at most 4x
+// MaxHeaderSize, never memory in proportion to what it claims. Upstream's
+// size limit is 100 MB; kvstore's own files need far less (a KV packet's
+// header is two tensors and about 30 metadata keys, an adapter's two
+// tensors and a config), and a 100 MB header cost 890 MiB and 35 s to
+// parse.
 const (
 	MaxHeaderSize      = 16 << 20 // bytes of JSON
 	MaxTensors         = 1 << 16  // tensor entries
@@ -68,20 +68,19 @@ func (f *File) Tensor(name string) *Tensor {
 	return nil
 }
 
-// entry is a tensor's header entry before validation.
-type entry struct {
-	DType       *DType    `json:"dtype"`
-	Shape       *[]uint64 `json:"shape"`
-	DataOffsets *[]uint64 `json:"data_offsets"`
+// header is the parsed, validated JSON header: the tensors with their
+// offsets in the buffer instead of data.
+type header struct {
+	tensors  []placed
+	metadata map[string]string
 }
 
-// header is the parsed, validated JSON header; tensors carry their offsets
-// in the buffer instead of data.
-type header struct {
-	tensors  []Tensor
-	begin    []uint64
-	end      []uint64
-	metadata map[string]string
+// placed is a tensor without data and its data's offsets in the buffer.
+type placed struct {
+	name       string
+	dtype      DType
+	shape      []uint64
+	begin, end uint64
 }
 
 func corrupt(f string, args ...any) error {
@@ -129,8 +128,10 @@ func Read(r io.ReaderAt, size int64) (*File, error) {
 		return nil, err
 	}
 	buf := make([]byte, uint64(size)-8-n)
-	if _, err := r.ReadAt(buf, int64(8+n)); err != nil {
-		return nil, readErr("tensor data", err)
+	if len(buf) > 0 { // a ReaderAt may answer io.EOF to an empty read at the end
+		if _, err := r.ReadAt(buf, int64(8+n)); err != nil {
+			return nil, readErr("tensor data", err)
+		}
 	}
 	return h.attach(buf), nil
 }
@@ -169,134 +170,215 @@ func parseHeader(hb []byte, bufLen uint64) (*header, error) {
 	if hb[0] != '{' {
 		return nil, corrupt("header does not start with '{'")
 	}
-	h, ends, err := parseEntries(hb)
+	h, err := parseEntries(hb)
 	if err != nil {
 		return nil, err
 	}
-	return h, h.checkOffsets(ends, bufLen)
+	return h, h.checkOffsets(bufLen)
 }
 
-// parseEntries walks the top-level object, refusing duplicate names.
-func parseEntries(hb []byte) (*header, []uint64, error) {
-	dec := json.NewDecoder(bytes.NewReader(hb))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if _, err := dec.Token(); err != nil {
-		return nil, nil, corrupt("header: %v", err)
+// parseEntries walks the top-level object token by token (scanner),
+// refusing duplicate names, more than MaxTensors tensors, and anything a
+// tensor entry or the metadata may not hold as soon as it is met.
+func parseEntries(hb []byte) (*header, error) {
+	s := &scanner{b: hb}
+	syntax := func(err error) error { return corrupt("header: %v", err) }
+	if err := s.expect('{'); err != nil {
+		return nil, syntax(err)
 	}
 	h := &header{}
-	var ends []uint64
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
+	seenMeta := false
+	for more := !s.next('}'); more; {
+		name, err := s.str()
 		if err != nil {
-			return nil, nil, corrupt("header: %v", err)
+			return nil, syntax(err)
 		}
-		name, _ := tok.(string)
-		if seen[name] {
-			return nil, nil, corrupt("duplicate entry %q", name)
+		if err := s.expect(':'); err != nil {
+			return nil, corrupt("header: entry %q: %v", name, err)
 		}
-		seen[name] = true
 		if name == metadataKey {
-			if h.metadata, err = parseMetadata(dec); err != nil {
-				return nil, nil, err
+			if seenMeta {
+				return nil, corrupt("duplicate entry %q", name)
 			}
-			continue
+			seenMeta = true
+			if h.metadata, err = parseMetadata(s); err != nil {
+				return nil, err
+			}
+		} else {
+			if len(h.tensors) == MaxTensors {
+				return nil, corrupt("more than %d tensors", MaxTensors)
+			}
+			p, err := parseTensor(s, name)
+			if err != nil {
+				return nil, err
+			}
+			if len(h.tensors) == cap(h.tensors) {
+				// Double up to the limit, so that the slices ever
+				// allocated sum to twice the last, not append's 1.25x
+				// steps' four times.
+				grown := make([]placed, len(h.tensors), min(2*len(h.tensors)+4, MaxTensors))
+				copy(grown, h.tensors)
+				h.tensors = grown
+			}
+			h.tensors = append(h.tensors, p)
 		}
-		if len(h.tensors) == MaxTensors {
-			return nil, nil, corrupt("more than %d tensors", MaxTensors)
+		if more, err = s.more('}'); err != nil {
+			return nil, syntax(err)
 		}
-		var e entry
-		if err := dec.Decode(&e); err != nil {
-			return nil, nil, corrupt("tensor %q: %v", name, err)
-		}
-		t, begin, end, err := e.tensor(name)
-		if err != nil {
-			return nil, nil, err
-		}
-		h.tensors, h.begin, ends = append(h.tensors, t), append(h.begin, begin), append(ends, end)
 	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
-		return nil, nil, corrupt("header: %v", err)
+	if rest := hb[s.i:]; len(bytes.Trim(rest, " ")) != 0 {
+		return nil, corrupt("header: %d bytes after the JSON object", len(rest))
 	}
-	if rest := hb[dec.InputOffset():]; len(bytes.Trim(rest, " ")) != 0 {
-		return nil, nil, corrupt("header: %d bytes after the JSON object", len(rest))
+	// Duplicate names, found by sorting them rather than in a map: a
+	// sixth of the memory at MaxTensors.
+	names := make([]string, len(h.tensors))
+	for i := range h.tensors {
+		names[i] = h.tensors[i].name
 	}
-	return h, ends, nil
+	slices.Sort(names)
+	for i := 1; i < len(names); i++ {
+		if names[i] == names[i-1] {
+			return nil, corrupt("duplicate entry %q", names[i])
+		}
+	}
+	return h, nil
 }
 
-// parseMetadata reads the __metadata__ object token by token: string keys
-// and values only, no key twice (encoding/json's map would keep the last
+// parseMetadata reads the __metadata__ object: null, or string keys and
+// values only, no key twice (encoding/json's map would keep the last
 // silently), at most MaxMetadataEntries keys.
-func parseMetadata(dec *json.Decoder) (map[string]string, error) {
+func parseMetadata(s *scanner) (map[string]string, error) {
 	bad := func(f string, args ...any) error {
 		return corrupt("%s: %s", metadataKey, fmt.Sprintf(f, args...))
 	}
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, bad("%v", err)
-	}
-	if tok == nil { // null: no metadata, as upstream accepts
+	if s.literal("null") { // no metadata, as upstream accepts
 		return nil, nil
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	if s.peek() != '{' {
 		return nil, bad("not an object")
 	}
+	s.i++
 	meta := map[string]string{}
-	for dec.More() {
+	for more := !s.next('}'); more; {
 		if len(meta) == MaxMetadataEntries {
 			return nil, bad("more than %d keys", MaxMetadataEntries)
 		}
-		kt, err := dec.Token()
+		key, err := s.str()
 		if err != nil {
 			return nil, bad("%v", err)
 		}
-		key, _ := kt.(string)
-		vt, err := dec.Token()
-		if err != nil {
+		if err := s.expect(':'); err != nil {
 			return nil, bad("key %q: %v", key, err)
 		}
-		val, ok := vt.(string)
-		if !ok {
+		if s.peek() != '"' {
 			return nil, bad("key %q: value is not a string", key)
+		}
+		val, err := s.str()
+		if err != nil {
+			return nil, bad("key %q: %v", key, err)
 		}
 		if _, dup := meta[key]; dup {
 			return nil, bad("duplicate key %q", key)
 		}
 		meta[key] = val
-	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
-		return nil, bad("%v", err)
+		if more, err = s.more('}'); err != nil {
+			return nil, bad("%v", err)
+		}
 	}
 	return meta, nil
 }
 
-// tensor checks one entry: known dtype, two offsets, and a length equal to
-// the shape's product times the dtype size (checked arithmetic).
-func (e *entry) tensor(name string) (Tensor, uint64, uint64, error) {
-	if e.DType == nil || e.Shape == nil || e.DataOffsets == nil {
-		return Tensor{}, 0, 0, corrupt("tensor %q: dtype, shape and data_offsets are required", name)
+// parseTensor reads one tensor entry and checks it: exactly the fields
+// dtype, shape and data_offsets, each once; a known dtype; two offsets; at
+// most MaxRank dimensions; and a length equal to the shape's product times
+// the dtype size (checked arithmetic). Arrays are refused at the first
+// element past their limit.
+func parseTensor(s *scanner, name string) (placed, error) {
+	bad := func(f string, args ...any) (placed, error) {
+		return placed{}, corrupt("tensor %q: %s", name, fmt.Sprintf(f, args...))
 	}
-	size := e.DType.Size()
+	if err := s.expect('{'); err != nil {
+		return bad("%v", err)
+	}
+	const (
+		hasDType = 1 << iota
+		hasShape
+		hasOffsets
+	)
+	var (
+		dtype DType
+		shape []uint64
+		off   [2]uint64
+		nOff  int
+		got   int
+		buf   [MaxRank]uint64
+	)
+	for more := !s.next('}'); more; {
+		key, err := s.strBytes()
+		if err == nil {
+			err = s.expect(':')
+		}
+		if err != nil {
+			return bad("%v", err)
+		}
+		var field int
+		switch {
+		case string(key) == "dtype":
+			field = hasDType
+			var d string
+			if d, err = s.str(); err != nil {
+				return bad("dtype: %v", err)
+			}
+			dtype = DType(d)
+		case string(key) == "shape":
+			field = hasShape
+			var dims []uint64
+			if dims, err = s.uints(buf[:]); err == nil {
+				shape = slices.Clone(dims)
+			} else if errors.Is(err, errTooLong) {
+				return bad("rank exceeds %d", MaxRank)
+			} else if err != nil {
+				return bad("shape: %v", err)
+			}
+		case string(key) == "data_offsets":
+			field = hasOffsets
+			var o []uint64
+			if o, err = s.uints(buf[:2]); err == nil {
+				nOff = copy(off[:], o)
+			} else if errors.Is(err, errTooLong) {
+				return bad("data_offsets has more than 2 elements: want [begin, end]")
+			} else if err != nil {
+				return bad("data_offsets: %v", err)
+			}
+		default:
+			return bad("unknown field %q", key)
+		}
+		if got&field != 0 {
+			return bad("field %q given twice", key)
+		}
+		got |= field
+		if more, err = s.more('}'); err != nil {
+			return bad("%v", err)
+		}
+	}
+	if got != hasDType|hasShape|hasOffsets {
+		return bad("dtype, shape and data_offsets are required")
+	}
+	size := dtype.Size()
 	if size == 0 {
-		return Tensor{}, 0, 0, corrupt("tensor %q: unknown dtype %q", name, *e.DType)
+		return bad("unknown dtype %q", dtype)
 	}
-	off := *e.DataOffsets
-	if len(off) != 2 || off[0] > off[1] {
-		return Tensor{}, 0, 0, corrupt("tensor %q: data_offsets %v: want [begin, end] with begin <= end", name, off)
+	if nOff != 2 || off[0] > off[1] {
+		return bad("data_offsets %v: want [begin, end] with begin <= end", slices.Clone(off[:nOff]))
 	}
-	if len(*e.Shape) > MaxRank {
-		return Tensor{}, 0, 0, corrupt("tensor %q: rank %d exceeds %d", name, len(*e.Shape), MaxRank)
-	}
-	n, ok := byteLen(*e.Shape, size)
+	n, ok := byteLen(shape, size)
 	if !ok {
-		return Tensor{}, 0, 0, corrupt("tensor %q: shape %v of %s overflows", name, *e.Shape, *e.DType)
+		return bad("shape %v of %s overflows", shape, dtype)
 	}
 	if n != off[1]-off[0] {
-		return Tensor{}, 0, 0, corrupt("tensor %q: shape %v of %s is %d bytes, data_offsets give %d",
-			name, *e.Shape, *e.DType, n, off[1]-off[0])
+		return bad("shape %v of %s is %d bytes, data_offsets give %d", shape, dtype, n, off[1]-off[0])
 	}
-	return Tensor{Name: name, DType: *e.DType, Shape: *e.Shape}, off[0], off[1], nil
+	return placed{name: name, dtype: dtype, shape: shape, begin: off[0], end: off[1]}, nil
 }
 
 // byteLen is product(shape) * size, false on overflow of uint64 or int.
@@ -316,39 +398,35 @@ const maxInt = int(^uint(0) >> 1)
 
 // checkOffsets sorts the tensors by offset and requires them to be
 // contiguous from 0 and to end exactly at bufLen.
-func (h *header) checkOffsets(ends []uint64, bufLen uint64) error {
-	idx := make([]int, len(h.tensors))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int {
-		if c := cmp.Compare(h.begin[a], h.begin[b]); c != 0 {
+func (h *header) checkOffsets(bufLen uint64) error {
+	slices.SortStableFunc(h.tensors, func(a, b placed) int {
+		if c := cmp.Compare(a.begin, b.begin); c != 0 {
 			return c
 		}
-		return cmp.Compare(ends[a], ends[b])
+		return cmp.Compare(a.end, b.end)
 	})
 	var at uint64
-	tensors := make([]Tensor, len(idx))
-	begin, end := make([]uint64, len(idx)), make([]uint64, len(idx))
-	for j, i := range idx {
-		if h.begin[i] != at {
+	for _, p := range h.tensors {
+		if p.begin != at {
 			return corrupt("tensor %q: data_offsets start at %d, want %d (offsets must be contiguous from 0)",
-				h.tensors[i].Name, h.begin[i], at)
+				p.name, p.begin, at)
 		}
-		at = ends[i]
-		tensors[j], begin[j], end[j] = h.tensors[i], h.begin[i], ends[i]
+		at = p.end
 	}
 	if at != bufLen {
 		return corrupt("tensors cover %d bytes of a %d-byte buffer", at, bufLen)
 	}
-	h.tensors, h.begin, h.end = tensors, begin, end
 	return nil
 }
 
 // attach points each tensor's Data at its bytes in buf.
 func (h *header) attach(buf []byte) *File {
-	for i := range h.tensors {
-		h.tensors[i].Data = buf[h.begin[i]:h.end[i]:h.end[i]]
+	var tensors []Tensor
+	if len(h.tensors) > 0 {
+		tensors = make([]Tensor, len(h.tensors))
 	}
-	return &File{Tensors: h.tensors, Metadata: h.metadata}
+	for i, p := range h.tensors {
+		tensors[i] = Tensor{Name: p.name, DType: p.dtype, Shape: p.shape, Data: buf[p.begin:p.end:p.end]}
+	}
+	return &File{Tensors: tensors, Metadata: h.metadata}
 }

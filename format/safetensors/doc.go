@@ -21,14 +21,21 @@
 // Decode validates the way the upstream Rust crate does, and a bit more:
 // N at most MaxHeaderSize (16 MiB; upstream allows 100 MB) and within the
 // input; at most MaxTensors entries, MaxMetadataEntries metadata keys (no
-// key twice) and MaxRank dimensions, counted while parsing;
-// valid UTF-8 JSON that starts with '{' and has nothing but spaces after
-// it; no duplicate names (upstream's serde map would keep one silently);
-// no unknown fields in a tensor entry; known dtypes only; offsets, sorted,
+// key twice), MaxRank dimensions and two data_offsets, counted while
+// parsing; valid UTF-8 JSON that starts with '{' and has nothing but
+// spaces after it; no duplicate names (upstream's serde map would keep one
+// silently); no unknown or repeated fields in a tensor entry; integers
+// only where numbers go; known dtypes only; offsets, sorted,
 // contiguous from 0 and covering the buffer exactly; each tensor's length
 // equal to the product of its shape times its dtype size. All arithmetic
 // is checked for overflow, and a file that claims a huge shape fails
-// before anything of that size is allocated or read. Errors wrap
+// before anything of that size is allocated or read.
+//
+// The header is parsed token by token straight from its bytes (scan.go),
+// never into generic JSON values: an array is refused at the first element
+// past its limit and an unknown field at its name, so a header costs at
+// most 4x MaxHeaderSize in all, its own bytes included, whatever it
+// claims (TestDecodeHostileHeadersBoundedMemory). Errors wrap
 // format.ErrCorruption; Encode's argument errors wrap
 // format.ErrInvalidArgument.
 //

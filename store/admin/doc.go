@@ -1,6 +1,6 @@
 // Package admin serves a live store's state as JSON over HTTP, for the
-// kvstore CLI's --addr and for operators: what "kvstore stat", "ls",
-// "inspect", "verify" and "check" print with --json, read from the running
+// kvstore CLI's --addr and for operators: what "kvstore stat", "ls" (and
+// "ls --contexts"), "inspect", "verify" and "check" print with --json, read from the running
 // process instead of the directory (which the process holds locked).
 //
 // Like net/http/pprof it is off unless the server mounts it; unlike pprof
@@ -16,7 +16,12 @@
 //	                    List: packets in catalog order; ns filters by
 //	                    namespace, model by fingerprint hex prefix; at most
 //	                    limit rows (default and cap Options.MaxList), after
-//	                    the cursor "after" (List.Next of the page before)
+//	                    the cursor "after" (List.Next of the page before:
+//	                    NAMESPACE/ID, each path-escaped)
+//	/contexts?ns=&model=&limit=&after=
+//	                    ContextList: span memory contexts in catalog order
+//	                    (namespace, then name), filtered and paged as /ls
+//	                    (cursor NAMESPACE/NAME)
 //	/inspect/{id}?ns=   Packet: one packet by a unique hex id prefix (4 to
 //	                    64 digits)
 //	/verify?max_findings=

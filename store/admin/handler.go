@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,6 +31,7 @@ func Handler(db *store.DB, o *Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", h.stats)
 	mux.HandleFunc("GET /ls", h.ls)
+	mux.HandleFunc("GET /contexts", h.contexts)
 	mux.HandleFunc("GET /inspect/{id}", h.inspect)
 	mux.HandleFunc("GET /verify", h.verify)
 	mux.HandleFunc("POST /verify", h.verify)
@@ -73,20 +75,40 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 	reply(w, s, err)
 }
 
-func (h *handler) ls(w http.ResponseWriter, r *http.Request) {
+// listOptions reads ns, model, after and limit (at most, and by default,
+// maxList).
+func (h *handler) listOptions(r *http.Request) (ListOptions, error) {
 	q := r.URL.Query()
 	o := ListOptions{Namespace: q.Get("ns"), Model: q.Get("model"), After: q.Get("after"), Limit: h.maxList}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			reply(w, nil, fmt.Errorf("%w: limit %q: want a count >= 0", errBadRequest, s))
-			return
+			return o, fmt.Errorf("%w: limit %q: want a count >= 0", errBadRequest, s)
 		}
 		if n > 0 && n < h.maxList {
 			o.Limit = n
 		}
 	}
+	return o, nil
+}
+
+func (h *handler) ls(w http.ResponseWriter, r *http.Request) {
+	o, err := h.listOptions(r)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
 	l, err := ListOf(h.db, o)
+	reply(w, l, err)
+}
+
+func (h *handler) contexts(w http.ResponseWriter, r *http.Request) {
+	o, err := h.listOptions(r)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	l, err := ContextsOf(h.db, o)
 	reply(w, l, err)
 }
 
@@ -97,16 +119,26 @@ func (h *handler) inspect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var found []*format.PacketHeader
+	var elsewhere []string // namespaces outside ns holding the id
 	err := h.db.Headers(func(p *format.PacketHeader) error {
-		if (ns == "" || p.Namespace == ns) && strings.HasPrefix(p.ID.String(), id) {
+		switch {
+		case !strings.HasPrefix(p.ID.String(), id):
+		case ns == "" || p.Namespace == ns:
 			found = append(found, p)
+		case !slices.Contains(elsewhere, strconv.Quote(p.Namespace)):
+			elsewhere = append(elsewhere, strconv.Quote(p.Namespace))
 		}
 		return nil
 	})
 	switch {
 	case err != nil:
-	case len(found) == 0:
+	case len(found) == 0 && ns == "":
 		err = fmt.Errorf("%w: no packet %s", store.ErrNotFound, id)
+	case len(found) == 0 && len(elsewhere) == 0:
+		err = fmt.Errorf("%w: no packet %s in namespace %q, nor in any other", store.ErrNotFound, id, ns)
+	case len(found) == 0:
+		slices.Sort(elsewhere)
+		err = fmt.Errorf("%w: no packet %s in namespace %q (ns); it is in namespace %s", store.ErrNotFound, id, ns, strings.Join(elsewhere, ", "))
 	case len(found) > 1:
 		err = fmt.Errorf("%w: packet id %s is ambiguous: %d packets match (give more digits or ns)", errBadRequest, id, len(found))
 	}

@@ -101,30 +101,50 @@ type List struct {
 	Next    string `json:"next,omitempty"` // with More: the cursor of the next page
 }
 
-// ListOptions filter and page a List.
+// ListOptions filter and page a List or ContextList.
 type ListOptions struct {
 	Namespace string // only this namespace ("": all)
 	Model     string // only models whose fingerprint starts with this hex prefix
 	Limit     int    // at most so many rows (0: all)
-	After     string // rows after this cursor (a List.Next)
+	After     string // rows after this cursor (a List's or ContextList's Next)
+}
+
+// Check refuses a Model that is not hex and a malformed After cursor
+// (store.ErrInvalidArgument), as ListOf and ContextsOf do.
+func (o *ListOptions) Check() error {
+	_, _, err := o.check()
+	return err
+}
+
+func (o *ListOptions) check() (after cursor, hasAfter bool, err error) {
+	if err := checkModel(o.Model); err != nil {
+		return after, false, err
+	}
+	return parseCursor(o.After)
 }
 
 // errStop ends a Headers walk early.
 var errStop = fmt.Errorf("stop")
 
-// ListOf lists db's packets in catalog order (namespace, then id).
+// ListOf lists db's packets in catalog order (namespace, then id). A
+// model filter that is not hex or a malformed cursor is
+// store.ErrInvalidArgument.
 func ListOf(db *store.DB, o ListOptions) (*List, error) {
+	after, hasAfter, err := o.check()
+	if err != nil {
+		return nil, err
+	}
 	out := &List{Packets: []Row{}}
 	model := strings.ToLower(o.Model)
-	var last string
-	err := db.Headers(func(h *format.PacketHeader) error {
-		cur := cursor(h)
+	var last cursor
+	err = db.Headers(func(h *format.PacketHeader) error {
+		cur := cursor{h.Namespace, h.ID.String()}
 		if (o.Namespace != "" && h.Namespace != o.Namespace) || !strings.HasPrefix(h.Model.String(), model) ||
-			(o.After != "" && cur <= o.After) {
+			(hasAfter && !cur.after(after)) {
 			return nil
 		}
 		if o.Limit > 0 && len(out.Packets) == o.Limit {
-			out.More, out.Next = true, last
+			out.More, out.Next = true, last.String()
 			return errStop
 		}
 		last = cur
@@ -138,9 +158,58 @@ func ListOf(db *store.DB, o ListOptions) (*List, error) {
 	return out, nil
 }
 
-// cursor orders packets as the catalog does: namespace, then id. A NUL
-// cannot occur in a namespace's catalog key before the id.
-func cursor(h *format.PacketHeader) string { return h.Namespace + "\x00" + h.ID.String() }
+// ContextRow is one span memory context in a ContextList.
+type ContextRow struct {
+	ID        string    `json:"id"`
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	Model     string    `json:"model"`
+	Tokens    int       `json:"tokens"`
+	Spans     int       `json:"spans"`
+	Factored  int       `json:"factored_spans"`
+	Anchors   int       `json:"anchors"`
+	Bytes     uint64    `json:"bytes"`
+	Created   time.Time `json:"created"`
+}
+
+// ContextList is /contexts, and "kvstore ls --contexts --json".
+type ContextList struct {
+	Contexts []ContextRow `json:"contexts"`
+	More     bool         `json:"more"`           // the limit cut the list short
+	Next     string       `json:"next,omitempty"` // with More: the cursor of the next page
+}
+
+// ContextsOf lists db's span memory contexts in catalog order (namespace,
+// then name), filtered and paged as ListOf does.
+func ContextsOf(db *store.DB, o ListOptions) (*ContextList, error) {
+	after, hasAfter, err := o.check()
+	if err != nil {
+		return nil, err
+	}
+	out := &ContextList{Contexts: []ContextRow{}}
+	model := strings.ToLower(o.Model)
+	var last cursor
+	err = db.SpanMemories(func(i store.SpanMemoryInfo) error {
+		cur := cursor{i.Namespace, i.Name}
+		if (o.Namespace != "" && i.Namespace != o.Namespace) || !strings.HasPrefix(i.Model.String(), model) ||
+			(hasAfter && !cur.after(after)) {
+			return nil
+		}
+		if o.Limit > 0 && len(out.Contexts) == o.Limit {
+			out.More, out.Next = true, last.String()
+			return errStop
+		}
+		last = cur
+		out.Contexts = append(out.Contexts, ContextRow{ID: i.Context.String(), Namespace: i.Namespace, Name: i.Name,
+			Model: i.Model.String(), Tokens: i.Tokens, Spans: i.Spans, Factored: i.Factored, Anchors: i.Anchors,
+			Bytes: i.ExtentLength, Created: i.Created})
+		return nil
+	})
+	if err != nil && err != errStop {
+		return nil, err
+	}
+	return out, nil
+}
 
 // Packet is /inspect/{id}, and "kvstore inspect --json" of a packet.
 type Packet struct {

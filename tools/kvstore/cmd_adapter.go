@@ -118,13 +118,9 @@ func setupAdapterImport(fs *pflag.FlagSet, e *env) verbFunc {
 		if err != nil {
 			return err
 		}
-		b, err := os.ReadFile(args[0])
+		a, err := adapter.ReadFile(args[0]) // refuses a file over the artifact limit unread
 		if err != nil {
 			return err
-		}
-		a, err := adapter.Decode(b)
-		if err != nil {
-			return fmt.Errorf("%s: %w", args[0], err)
 		}
 		if a.Dim != m.Dim {
 			return fmt.Errorf("%s: adapter rows are %d wide, the model's embeddings %d", args[0], a.Dim, m.Dim)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -238,4 +239,29 @@ func exportAdapter(t *testing.T, dir, model, id string) (string, *adapter.Adapte
 		t.Fatal(err)
 	}
 	return file, a
+}
+
+// adapter import refuses a file over the artifact limit before reading
+// it: a sparse 1 GiB file once took 4.2 GiB and 25 s to be refused.
+func TestAdapterImportRefusesOversizeFile(t *testing.T) {
+	model := testenv.ModelFile(t, "stories260K.bin")
+	file := filepath.Join(t.TempDir(), "big.safetensors")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(file, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb strings.Builder
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	code := run([]string{"--dir", t.TempDir(), "--create", "adapter", "import", "--model", model, file}, &out, &errb)
+	runtime.ReadMemStats(&after)
+	if code != exitFail || !strings.Contains(errb.String(), "artifact limit") {
+		t.Fatalf("exit %d, stderr %q: want a refusal naming the artifact limit", code, errb.String())
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 32<<20 {
+		t.Fatalf("refusing a 1 GiB file allocated %d bytes", got)
+	}
 }

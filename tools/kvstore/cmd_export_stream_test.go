@@ -78,7 +78,7 @@ func TestExportImportBoundedMemory(t *testing.T) {
 	h := header2(t, db, id)
 	file := filepath.Join(t.TempDir(), "p.safetensors")
 	var n int64
-	alloc := allocated(func() { n, err = exportPacket(context.Background(), db, h, file, &progress{}) })
+	alloc := allocated(func() { n, err = exportPacket(context.Background(), db, h, file, false, &progress{}) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestExportCancelled(t *testing.T) {
 	out := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := exportPacket(ctx, db, header2(t, db, ids[0]), filepath.Join(out, "p.safetensors"), &progress{}); !errors.Is(err, context.Canceled) {
+	if _, err := exportPacket(ctx, db, header2(t, db, ids[0]), filepath.Join(out, "p.safetensors"), false, &progress{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("export under a cancelled context: %v", err)
 	}
 	if names := dirNames(t, out); len(names) != 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -117,5 +118,79 @@ func TestExportCorrupt(t *testing.T) {
 	}
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Fatalf("export left %s: %v", file, err)
+	}
+}
+
+// export refuses to replace an existing file unless --force (it used to
+// overwrite it silently), and into a directory writes <id>.safetensors
+// there (it used to fail with a rename error naming its temporary file);
+// a refused export leaves the file as it was and no temporary file.
+func TestExportExistingFileAndDirectory(t *testing.T) {
+	dir, ids := testStore(t)
+	out := t.TempDir()
+	file := filepath.Join(out, "p.safetensors")
+	if err := os.WriteFile(file, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := kv(t, "--dir", dir, "export", ids[1].String()[:8], file).want(t, exitFail)
+	if !strings.Contains(r.stderr, "--force") || !strings.Contains(r.stderr, "exists") {
+		t.Fatalf("export over a file: %q, want a refusal naming --force", r.stderr)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "mine" {
+		t.Fatalf("a refused export changed the file: %q", b)
+	}
+	kv(t, "--dir", dir, "export", "--force", ids[1].String()[:8], file).want(t, exitOK)
+	checkExportedFile(t, file, ids[1])
+
+	for _, target := range []string{out, out + string(filepath.Separator)} {
+		want := filepath.Join(out, ids[1].String()+".safetensors")
+		os.Remove(want)
+		var res exportOutput
+		r = kv(t, "--dir", dir, "--json", "export", ids[1].String()[:8], target).want(t, exitOK)
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.File != want {
+			t.Fatalf("export into %s: %v, %+v, want file %s", target, err, res, want)
+		}
+		checkExportedFile(t, want, ids[1])
+	}
+	r = kv(t, "--dir", dir, "export", ids[1].String()[:8], out).want(t, exitFail)
+	if !strings.Contains(r.stderr, ids[1].String()+".safetensors") || !strings.Contains(r.stderr, "--force") {
+		t.Fatalf("second export into the directory: %q", r.stderr)
+	}
+	r = kv(t, "--dir", dir, "export", ids[1].String()[:8], filepath.Join(out, "nodir")+"/").want(t, exitFail)
+	if strings.Contains(r.stderr, ".tmp") {
+		t.Fatalf("export into a missing directory names a temporary file: %q", r.stderr)
+	}
+	names, _ := os.ReadDir(out)
+	for _, n := range names {
+		if strings.Contains(n.Name(), ".tmp") {
+			t.Fatalf("left %s", n.Name())
+		}
+	}
+}
+
+// place, without replace, never overwrites a file that appeared after the
+// check; with it, it does.
+func TestExportPlaceNoClobber(t *testing.T) {
+	d := t.TempDir()
+	tmp, name := filepath.Join(d, "tmp"), filepath.Join(d, "name")
+	for _, f := range []string{tmp, name} {
+		if err := os.WriteFile(f, []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := place(tmp, name, false); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("place over a file: %v, want ErrExist", err)
+	}
+	if b, _ := os.ReadFile(name); string(b) != name {
+		t.Fatalf("place without replace changed the file: %q", b)
+	}
+	if err := place(tmp, name, true); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(name); string(b) != tmp {
+		t.Fatalf("place with replace: %q", b)
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Fatalf("tmp left: %v", err)
 	}
 }

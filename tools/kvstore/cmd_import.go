@@ -102,8 +102,11 @@ func readPacket(name string) (_ *store.Packet, release func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if !st.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%w: %s is not a regular file (%s)", store.ErrInvalidArgument, name, st.Mode().Type())
+	switch {
+	case st.IsDir():
+		return nil, nil, fmt.Errorf("%w: %s is a directory, not a safetensors file", store.ErrInvalidArgument, name)
+	case !st.Mode().IsRegular():
+		return nil, nil, fmt.Errorf("%w: %s is not a regular file but a %s", store.ErrInvalidArgument, name, fileKind(st.Mode()))
 	}
 	if st.Size() < 8 {
 		return nil, nil, fmt.Errorf("%s: %w: %d bytes: too short for a safetensors file", name, format.ErrCorruption, st.Size())
@@ -132,4 +135,21 @@ func readPacket(name string) (_ *store.Packet, release func(), err error) {
 		p.Layers = append(p.Layers, store.Layer{K: kv.K[l], V: kv.V[l]})
 	}
 	return p, unmap, nil
+}
+
+// fileKind names the type of a file that is not regular.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "symbolic link"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeCharDevice != 0:
+		return "character device"
+	case m&os.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }

@@ -88,7 +88,7 @@ func findTarget(db *store.DB, arg, ns string) (*format.PacketHeader, *store.Span
 	case err != nil:
 		return nil, nil, err
 	case len(packets)+len(contexts) == 0:
-		return nil, nil, fmt.Errorf("%w: no packet or context %s", store.ErrNotFound, arg)
+		return nil, nil, notFound(db, "packet or context", arg, ns, true)
 	case len(packets)+len(contexts) > 1:
 		return nil, nil, fmt.Errorf("%w: id %s is ambiguous: %d packets and %d contexts match (give more digits or --ns)",
 			errUsage, arg, len(packets), len(contexts))

@@ -226,6 +226,17 @@ func TestLsContexts(t *testing.T) {
 			}
 		})
 	}
+	// --limit 1 gives a cursor; --after it lists the other context.
+	var p1, p2 lsContextsOutput
+	if err := json.Unmarshal([]byte(kv(t, "ls", "--contexts", "--dir", dir, "--json", "--limit", "1").want(t, exitOK).stdout), &p1); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(kv(t, "ls", "--contexts", "--dir", dir, "--json", "--after", p1.Next).want(t, exitOK).stdout), &p2); err != nil {
+		t.Fatal(err)
+	}
+	if len(p1.Contexts) != 1 || len(p2.Contexts) != 1 || p2.More || p1.Contexts[0].ID == p2.Contexts[0].ID {
+		t.Fatalf("pages %+v then (after %q) %+v", p1, p1.Next, p2)
+	}
 	// Plain ls still lists the packets only; stat counts both kinds apart.
 	var pk lsOutput
 	if err := json.Unmarshal([]byte(kv(t, "ls", "--dir", dir, "--json").want(t, exitOK).stdout), &pk); err != nil || len(pk.Packets) != 3 {

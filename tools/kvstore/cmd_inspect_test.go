@@ -105,3 +105,29 @@ func TestInspectExportPruned(t *testing.T) {
 	kv(t, "--dir", dir, "verify").want(t, exitOK)
 	kv(t, "--dir", dir, "check").want(t, exitOK)
 }
+
+// inspect, rm and export of an id that is in another namespace than --ns
+// say so (they used to say only "no packet"); an id in none says that the
+// filter applied and it is nowhere else either.
+func TestNotFoundNamesNamespaceFilter(t *testing.T) {
+	dir, ids, _ := spanTestStore(t)
+	a := ids[0].String()[:12] // namespace "a"
+	for _, args := range [][]string{
+		{"inspect", a, "--ns", "b"},
+		{"rm", a, "--ns", "b"},
+		{"export", a, filepath.Join(t.TempDir(), "x.safetensors"), "--ns", "b"},
+	} {
+		r := kv(t, append([]string{"--dir", dir}, args...)...).want(t, exitFail)
+		if !strings.Contains(r.stderr, `in namespace "b"`) || !strings.Contains(r.stderr, `it is in namespace "a"`) {
+			t.Errorf("%v: %q, want it to name the filter and namespace \"a\"", args, r.stderr)
+		}
+	}
+	r := kv(t, "--dir", dir, "inspect", "ffffff", "--ns", "b").want(t, exitFail)
+	if !strings.Contains(r.stderr, `in namespace "b", nor in any other`) {
+		t.Errorf("inspect of an id in no namespace: %q", r.stderr)
+	}
+	r = kv(t, "--dir", dir, "inspect", "ffffff").want(t, exitFail)
+	if strings.Contains(r.stderr, "namespace") {
+		t.Errorf("inspect without --ns: %q", r.stderr)
+	}
+}

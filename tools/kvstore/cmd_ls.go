@@ -23,17 +23,23 @@ short id, namespace, tokens, extent bytes, dtype, layers and short model
 fingerprint. With --contexts it lists the span memory contexts instead, in
 catalog order (namespace, then name): short context id, namespace, name,
 tokens, spans, factored spans, anchors, extent bytes, short model
-fingerprint and creation time. --ns and --model filter; --limit stops after
-so many rows.`
+fingerprint and creation time. --ns and --model (a hex prefix of the
+fingerprint) filter; --limit stops after so many rows and prints the
+cursor of the next page ("next" in JSON), which --after takes. With --addr
+the list comes from a live store's admin handler, which answers at most
+1000 rows a page by default.`
 
 // lsOutput is ls's output: the admin handler's /ls.
 type lsOutput admin.List
 
+// lsContextsOutput is ls --contexts' output: the admin handler's /contexts.
+type lsContextsOutput admin.ContextList
+
 // lsFlags are ls's flags.
 type lsFlags struct {
-	ns, model string
-	limit     int
-	contexts  bool
+	ns, model, after string
+	limit            int
+	contexts         bool
 }
 
 func setupLs(fs *pflag.FlagSet, e *env) verbFunc {
@@ -41,49 +47,59 @@ func setupLs(fs *pflag.FlagSet, e *env) verbFunc {
 	fs.StringVar(&f.ns, "ns", "", "only this namespace")
 	fs.StringVar(&f.model, "model", "", "only this model (fingerprint hex prefix)")
 	fs.IntVar(&f.limit, "limit", 0, "print at most this many rows (0: all)")
+	fs.StringVar(&f.after, "after", "", "start after this cursor (the \"next\" of a --limit page)")
 	fs.BoolVar(&f.contexts, "contexts", false, "list span memory contexts instead of packets")
 	addrFlag(fs, e)
 	return func(ctx context.Context, e *env, args []string) error { return runLs(ctx, e, args, f) }
 }
 
 func runLs(ctx context.Context, e *env, args []string, f lsFlags) error {
-	ns, model, limit, contexts := &f.ns, &f.model, &f.limit, &f.contexts
 	if err := noArgs(args); err != nil {
 		return err
 	}
-	if *limit < 0 {
-		return fmt.Errorf("%w: --limit %d is negative", errUsage, *limit)
+	if f.limit < 0 {
+		return fmt.Errorf("%w: --limit %d is negative", errUsage, f.limit)
 	}
-	if r, err := remote(e); err != nil {
-		return err
-	} else if r {
-		if *contexts {
-			return fmt.Errorf("%w: ls --contexts: the admin handler does not list contexts; use --dir", errUsage)
-		}
-		out := new(lsOutput)
-		q := url.Values{"ns": {*ns}, "model": {*model}}
-		if *limit > 0 {
-			q.Set("limit", strconv.Itoa(*limit))
-		}
-		if err := fetch(ctx, e, "/ls", q, out); err != nil {
+	o := admin.ListOptions{Namespace: f.ns, Model: f.model, Limit: f.limit, After: f.after}
+	if err := o.Check(); err != nil { // --model not hex, a malformed --after
+		return fmt.Errorf("%w: --%v", errUsage, strings.TrimPrefix(err.Error(), store.ErrInvalidArgument.Error()+": "))
+	}
+	q := url.Values{"ns": {f.ns}, "model": {f.model}, "after": {f.after}}
+	if f.limit > 0 {
+		q.Set("limit", strconv.Itoa(f.limit))
+	}
+	if f.contexts {
+		out, err := report(ctx, e, "/contexts", q, func(db *store.DB) (*lsContextsOutput, error) {
+			l, err := admin.ContextsOf(db, o)
+			return (*lsContextsOutput)(l), err
+		})
+		if err != nil {
 			return err
 		}
 		return output(e, out, out.table)
 	}
-	db, err := openStore(e, false)
+	out, err := report(ctx, e, "/ls", q, func(db *store.DB) (*lsOutput, error) {
+		l, err := admin.ListOf(db, o)
+		return (*lsOutput)(l), err
+	})
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	if *contexts {
-		return lsContexts(e, db, *ns, *model, *limit)
-	}
-	l, err := admin.ListOf(db, admin.ListOptions{Namespace: *ns, Model: *model, Limit: *limit})
-	if err != nil {
-		return err
-	}
-	out := (*lsOutput)(l)
 	return output(e, out, out.table)
+}
+
+// morePage says that --limit cut the list and how to get the rest.
+func morePage(w io.Writer, next string) {
+	fmt.Fprintf(w, "(more: raise --limit, or continue with --after %s)\n", shellQuote(next))
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but
+// letters, digits and -_./%:=+.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./%:=+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func (o *lsOutput) table(w io.Writer) error {
@@ -95,51 +111,9 @@ func (o *lsOutput) table(w io.Writer) error {
 		return err
 	}
 	if o.More {
-		fmt.Fprintln(w, "(more: raise --limit)")
+		morePage(w, o.Next)
 	}
 	return nil
-}
-
-// lsContext is one span memory context in ls --contexts' output.
-type lsContext struct {
-	ID        string    `json:"id"`
-	Namespace string    `json:"namespace"`
-	Name      string    `json:"name"`
-	Model     string    `json:"model"`
-	Tokens    int       `json:"tokens"`
-	Spans     int       `json:"spans"`
-	Factored  int       `json:"factored_spans"`
-	Anchors   int       `json:"anchors"`
-	Bytes     uint64    `json:"bytes"`
-	Created   time.Time `json:"created"`
-}
-
-type lsContextsOutput struct {
-	Contexts []lsContext `json:"contexts"`
-	More     bool        `json:"more"` // --limit cut the list short
-}
-
-// lsContexts lists the span memories of namespace ns (all when "") whose
-// model starts with the hex prefix model, at most limit (0: all).
-func lsContexts(e *env, db *store.DB, ns, model string, limit int) error {
-	out := lsContextsOutput{Contexts: []lsContext{}}
-	err := db.SpanMemories(func(i store.SpanMemoryInfo) error {
-		if (ns != "" && i.Namespace != ns) || !strings.HasPrefix(i.Model.String(), strings.ToLower(model)) {
-			return nil
-		}
-		if limit > 0 && len(out.Contexts) == limit {
-			out.More = true
-			return errStop
-		}
-		out.Contexts = append(out.Contexts, lsContext{ID: i.Context.String(), Namespace: i.Namespace, Name: i.Name,
-			Model: i.Model.String(), Tokens: i.Tokens, Spans: i.Spans, Factored: i.Factored, Anchors: i.Anchors,
-			Bytes: i.ExtentLength, Created: i.Created})
-		return nil
-	})
-	if err != nil && err != errStop {
-		return err
-	}
-	return output(e, out, out.table)
 }
 
 func (o *lsContextsOutput) table(w io.Writer) error {
@@ -152,7 +126,7 @@ func (o *lsContextsOutput) table(w io.Writer) error {
 		return err
 	}
 	if o.More {
-		fmt.Fprintln(w, "(more: raise --limit)")
+		morePage(w, o.Next)
 	}
 	return nil
 }

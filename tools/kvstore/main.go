@@ -30,6 +30,7 @@ import (
 	"sort"
 	"syscall"
 
+	"github.com/kvstore/kvstore/store"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -120,7 +121,23 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	if errors.Is(err, store.ErrLocked) {
+		fmt.Fprintln(stderr, lockedHint(cmd))
+	}
 	return exitFail
+}
+
+// lockedHint is what to do about a store another process holds (the
+// error names it where the OS says): ask that process, a live store, over
+// --addr when the verb can; else stop it first.
+func lockedHint(cmd *cobra.Command) string {
+	const serve = "a program serving the store can mount its admin handler (package store/admin) on HTTP"
+	if cmd.Flags().Lookup("addr") != nil {
+		return fmt.Sprintf("hint: another process has the store open; if it is a live store, ask it instead of the directory:\n"+
+			"  %s --addr http://HOST:PORT/PREFIX   (%s)", cmd.CommandPath(), serve)
+	}
+	return "hint: another process has the store open; stop it (or make the change through it) and run again.\n" +
+		"  Read verbs (ls, stat, inspect, verify, check) can ask a live store with --addr URL (" + serve + ")"
 }
 
 // newRoot builds the command tree; *ran is set to the verb whose body runs.

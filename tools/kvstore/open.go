@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/kvstore/kvstore/format"
@@ -70,7 +72,7 @@ func findPacket(db *store.DB, arg, ns string) (*format.PacketHeader, error) {
 	case err != nil:
 		return nil, err
 	case len(found) == 0:
-		return nil, fmt.Errorf("%w: no packet %s", store.ErrNotFound, arg)
+		return nil, notFound(db, "packet", arg, ns, false)
 	case len(found) > 1:
 		return nil, fmt.Errorf("%w: packet id %s is ambiguous: %d packets match (give more digits or --ns)", errUsage, arg, len(found))
 	}
@@ -95,4 +97,45 @@ func matchPackets(db *store.DB, arg, ns string) ([]*format.PacketHeader, error) 
 // admin handler (package admin) at that URL instead of opening --dir.
 func addrFlag(fs *pflag.FlagSet, e *env) {
 	fs.StringVar(&e.addr, "addr", "", "ask a live store's admin handler at this URL (http://host:port/prefix) instead of opening --dir")
+}
+
+// notFound is the error for an id prefix arg that matches no packet (nor,
+// with contexts, span memory context) under the --ns filter ns: with a
+// filter it says in which other namespaces the id is, or that it is in
+// none, so that a wrong --ns is not taken for a missing packet.
+func notFound(db *store.DB, kind, arg, ns string, contexts bool) error {
+	if ns == "" {
+		return fmt.Errorf("%w: no %s %s", store.ErrNotFound, kind, arg)
+	}
+	prefix := strings.ToLower(arg)
+	seen := map[string]bool{}
+	var others []string
+	add := func(n string) {
+		if !seen[n] {
+			seen[n] = true
+			others = append(others, strconv.Quote(n))
+		}
+	}
+	err := db.Headers(func(h *format.PacketHeader) error {
+		if strings.HasPrefix(h.ID.String(), prefix) {
+			add(h.Namespace)
+		}
+		return nil
+	})
+	if err == nil && contexts {
+		err = db.SpanMemories(func(i store.SpanMemoryInfo) error {
+			if strings.HasPrefix(i.Context.String(), prefix) {
+				add(i.Namespace)
+			}
+			return nil
+		})
+	}
+	switch {
+	case err != nil:
+		return err
+	case len(others) == 0:
+		return fmt.Errorf("%w: no %s %s in namespace %q, nor in any other", store.ErrNotFound, kind, arg, ns)
+	}
+	sort.Strings(others)
+	return fmt.Errorf("%w: no %s %s in namespace %q (--ns); it is in namespace %s", store.ErrNotFound, kind, arg, ns, strings.Join(others, ", "))
 }

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
+
+	"github.com/kvstore/kvstore/store"
 )
 
 // rm, gc and compact on a directory that holds no store fail and create
@@ -23,6 +28,35 @@ func TestMaintenanceVerbsNeverCreate(t *testing.T) {
 		kv(t, append([]string{"--dir", typo}, args...)...).want(t, exitFail)
 		if _, err := os.Stat(typo); !os.IsNotExist(err) {
 			t.Errorf("%v created the mistyped directory %s", args, typo)
+		}
+	}
+}
+
+// A store another process has open is refused with a message that names
+// the holder where the OS says (this test process, on Linux), never
+// "another user", and says what to do: --addr for a verb that has it,
+// stopping the holder for one that writes.
+func TestLockedNamesHolderAndSuggestsAddr(t *testing.T) {
+	dir, ids := testStore(t)
+	db, err := store.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ls"}, "kvstore ls --addr http://HOST:PORT/PREFIX"},
+		{[]string{"stat"}, "kvstore stat --addr"},
+		{[]string{"rm", ids[0].String()}, "stop it"},
+	} {
+		r := kv(t, append([]string{"--dir", dir}, tc.args...)...).want(t, exitFail)
+		if strings.Contains(r.stderr, "another user") || !strings.Contains(r.stderr, tc.want) || !strings.Contains(r.stderr, "store/admin") {
+			t.Errorf("%v on a store held elsewhere: stderr %q, want a hint containing %q", tc.args, r.stderr, tc.want)
+		}
+		if holder := fmt.Sprintf("process %d (", os.Getpid()); runtime.GOOS == "linux" && !strings.Contains(r.stderr, holder) {
+			t.Errorf("%v: stderr %q does not name the holder, %s...)", tc.args, r.stderr, holder)
 		}
 	}
 }

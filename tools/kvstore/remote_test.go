@@ -20,13 +20,16 @@ func runIn(args ...string) (int, string, string) {
 
 // The read verbs print the same with --addr (the admin handler of the
 // store, live in this process, mounted under a prefix) as with --dir, in
-// text and in JSON, with the same exit codes.
+// text and in JSON, with the same exit codes: ls --contexts included (it
+// used to answer "use --dir").
 func TestRemoteSameOutput(t *testing.T) {
-	dir, ids := testStore(t)
+	dir, ids, _ := spanTestStore(t)
 	id := ids[2].String()[:10]
 	verbs := [][]string{
 		{"stat"}, {"ls"}, {"ls", "--ns", "a"}, {"ls", "--limit", "2"}, {"inspect", id}, {"verify"}, {"check"},
-		{"inspect", "ffff"}, // not found: exit 1
+		{"inspect", "ffff"}, {"inspect", id, "--ns", "b"}, // not found: exit 1
+		{"ls", "--contexts"}, {"ls", "--contexts", "--limit", "1"}, {"ls", "--contexts", "--ns", "b"},
+		{"ls", "--model", "zz"}, {"ls", "--after", "no-slash"}, // bad usage: exit 2
 	}
 	var want []string
 	for _, v := range verbs {

@@ -43,7 +43,7 @@ func flockFile(path string, shared bool) (io.Closer, error) {
 	if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
 		_ = f.Close()
 		if err == unix.EWOULDBLOCK {
-			return nil, ErrHeld
+			return nil, held(path)
 		}
 		return nil, err
 	}

@@ -33,8 +33,20 @@ import (
 // holders can share the lock.
 const FlockSupported = flockSupported
 
-// ErrHeld: another holder has the lock.
-var ErrHeld = errors.New("held by another open (flock)")
+// ErrHeld: another holder has the lock. Its errors name the holding
+// processes where the OS says (Linux's /proc/locks): "held by another
+// open: process 1234 (kvstore)", or "this process" for a second open in
+// the same one.
+var ErrHeld = errors.New("held by another open")
+
+// held is ErrHeld for the lock file at path, naming its holders when
+// known.
+func held(path string) error {
+	if who := holders(path); who != "" {
+		return fmt.Errorf("%w: %s", ErrHeld, who)
+	}
+	return ErrHeld
+}
 
 // ErrWriterWaiting: a read-only open was refused because a read-write
 // open is waiting for the lock. It wraps ErrHeld.

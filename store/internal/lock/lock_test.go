@@ -1,9 +1,15 @@
 package lock
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -165,4 +171,71 @@ func TestDirWaitTimesOut(t *testing.T) {
 		t.Fatalf("writer once the readers left: %v", err)
 	}
 	w.Close()
+}
+
+// holdEnv makes the test binary a helper that holds the lock file the
+// variable names until its stdin closes (TestHeldNamesHolder).
+const holdEnv = "KVSTORE_LOCK_TEST_HOLD"
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(holdEnv); path != "" {
+		l, _, err := Dir(vfs.Default, vfs.Default, path, false)
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Println("held")
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		l.Close()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// A held lock's error names who holds it where the OS says (Linux): this
+// process for a second open in it, another process by pid and command
+// name; never "another user".
+func TestHeldNamesHolder(t *testing.T) {
+	if !FlockSupported {
+		t.Skip("no flock on this platform: every lock is FS.Lock (TestMemFS)")
+	}
+	path := filepath.Join(t.TempDir(), "LOCK")
+	l, _, err := Dir(vfs.Default, vfs.Default, path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = Dir(vfs.Default, vfs.Default, path, false)
+	if !errors.Is(err, ErrHeld) {
+		t.Fatalf("second open: %v, want ErrHeld", err)
+	}
+	if runtime.GOOS == "linux" && !strings.Contains(err.Error(), fmt.Sprintf("this process (pid %d)", os.Getpid())) {
+		t.Fatalf("second open in this process: %q does not say so", err)
+	}
+	l.Close()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), holdEnv+"="+path)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); _ = cmd.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "held\n" {
+		t.Fatalf("helper: %q, %v", line, err)
+	}
+	_, _, err = Dir(vfs.Default, vfs.Default, path, true)
+	if !errors.Is(err, ErrHeld) {
+		t.Fatalf("open while another process holds it: %v, want ErrHeld", err)
+	}
+	if want := fmt.Sprintf("process %d (", cmd.Process.Pid); runtime.GOOS == "linux" && !strings.Contains(err.Error(), want) {
+		t.Fatalf("open while process %d holds it: %q does not name it", cmd.Process.Pid, err)
+	}
 }
