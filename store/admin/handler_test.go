@@ -157,7 +157,7 @@ func TestListPagesInCatalogOrder(t *testing.T) {
 	spec := &format.ModelSpec{Architecture: "llama", Layers: 1, KVHeads: 1, HeadDim: 2, DType: format.DTypeF32,
 		RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 10000}, WeightsID: "w"}
 	for i, ns := range []string{"b", "aa", "a", "c/d e", "b", "aa"} {
-		p := &store.Packet{Namespace: ns, Model: spec, TokenIDs: []uint32{uint32(i)},
+		p := &store.Packet{PacketDesc: format.PacketDesc{Namespace: ns, Model: spec, TokenIDs: []uint32{uint32(i)}},
 			Layers: []store.Layer{{K: make([]byte, 8), V: make([]byte, 8)}}}
 		if _, err := db.Put(context.Background(), p); err != nil {
 			t.Fatal(err)
