@@ -29,6 +29,7 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+	"time"
 
 	"github.com/kvstore/kvstore/store"
 	"github.com/spf13/cobra"
@@ -52,8 +53,11 @@ type env struct {
 	json   bool
 	addr   string // --addr of the read verbs: a live store's admin handler
 	create bool   // --create: the verbs that add data may create the store
-	stdout io.Writer
-	stderr io.Writer
+	// lockWait is --lock-wait: how long a verb that writes waits for the
+	// store's lock (store.Options.LockWait).
+	lockWait time.Duration
+	stdout   io.Writer
+	stderr   io.Writer
 }
 
 // verbFunc runs a verb after its flags are parsed; args are the positional
@@ -163,6 +167,7 @@ Exit codes: 0 success, 1 failure or findings (verify, check), 2 bad usage,
 	pf.StringVar(&e.dir, "dir", "", "store directory")
 	pf.BoolVar(&e.json, "json", false, "print machine-readable JSON (exact byte counts)")
 	pf.BoolVar(&e.create, "create", false, "let import and adapter import create the store when --dir holds none (other verbs never create one)")
+	pf.DurationVar(&e.lockWait, "lock-wait", 10*time.Second, "how long a verb that writes waits for the store while others hold it open (read-only opens arriving meanwhile are refused, so they cannot starve it); 0 fails at once")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %v", errUsage, err) })
 	names := make([]string, 0, len(commands))
 	for n := range commands {

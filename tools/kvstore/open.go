@@ -23,7 +23,7 @@ func openStore(e *env, write bool) (*store.DB, error) {
 	if e.dir == "" {
 		return nil, fmt.Errorf("%w: --dir is required", errUsage)
 	}
-	db, err := store.Open(e.dir, &store.Options{ReadOnly: !write, MustExist: write && !e.create, Logger: warnLogger(e.stderr)})
+	db, err := store.Open(e.dir, &store.Options{ReadOnly: !write, MustExist: write && !e.create, LockWait: e.lockWait, Logger: warnLogger(e.stderr)})
 	if write && !e.create && errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("%w (pass --create to make a new store there)", err)
 	}
@@ -37,7 +37,7 @@ func openExisting(e *env) (*store.DB, error) {
 	if e.dir == "" {
 		return nil, fmt.Errorf("%w: --dir is required", errUsage)
 	}
-	return store.Open(e.dir, &store.Options{MustExist: true, Logger: warnLogger(e.stderr)})
+	return store.Open(e.dir, &store.Options{MustExist: true, LockWait: e.lockWait, Logger: warnLogger(e.stderr)})
 }
 
 // warnLogger logs the store's warnings and errors to w; its routine Info

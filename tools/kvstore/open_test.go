@@ -6,7 +6,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kvstore/kvstore/store"
 )
@@ -58,5 +61,48 @@ func TestLockedNamesHolderAndSuggestsAddr(t *testing.T) {
 		if holder := fmt.Sprintf("process %d (", os.Getpid()); runtime.GOOS == "linux" && !strings.Contains(r.stderr, holder) {
 			t.Errorf("%v: stderr %q does not name the holder, %s...)", tc.args, r.stderr, holder)
 		}
+	}
+}
+
+// TestLockWaitBesideReaders: while two readers in this process reopen the
+// store read-only in a loop, one always holding it, rm (a writing verb)
+// waits for them with the default --lock-wait and succeeds, instead of
+// being starved.
+func TestLockWaitBesideReaders(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("a waiting writer's mark needs Linux's open file description locks")
+	}
+	dir, ids := testStore(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var opened atomic.Int64
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				db, err := store.Open(dir, &store.Options{ReadOnly: true})
+				if err != nil {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				opened.Add(1)
+				time.Sleep(30 * time.Millisecond)
+				db.Close()
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for opened.Load() < 4 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r := kv(t, "--dir", dir, "rm", ids[0].String()).want(t, exitOK)
+	if !strings.Contains(r.stdout, "removed "+ids[0].String()) {
+		t.Fatalf("rm beside looping readers: %q", r.stdout)
 	}
 }

@@ -50,8 +50,20 @@ func flockFile(path string, shared bool) (io.Closer, error) {
 	return f, nil // closing the file releases the lock
 }
 
+// writerHolds says whether path's flock is held exclusively: a shared
+// lock, tried on a file of its own, is refused.
+func writerHolds(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) == unix.EWOULDBLOCK
+}
+
 // flockWait takes path's exclusive flock, waiting up to wait for the
-// holders to leave. From its first refused try until it returns it marks
+// holders to leave when they are readers (a writer holding it is ErrHeld
+// at once). From its first refused try until it returns it marks
 // the file as wanted by a writer (markWaiting), so that read-only opens
 // arriving meanwhile are refused instead of keeping a shared lock held
 // forever between them.
@@ -76,13 +88,19 @@ func flockWait(path string, wait time.Duration) (io.Closer, error) {
 			return nil, err
 		}
 		if !marked {
+			// A writer holding the lock is not waited for: it may hold it
+			// for as long as it runs (a server). Only readers are.
+			if writerHolds(path) {
+				_ = f.Close()
+				return nil, held(path)
+			}
 			// Another waiting writer may hold the mark already: this one
 			// then waits behind it, unmarked.
 			marked = markWaiting(f)
 		}
 		if !time.Now().Before(deadline) {
 			_ = f.Close() // releases the mark with the file
-			return nil, ErrHeld
+			return nil, held(path)
 		}
 		time.Sleep(min(pause, time.Until(deadline)))
 		pause = min(2*pause, 20*time.Millisecond)

@@ -15,7 +15,8 @@
 // opens that arrive meanwhile are refused (ErrWriterWaiting), so readers
 // that come and go cannot keep a shared lock held forever and starve it.
 // The readers already in finish as they would; the writer gets the lock
-// when the last leaves. A writer never waits unless asked to.
+// when the last leaves. A writer never waits unless asked to, and never
+// for another writer, which may hold the lock as long as it runs.
 //
 // The lock file holds no bytes.
 package lock

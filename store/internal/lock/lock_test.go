@@ -170,6 +170,14 @@ func TestDirWaitTimesOut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("writer once the readers left: %v", err)
 	}
+	// A writer does not wait for another writer.
+	start = time.Now()
+	if _, err := DirWait(vfs.Default, vfs.Default, path, 10*time.Second); !errors.Is(err, ErrHeld) {
+		t.Fatalf("second writer: %v, want ErrHeld", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("a second writer waited %v for the first", d)
+	}
 	w.Close()
 }
 
