@@ -97,7 +97,7 @@ func runRecover(ctx context.Context, e *env, args []string, formatOnly bool) err
 		return err
 	}
 	if formatOnly {
-		rep, err := store.RecoverFormat(e.dir, &store.Options{Logger: warnLogger(e.stderr)})
+		rep, err := store.RecoverFormat(e.dir, &store.Options{LockWait: e.lockWait, Logger: warnLogger(e.stderr)})
 		if err != nil {
 			return err
 		}
@@ -106,7 +106,7 @@ func runRecover(ctx context.Context, e *env, args []string, formatOnly bool) err
 	}
 	p := newProgress(e, "recover")
 	p.stage("rebuilding the catalog from the blob files")
-	rep, err := store.Recover(e.dir, &store.Options{Logger: warnLogger(e.stderr)})
+	rep, err := store.Recover(e.dir, &store.Options{LockWait: e.lockWait, Logger: warnLogger(e.stderr)})
 	p.done()
 	if err != nil {
 		return err
