@@ -99,6 +99,7 @@ func (db *DB) compactLocked(ctx context.Context, o *CompactOptions) (*CompactRep
 	db.w.Next = w.Next
 	if !o.DryRun {
 		db.countCompaction(rep)
+		db.restoreReserve() // if it released the reserve, the room it freed may bring it back
 	}
 	return rep, err
 }
@@ -116,7 +117,7 @@ func (db *DB) countCompaction(rep *CompactReport) {
 // effects (counters, log, events) and drops the active file.
 func (db *DB) maintWriter() *maint.Writer {
 	return &maint.Writer{Store: db.maintStore(true), Registry: registry{db}, Commit: db.commit,
-		Next: db.w.Next, FileSize: db.w.Limit, Compacted: db.compacted, Fits: db.space.Fits,
+		Next: db.w.Next, FileSize: db.w.Limit, Compacted: db.compacted, Fits: db.space.CopyRoom,
 		DropActive: func() { _ = db.w.Close(); db.w.Cur = nil }}
 }
 

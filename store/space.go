@@ -17,16 +17,19 @@ import (
 //     Delete and GC can run; if the disk is still too full for the
 //     catalog to open, Open fails at once with ErrNoSpace.
 //   - A headroom of 2m + 1 MiB: a Put (any new data) that would leave less
-//     free is refused with ErrNoSpace, and the store then releases
-//     RESERVE at once, so the catalog can always flush what it holds.
+//     free is refused with ErrNoSpace, so the catalog can always flush the
+//     memtables it holds. RESERVE stays for the next Open.
 //   - While RESERVE is missing, the store holds new data: Put and
-//     PutSpanMemory fail with ErrNoSpace. Delete's tombstones are written
-//     while at least 1 MiB is free. GC and Compact rewrite a file only
-//     when the disk has room for its live bytes besides the headroom
-//     (else the file is skipped, with the reason), so the room they free
-//     goes to deletes.
-//   - Open and every GC re-create RESERVE once there is room for it twice
-//     over, and the hold ends.
+//     PutSpanMemory fail with ErrNoSpace. A Delete's tombstone is written
+//     while 1 MiB is free besides it; below that, if something else
+//     filled the disk, the Delete releases RESERVE first (and holds new
+//     data), and is refused only if that is not enough.
+//   - GC and Compact rewrite a file only when the disk has room for its
+//     live bytes besides the headroom, releasing RESERVE for that if it is
+//     what stands in the way (a rewrite frees more than it takes); a file
+//     there is no room for is skipped, with the reason.
+//   - Open, GC and Compact re-create RESERVE once there is room for it
+//     twice over, and the hold ends.
 //   - A blob file is sealed at Options.BlobFileSize or a sixteenth of the
 //     disk, whichever is smaller, so that rewriting one (which needs room
 //     for its live bytes) fits in the room deletes free on a small disk.

@@ -136,9 +136,9 @@ func (r *Reserve) free() (uint64, bool) {
 // Room runs before n bytes of new data go to the blob log: it returns
 // Hold while the reserve is released, and otherwise refuses the data
 // (ErrNoSpace) when writing it would leave the disk less than Headroom
-// free. Refusing, it releases the reserve at once, so that the catalog has
-// room to flush, and holds new data until GC (or the next Open) restores
-// it.
+// free, so that the catalog can always flush the memtables it holds.
+// RESERVE stays: it is for the next Open, and for deletes if the disk
+// fills anyway (CatalogRoom).
 func (r *Reserve) Room(n uint64) error {
 	if err := r.Hold(); err != nil {
 		return err
@@ -147,44 +147,52 @@ func (r *Reserve) Room(n uint64) error {
 	if !ok || free >= n+r.sizes.Headroom {
 		return nil
 	}
-	if err := r.release(free); err != nil {
-		return err
-	}
-	return fmt.Errorf("%w: disk nearly full: %d bytes would leave %d free, less than the %d the catalog keeps (2 memtables and a WAL); new data is refused until deletes and GC free room: %w",
+	return fmt.Errorf("%w: disk nearly full: %d bytes would leave %d free, less than the %d the store keeps for its catalog; delete data and run GC to free room: %w",
 		ErrNoSpace, n, free-min(free, n), r.sizes.Headroom, syscall.ENOSPC)
 }
 
 // CatalogRoom runs before a write that frees room (a Delete's tombstone,
 // n bytes, and its catalog batch): it refuses (ErrNoSpace) only when the
 // disk has less than n plus Floor free, since Pebble cannot survive a full
-// WAL. Below Headroom it first releases the reserve, which is there for
-// this.
+// WAL. Below that it first releases the reserve, which is there for this
+// (and holds new data until GC restores it).
 func (r *Reserve) CatalogRoom(n uint64) error {
 	free, ok := r.free()
-	if !ok || free >= n+r.sizes.Headroom {
+	if !ok || free >= n+r.sizes.Floor {
 		return nil
 	}
 	if r.bytes.Load() > 0 {
 		if err := r.release(free); err != nil {
 			return err
 		}
-		if free, ok = r.free(); !ok {
+		if free, ok = r.free(); !ok || free >= n+r.sizes.Floor {
 			return nil
 		}
-	}
-	if free >= n+r.sizes.Floor {
-		return nil
 	}
 	return fmt.Errorf("%w: disk full: %d bytes free, the catalog needs %d to commit safely: free space on this disk: %w",
 		ErrNoSpace, free, n+r.sizes.Floor, syscall.ENOSPC)
 }
 
-// Fits reports whether a copy of n bytes (a compaction's) leaves the disk
-// Headroom free, and what is free; untracked, it always fits. It releases
-// nothing: a compaction that does not fit is skipped, not refused.
+// Fits reports whether a write of n bytes leaves the disk Headroom free,
+// and what is free; untracked, it always fits. It releases nothing.
 func (r *Reserve) Fits(n uint64) (free uint64, ok bool) {
 	free, tracked := r.free()
 	return free, !tracked || free >= n+r.sizes.Headroom
+}
+
+// CopyRoom is Fits for a compaction's copy of n bytes, which frees more
+// than it takes: when only the reserve stands in its way, it releases the
+// reserve (holding new data until GC restores it) and lets the copy
+// through. free is what is free once it is done.
+func (r *Reserve) CopyRoom(n uint64) (free uint64, ok bool) {
+	free, ok = r.Fits(n)
+	if ok || r.bytes.Load() == 0 || free+uint64(r.bytes.Load()) < n+r.sizes.Headroom {
+		return free, ok
+	}
+	if r.release(free) != nil {
+		return free, false
+	}
+	return r.Fits(n)
 }
 
 // Restore re-creates RESERVE if it is missing and the disk has room for

@@ -13,11 +13,20 @@ import (
 // usageFS is an in-memory FS that reports free bytes as set.
 type usageFS struct {
 	vfs.FS
-	free uint64
+	free  uint64
+	frees bool // Remove adds what the file held to free
 }
 
 func (u *usageFS) GetDiskUsage(string) (vfs.DiskUsage, error) {
 	return vfs.DiskUsage{AvailBytes: u.free, TotalBytes: 1 << 40}, nil
+}
+
+func (u *usageFS) Remove(name string) error {
+	st, err := u.FS.Stat(name)
+	if err == nil && u.frees {
+		u.free += uint64(st.Size())
+	}
+	return u.FS.Remove(name)
 }
 
 var quiet = slog.New(slog.DiscardHandler)

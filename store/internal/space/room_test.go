@@ -27,9 +27,9 @@ func kept(t *testing.T, fs *usageFS, dir string) *Reserve {
 	return &r
 }
 
-// Room lets new data through while it leaves the headroom free; the write
-// that would not releases RESERVE at once (so the catalog can flush) and
-// holds new data until Restore.
+// Room lets new data through while it leaves the headroom free, refuses
+// the write that would not and keeps RESERVE (it is for the next Open and
+// for deletes); it refuses everything while the reserve is released.
 func TestReserveRoom(t *testing.T) {
 	fs, dir := setup(t, 1<<30)
 	r := kept(t, fs, dir)
@@ -44,8 +44,12 @@ func TestReserveRoom(t *testing.T) {
 	if !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Room that would eat the headroom: %v, want ErrNoSpace and ENOSPC", err)
 	}
-	if !r.Held() || r.Bytes() != 0 || fileSize(t, fs, dir+"/"+FileName) != -1 {
-		t.Fatalf("after the refusal: held %v, bytes %d, RESERVE %d; want released and held", r.Held(), r.Bytes(), fileSize(t, fs, dir+"/"+FileName))
+	if r.Held() || r.Bytes() != size || fileSize(t, fs, dir+"/"+FileName) != size {
+		t.Fatalf("after the refusal: held %v, bytes %d, RESERVE %d; want it kept", r.Held(), r.Bytes(), fileSize(t, fs, dir+"/"+FileName))
+	}
+	fs.free = 0
+	if err := r.CatalogRoom(100); !errors.Is(err, ErrNoSpace) || !r.Held() {
+		t.Fatalf("CatalogRoom on a full disk: %v, held %v; want the reserve released and still no room", err, r.Held())
 	}
 	fs.free = 1 << 30
 	if err := r.Room(1); !errors.Is(err, ErrNoSpace) {
@@ -57,22 +61,23 @@ func TestReserveRoom(t *testing.T) {
 	}
 }
 
-// CatalogRoom lets a tombstone through down to the floor, releasing
-// RESERVE below the headroom, and refuses it below the floor.
+// CatalogRoom lets a tombstone through down to the floor, keeping the
+// reserve; below the floor it releases RESERVE (room for the catalog),
+// and refuses only if that is not enough.
 func TestReserveCatalogRoom(t *testing.T) {
 	fs, dir := setup(t, 1<<30)
 	r := kept(t, fs, dir)
-	fs.free = sizes.Headroom - 1
-	if err := r.CatalogRoom(4096); err != nil {
-		t.Fatalf("CatalogRoom above the floor: %v", err)
-	}
-	if !r.Held() || fileSize(t, fs, dir+"/"+FileName) != -1 {
-		t.Fatal("CatalogRoom below the headroom kept RESERVE")
+	fs.free = sizes.Floor + 4096
+	if err := r.CatalogRoom(4096); err != nil || r.Held() {
+		t.Fatalf("CatalogRoom at the floor: %v, held %v", err, r.Held())
 	}
 	fs.free = sizes.Floor + 4095
 	err := r.CatalogRoom(4096)
 	if !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("CatalogRoom below the floor: %v, want ErrNoSpace and ENOSPC", err)
+	}
+	if !r.Held() || fileSize(t, fs, dir+"/"+FileName) != -1 {
+		t.Fatal("CatalogRoom below the floor kept RESERVE")
 	}
 }
 
@@ -93,6 +98,23 @@ func TestReserveFits(t *testing.T) {
 	var untracked Reserve
 	if _, ok := untracked.Fits(1 << 62); !ok {
 		t.Fatal("an untracked reserve refused a copy")
+	}
+}
+
+// CopyRoom releases the reserve when that is what a compaction's copy
+// needs, and only then.
+func TestReserveCopyRoom(t *testing.T) {
+	fs, dir := setup(t, 1<<30)
+	r := kept(t, fs, dir)
+	fs.free, fs.frees = sizes.Headroom+1000, true
+	if _, ok := r.CopyRoom(1000); !ok || r.Held() {
+		t.Fatalf("a copy that fits: ok %v, held %v", ok, r.Held())
+	}
+	if _, ok := r.CopyRoom(1000 + size + 1); ok || r.Held() {
+		t.Fatalf("a copy the reserve would not make room for: ok %v, held %v", ok, r.Held())
+	}
+	if _, ok := r.CopyRoom(1000 + size); !ok || !r.Held() || fileSize(t, fs, dir+"/"+FileName) != -1 {
+		t.Fatalf("a copy the reserve makes room for: ok %v, held %v; want the reserve released", ok, r.Held())
 	}
 }
 

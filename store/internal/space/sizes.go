@@ -16,10 +16,11 @@ package space
 //	                        compaction's copy) that would leave less is
 //	                        refused, so the catalog can always flush the
 //	                        memtables it holds and rotate its WAL
-//	Floor    = 1 MiB        below this free, nothing is written to the
-//	                        catalog at all (not even a Delete's batch):
-//	                        Pebble treats a failed WAL write as fatal and
-//	                        panics if it cannot close a full WAL
+//	Floor    = 1 MiB        below this free, a Delete (its tombstone and
+//	                        batch) first releases RESERVE, and is refused
+//	                        if that is not enough: Pebble treats a failed
+//	                        WAL write as fatal, and panics if it cannot
+//	                        close a full WAL
 //
 // With the 4 MiB default memtable that is a 17 MiB reserve and 9 MiB of
 // headroom; with a 1 MiB one, 5 and 3 MiB.
