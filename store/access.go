@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -42,7 +43,8 @@ func (db *DB) maybeFlushAccess() {
 	if !db.ops.access.Due(db.opts.AccessFlushInterval) {
 		return
 	}
-	if err := db.flushAccess(0); err != nil {
+	// A catalog busy flushing is no failure: the next interval saves them.
+	if err := db.flushAccess(0); err != nil && !errors.Is(err, errCatalogBusy) {
 		db.log.Warn("store: saving access statistics", "dir", db.dir, "err", err)
 	}
 }

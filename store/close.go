@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -53,6 +54,9 @@ func (db *DB) closeAccess() error { return db.flushAccess(closeAccessWait) }
 // large batches (half a memtable), which take a memtable of their own.
 func accessBatchBytes(memTable uint64) int { return int(max(memTable/4, 64<<10)) }
 
+// errCatalogBusy: Pebble could stall a commit behind a flush (catalogReady).
+var errCatalogBusy = errors.New("store: the catalog's memtables wait on a flush (is the disk full?)")
+
 // catalogReady reports, with an error, when the catalog cannot take an
 // unsynced batch of n bytes that may as well be dropped (the access
 // statistics) without risk: when the disk would keep less than the
@@ -65,7 +69,7 @@ func (db *DB) catalogReady(n uint64, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for space.CatalogBusy(db.cat.DB.Metrics(), db.opts.CatalogMemTableSize, n) {
 		if !time.Now().Before(deadline) {
-			return fmt.Errorf("store: the catalog's memtables wait on a flush (is the disk full?): access statistics not saved")
+			return fmt.Errorf("%w: access statistics not saved", errCatalogBusy)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
