@@ -30,10 +30,10 @@ type GCReport = maint.GCReport
 // store keeps for its catalog (space.go); one that has not is skipped and
 // listed in the report's Compaction. GC ends by re-creating the space
 // reserve once the room it freed allows, which ends a hold on new data.
-// GC holds
-// the writer lock; readers keep working. It is crash-safe (records go
-// before files) and idempotent. o.DryRun reports what GC would remove and
-// rewrite (the tails' compaction as a dry run) and changes nothing.
+// GC holds the writer lock; readers keep working. It is crash-safe
+// (records go before files) and idempotent. o.DryRun reports what GC
+// would remove and rewrite (the compaction as a dry run) and changes
+// nothing.
 func (db *DB) GC(ctx context.Context, o GCOptions) (*GCReport, error) {
 	var rep *GCReport
 	err := db.write("gc", nil, func() (err error) {

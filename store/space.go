@@ -71,8 +71,5 @@ func (db *DB) room(n uint64, frees bool) error {
 // it; a failure is logged, never returned.
 func (db *DB) restoreReserve() { db.space.Restore() }
 
-// spaceHeld reports whether new data is held for lack of disk space.
-func (db *DB) spaceHeld() bool { return db.space.Held() }
-
 // noSpace wraps in ErrNoSpace an error a full disk caused (space.NoSpace).
 func noSpace(err error) error { return space.NoSpace(err) }
