@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -42,20 +43,25 @@ func (db *DB) maybeFlushAccess() {
 	if !db.ops.access.Due(db.opts.AccessFlushInterval) {
 		return
 	}
-	if err := db.flushAccess(); err != nil {
+	// A catalog busy flushing is no failure: the next interval saves them.
+	if err := db.flushAccess(0); err != nil && !errors.Is(err, errCatalogBusy) {
 		db.log.Warn("store: saving access statistics", "dir", db.dir, "err", err)
 	}
 }
 
 // flushAccess writes the changed statistics of packets still catalogued
-// in one unsynced batch (access.Table.Save). The caller holds the writer
-// lock, or the DB is closing.
-func (db *DB) flushAccess() error {
+// in unsynced batches (access.Table.Save), each once the catalog can take
+// it without stalling, waiting up to wait for that (catalogReady); what it
+// cannot write stays for a later save. The caller holds the writer lock,
+// or the DB is closing.
+func (db *DB) flushAccess(wait time.Duration) error {
 	if db.opts.ReadOnly || db.failed != nil {
 		db.ops.access.LastFlush = time.Now()
 		return nil
 	}
-	return db.ops.access.Save(db.cat)
+	return db.ops.access.Save(db.cat, accessBatchBytes(db.opts.CatalogMemTableSize), func(n int) error {
+		return db.catalogReady(uint64(n), wait)
+	})
 }
 
 func decodeAccess(v []byte) (last int64, uses uint64, err error) { return format.DecodeAccess(v) }

@@ -90,9 +90,6 @@ func (db *DB) pinnedCount() int {
 	return access.CountPins(db.cat.DB)
 }
 
-// closeAccess saves the statistics at Close (the gate is closed).
-func (db *DB) closeAccess() error { return db.flushAccess() }
-
 // makeRoom evicts packets so that an extent of need bytes (as it will be
 // stored: encoded, pruned) fits under MaxBytes (writer lock held).
 func (db *DB) makeRoom(need uint64) error {

@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/catalog"
 	"github.com/kvstore/kvstore/store/internal/maint"
 )
 
@@ -87,9 +89,19 @@ func fromSkippedFile(f maint.SkippedFile) SkippedFile { return SkippedFile(f) }
 // header per output file, not the whole compaction's live bytes. A
 // compaction that fails or is cancelled keeps the groups it committed
 // (the report says which), removes the output it was writing, and leaves
-// the rest as it was. Files named in o.Files that are not catalogued, and
-// the active file however chosen, are listed in the report's Skipped with
-// the reason. o.DryRun reports the choice and writes nothing. Readers keep
+// the rest as it was. Files named in o.Files that are not catalogued are
+// listed in the report's Skipped with the reason.
+//
+// The active file (the one Puts append to), once chosen (its live ratio
+// below o.LiveRatio, or named in o.Files), is rolled first: its record is
+// committed sealed and the next write starts a new file, so deleted data
+// is reclaimed without waiting for the file to fill. A group is rewritten
+// only if the disk has room for its live bytes besides what the store
+// keeps for its catalog (space.go); the files of a group that has not are
+// listed in Skipped with the room they need, and Compact goes on with the
+// next group (each one committed frees room). So it runs while the store
+// holds new data for lack of disk space, and frees what it can.
+// o.DryRun reports the choice and writes nothing. Readers keep
 // working throughout (a Get that races the repointing retries); writers
 // wait, since Compact holds the writer lock.
 //
@@ -98,9 +110,7 @@ func fromSkippedFile(f maint.SkippedFile) SkippedFile { return SkippedFile(f) }
 // new place in the same batch, and SpanReaders opened before keep reading.
 // A file with a chunk, block or trailer that fails verification, or a span
 // memory head record that is missing or bad, is skipped and reported,
-// never copied. Compact is crash-safe at every step and idempotent. While
-// the store holds new data for lack of disk space (space.go) it fails with
-// ErrNoSpace: delete and GC first.
+// never copied. Compact is crash-safe at every step and idempotent.
 func (db *DB) Compact(ctx context.Context, o CompactOptions) (*CompactReport, error) {
 	var rep *maint.CompactReport
 	err := db.write("compact", func() error {
@@ -112,9 +122,6 @@ func (db *DB) Compact(ctx context.Context, o CompactOptions) (*CompactReport, er
 		}
 		return nil
 	}, func() (err error) {
-		if db.w.Hold != nil {
-			return fmt.Errorf("compact: %w", db.w.Hold)
-		}
 		rep, err = db.compactLocked(ctx, toCompactOptions(&o))
 		return err
 	})
@@ -122,14 +129,28 @@ func (db *DB) Compact(ctx context.Context, o CompactOptions) (*CompactReport, er
 }
 
 // compactLocked runs a compaction, group by group, or reports what it
-// would do (maint.Writer.Compact); the writer lock is held. On an error
-// the report says what the groups before the failing one did.
+// would do (maint.Writer.Compact), after rolling the active file if o
+// chooses it; the writer lock is held. On an error the report says what
+// the groups before the failing one did.
 func (db *DB) compactLocked(ctx context.Context, o *maint.CompactOptions) (*maint.CompactReport, error) {
+	rolled, err := db.rollActive(func(r blobRecord) bool {
+		if len(o.Files) > 0 {
+			return slices.Contains(o.Files, r.Num)
+		}
+		return mostlyDead(r, o.LiveRatio)
+	}, o.DryRun)
+	if err != nil {
+		return &maint.CompactReport{}, err
+	}
 	w := db.maintWriter()
+	if rolled != 0 {
+		w.Active, w.HasActive = 0, false // as it will be once rolled (a dry run)
+	}
 	rep, err := w.Compact(ctx, o)
 	db.w.Next = w.Next
 	if !o.DryRun {
 		db.countCompaction(rep)
+		db.restoreReserve() // if it released the reserve, the room it freed may bring it back
 	}
 	return rep, err
 }
@@ -147,8 +168,54 @@ func (db *DB) countCompaction(rep *maint.CompactReport) {
 // effects (counters, log, events) and drops the active file.
 func (db *DB) maintWriter() *maint.Writer {
 	return &maint.Writer{Store: db.maintStore(true), Registry: registry{db}, Commit: db.commit,
-		Next: db.w.Next, FileSize: uint64(db.opts.BlobFileSize), Compacted: db.compacted,
+		Next: db.w.Next, FileSize: db.w.Limit, Compacted: db.compacted, Fits: db.space.CopyRoom,
 		DropActive: func() { _ = db.w.Close(); db.w.Cur = nil }}
+}
+
+// mostlyDead reports whether compaction at liveRatio chooses blob file r:
+// it has dead bytes and its live bytes are below liveRatio of its extent
+// bytes (maint's choice).
+func mostlyDead(r blobRecord, liveRatio float64) bool {
+	return r.DeadBytes > 0 && float64(r.LiveBytes) < liveRatio*float64(r.LiveBytes+r.DeadBytes)
+}
+
+// rollActive rolls the active blob file if choose picks its record: its
+// record is committed sealed (with those of files sealed since the last
+// batch) in one synced batch, and the next write starts a new file, so
+// that compaction and GC treat it as any sealed file. In a dry run
+// nothing changes. It returns the file's number, 0 if none was (or would
+// be) rolled; the writer lock is held.
+func (db *DB) rollActive(choose func(blobRecord) bool, dry bool) (uint32, error) {
+	a := db.w.Cur
+	if a == nil || a.Fresh {
+		return 0, nil
+	}
+	r, ok := db.record(a.Num)
+	if !ok || r.Sealed || !choose(r) {
+		return 0, nil
+	}
+	if dry {
+		return a.Num, nil
+	}
+	b := db.cat.DB.NewBatch()
+	defer b.Close()
+	var recs []blobRecord
+	for _, num := range append(slices.Clone(db.w.Sealed), a.Num) {
+		if s, ok := db.record(num); ok {
+			s.Sealed = true
+			_ = b.Set(catalog.BlobFileKey(num), catalog.EncodeBlobFile(&s), nil)
+			recs = append(recs, s)
+		}
+	}
+	if err := db.commit(b); err != nil {
+		return 0, fmt.Errorf("roll blob file %06d: %w", a.Num, err)
+	}
+	db.setRecords(recs...)
+	db.w.Sealed = db.w.Sealed[:0]
+	db.w.Roll()
+	db.log.Info("store: rolled the active blob file", "dir", db.dir, "file", a.Num,
+		"live_bytes", r.LiveBytes, "dead_bytes", r.DeadBytes)
+	return a.Num, nil
 }
 
 // compacted counts, logs and publishes one committed compaction group.

@@ -40,11 +40,12 @@
 //	  LOCK                held while the store is open: flock, exclusive for read-write
 //	                      and shared for read-only opens on the OS's file system,
 //	                      else vfs.FS.Lock (store/internal/lock)
-//	  RESERVE             2 x CatalogMemTableSize preallocated bytes (no content), released
+//	  RESERVE             4 x CatalogMemTableSize + 1 MiB preallocated bytes (no content), released
 //	                      by an Open on a full disk so that Delete and GC can run
 //	                      (store/internal/space)
 //	  catalog/            Pebble v2: every small thing, keys below
 //	  blobs/NNNNNN.blob   append-only payload files, sealed at Options.BlobFileSize
+//	                      (or a sixteenth of the disk, if smaller: space.go)
 //
 // Every file, blob files included, goes through Options.FS, so that
 // vfs.NewCrashableMem and vfs/errorfs exercise the whole store.

@@ -41,15 +41,20 @@ func fromGCReport(r *maint.GCReport) *GCReport {
 //     deleted in one synced batch, then the files removed once no view
 //     maps them;
 //   - files other than the active one with bytes past their catalogued
-//     size (a crashed append): rewritten by a compaction of those files.
+//     size (a crashed append): rewritten by a compaction of those files;
+//   - the active file, once less than Options.CompactLiveRatio of it is
+//     live: it is rolled (sealed, the next write starts a new file; see
+//     Compact), then removed if nothing in it is live, else rewritten.
 //
-// The active file's tail is left: the next write overwrites it. While the
-// store holds new data for lack of disk space (space.go), tails are not
-// rewritten (a rewrite needs room), and GC ends by re-creating the space
-// reserve once the room it freed allows. GC holds
-// the writer lock; readers keep working. It is crash-safe (records go
-// before files) and idempotent. o.DryRun reports what GC would remove and
-// rewrite (the tails' compaction as a dry run) and changes nothing.
+// The active file's tail is left: the next write overwrites it. A file is
+// rewritten only if the disk has room for its live bytes besides what the
+// store keeps for its catalog (space.go); one that has not is skipped and
+// listed in the report's Compaction. GC ends by re-creating the space
+// reserve once the room it freed allows, which ends a hold on new data.
+// GC holds the writer lock; readers keep working. It is crash-safe
+// (records go before files) and idempotent. o.DryRun reports what GC
+// would remove and rewrite (the compaction as a dry run) and changes
+// nothing.
 func (db *DB) GC(ctx context.Context, o GCOptions) (*GCReport, error) {
 	var rep *maint.GCReport
 	err := db.write("gc", nil, func() (err error) {
@@ -71,10 +76,20 @@ type GCOptions struct {
 // toGCOptions is o as maint's (the same fields).
 func toGCOptions(o *GCOptions) *maint.GCOptions { return (*maint.GCOptions)(o) }
 
-// gcLocked is GC (maint.Writer.GC); the writer lock is held.
+// gcLocked is GC (maint.Writer.GC), after rolling the active file if it
+// is mostly dead; the writer lock is held.
 func (db *DB) gcLocked(ctx context.Context, o *maint.GCOptions) (*maint.GCReport, error) {
+	var rewrite []uint32
+	rolled, err := db.rollActive(func(r blobRecord) bool { return mostlyDead(r, db.opts.CompactLiveRatio) }, o.DryRun)
+	if err != nil {
+		return nil, err
+	}
 	w := db.maintWriter()
-	rep, err := w.GC(ctx, o, db.w.Hold != nil)
+	if rolled != 0 {
+		w.Active, w.HasActive = 0, false // as it will be once rolled (a dry run)
+		rewrite = []uint32{rolled}
+	}
+	rep, err := w.GC(ctx, o, rewrite)
 	db.w.Next = w.Next
 	if rep != nil && rep.Compaction != nil && !o.DryRun {
 		db.countCompaction(rep.Compaction)

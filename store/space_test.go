@@ -18,11 +18,14 @@ func spacePacket(seed uint64) *Packet {
 	return randPacket(testSpec(format.DTypeBF16, 4, 4, 64), "ns", 128, seed)
 }
 
-// spaceOptions make the reserve 2 MiB (twice a 1 MiB memtable), so that a
-// 16 MiB disk holds some packets besides.
+// spaceOptions make the reserve 5 MiB and the headroom 3 MiB (a 1 MiB
+// memtable: space.For), so that a 16 MiB disk holds some packets besides.
 func spaceOptions() *Options {
 	return &Options{Logger: quiet, CatalogMemTableSize: 1 << 20, BlobFileSize: 2 << 20}
 }
+
+// spaceSizes are the sizes spaceOptions give.
+var spaceSizes = space.For(1 << 20)
 
 // openWithin opens dir, failing t if Open takes longer than d (it used to
 // hang forever on a full disk).
@@ -68,21 +71,25 @@ func fillStore(t *testing.T, db *DB) []format.PacketID {
 	}
 }
 
-// TestFullDiskReserve fills a real 16 MiB file system, then checks the
-// issue's "done when": Open returns in under 5 s (the reserve makes room for
-// the catalog to open), new data is held with ErrNoSpace, and deleting
-// every packet and GC empty the store, end the hold and re-create the
-// reserve, after which Puts work again.
+// TestFullDiskReserve fills a real 16 MiB file system (Puts stop at the
+// headroom, the reserve kept), then checks that Open returns in under 5 s (the reserve makes room for the catalog to
+// open), new data is held with ErrNoSpace while Compact still runs, and
+// deleting every packet and GC empty the store (the active file, all
+// dead, rolled and removed), end the hold and re-create the reserve,
+// after which Puts work again.
 func TestFullDiskReserve(t *testing.T) {
 	dir := testenv.SmallFS(t, 16<<20) + "/store"
 	db, err := Open(dir, spaceOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := db.Stats(); st.ReserveBytes != 2<<20 || st.SpaceHeld {
-		t.Fatalf("fresh store: reserve %d, held %v; want 2 MiB, not held", st.ReserveBytes, st.SpaceHeld)
+	if st := db.Stats(); st.ReserveBytes != uint64(spaceSizes.Reserve) || st.SpaceHeld {
+		t.Fatalf("fresh store: reserve %d, held %v; want %d, not held", st.ReserveBytes, st.SpaceHeld, spaceSizes.Reserve)
 	}
 	ids := fillStore(t, db)
+	if st := db.Stats(); st.ReserveBytes != uint64(spaceSizes.Reserve) || st.SpaceHeld {
+		t.Fatalf("after the refused Put: reserve %d, held %v; want it kept", st.ReserveBytes, st.SpaceHeld)
+	}
 	if err := db.Close(); err != nil {
 		t.Fatalf("Close after the disk filled: %v", err)
 	}
@@ -98,8 +105,8 @@ func TestFullDiskReserve(t *testing.T) {
 	if _, err := db.Put(context.Background(), spacePacket(1000)); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("Put while held: %v, want ErrNoSpace", err)
 	}
-	if _, err := db.Compact(t.Context(), CompactOptions{}); !errors.Is(err, ErrNoSpace) {
-		t.Fatalf("Compact while held: %v, want ErrNoSpace", err)
+	if _, err := db.Compact(t.Context(), CompactOptions{}); err != nil {
+		t.Fatalf("Compact while held (nothing to rewrite): %v", err)
 	}
 	fp := spacePacket(0).Model.Fingerprint()
 	for _, id := range ids {
@@ -113,8 +120,9 @@ func TestFullDiskReserve(t *testing.T) {
 	}
 	t.Logf("GC: files removed %v, %d bytes reclaimed", rep.FilesRemoved, rep.BytesReclaimed)
 	st := db.Stats()
-	if st.Packets != 0 || st.ReserveBytes != 2<<20 || st.SpaceHeld {
-		t.Fatalf("after rm and gc: %d packets, reserve %d, held %v; want 0, 2 MiB, not held", st.Packets, st.ReserveBytes, st.SpaceHeld)
+	if st.Packets != 0 || st.ReserveBytes != uint64(spaceSizes.Reserve) || st.SpaceHeld || len(st.BlobFiles) != 0 {
+		t.Fatalf("after rm and gc: %d packets, reserve %d, held %v, %d blob files; want 0, %d, not held, none",
+			st.Packets, st.ReserveBytes, st.SpaceHeld, len(st.BlobFiles), spaceSizes.Reserve)
 	}
 	if _, err := db.Put(context.Background(), spacePacket(1000)); err != nil {
 		t.Fatalf("Put after gc freed the disk: %v", err)
@@ -171,7 +179,58 @@ func TestFullDiskNoReserve(t *testing.T) {
 		t.Fatalf("Open once room is back: %v", err)
 	}
 	defer db.Close()
-	if st := db.Stats(); st.Packets != 1 || st.ReserveBytes != 2<<20 {
-		t.Fatalf("reopened: %d packets, reserve %d; want 1, 2 MiB", st.Packets, st.ReserveBytes)
+	if st := db.Stats(); st.Packets != 1 || st.ReserveBytes != uint64(spaceSizes.Reserve) {
+		t.Fatalf("reopened: %d packets, reserve %d; want 1, %d", st.Packets, st.ReserveBytes, spaceSizes.Reserve)
 	}
+}
+
+// TestFullDiskRefill fills a real 32 MiB file system through one store
+// handle until Put reports ErrNoSpace, deletes every other packet, runs GC
+// and Compact, and Puts again: the deleted room comes back without a
+// restart. Compact takes the reserve's room for its copies (the headroom
+// alone does not hold one) and GC or Compact re-create the reserve once
+// the room they freed allows, so the hold ends.
+func TestFullDiskRefill(t *testing.T) {
+	dir := testenv.SmallFS(t, 32<<20) + "/store"
+	o := spaceOptions()
+	o.BlobFileSize = DefaultBlobFileSize // sealed at 2 MiB: a sixteenth of the disk
+	db, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ids := fillStore(t, db)
+	if len(ids) < 20 {
+		t.Fatalf("%d packets fill the disk", len(ids))
+	}
+	fp := spacePacket(0).Model.Fingerprint()
+	for i := 0; i < len(ids); i += 2 {
+		if err := db.Delete(context.Background(), "ns", fp, ids[i]); err != nil {
+			t.Fatalf("Delete %d: %v", i, err)
+		}
+	}
+	if _, err := db.Put(context.Background(), spacePacket(1000)); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("Put before GC and Compact: %v, want ErrNoSpace (nothing reclaimed yet)", err)
+	}
+	gc, err := db.GC(t.Context(), GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := db.Compact(t.Context(), CompactOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("gc reclaimed %d bytes; compact rewrote %v, reclaimed %d bytes, skipped %+v", gc.BytesReclaimed, rep.Rewritten, rep.BytesReclaimed, rep.Skipped)
+	if len(rep.Rewritten) == 0 || len(rep.Skipped) != 0 {
+		t.Fatalf("compact of files a third live rewrote %v, skipped %+v", rep.Rewritten, rep.Skipped)
+	}
+	if st := db.Stats(); st.SpaceHeld || st.ReserveBytes != uint64(spaceSizes.Reserve) {
+		t.Fatalf("after gc and compact: held %v, reserve %d; want the reserve back", st.SpaceHeld, st.ReserveBytes)
+	}
+	for n := range 3 {
+		if _, err := db.Put(context.Background(), spacePacket(uint64(2000+n))); err != nil {
+			t.Fatalf("Put %d after gc and compact freed room: %v", n, err)
+		}
+	}
+	wantClean(t, db, "refilled")
 }

@@ -19,11 +19,14 @@ func init() {
 const compactSummary = `Rewrites blob files whose live bytes are below --ratio of their extent
 bytes (store.Compact): live extents are copied, verified on the way, to new
 files, the catalog is repointed in one synced batch, and the old files are
-removed. --files picks files by number instead. It commits group by group
-(at most a blob file's size of live bytes each), so its extra space is
-bounded; an interrupted compact keeps the groups already committed and
-removes the file it was writing. --dry-run says what would be rewritten and
-writes nothing. Crash-safe and idempotent.`
+removed. --files picks files by number instead. The active file (the one
+being appended to) is rolled first when chosen: sealed, so that the next
+write starts a new file, and rewritten like any other. It commits group by
+group (at most a blob file's size of live bytes each), so its extra space is
+bounded; a group the disk has no room for is skipped, with the room it
+needs, and the next is tried. An interrupted compact keeps the groups
+already committed and removes the file it was writing. --dry-run says what
+would be rewritten and writes nothing. Crash-safe and idempotent.`
 
 type compactOutput struct {
 	DryRun         bool              `json:"dry_run"`
@@ -89,37 +92,29 @@ func runCompact(ctx context.Context, e *env, args []string, ratio float64, files
 }
 
 // compactLeft says, per blob file that Compact will not rewrite under o,
-// why: the active file (the one being appended to, which Compact never
-// rewrites), no dead byte, or a live ratio at or above o.LiveRatio. A
+// why: no dead byte, or a live ratio at or above o.LiveRatio. The active
+// file is no exception: Compact rolls it (seals it) when it is chosen. A
 // --files number the store does not hold is an error (ErrNotFound), not
-// something to ignore. The active file is the highest numbered unsealed
-// one, as Stats takes it.
+// something to ignore. Files the disk has no room to rewrite are known
+// only once Compact runs: its report lists them.
 func compactLeft(files []store.BlobFileInfo, o *store.CompactOptions) (map[string]string, error) {
-	active, have := uint32(0), map[uint32]bool{}
+	have := map[uint32]bool{}
 	for _, f := range files {
 		have[f.Num] = true
-		if !f.Sealed {
-			active = f.Num
-		}
 	}
-	want := map[uint32]bool{}
 	for _, n := range o.Files {
 		if !have[n] {
 			return nil, fmt.Errorf("%w: --files: the store has no blob file %06d", store.ErrNotFound, n)
 		}
-		want[n] = true
 	}
 	left := map[string]string{}
+	if len(o.Files) > 0 {
+		return left, nil // the files asked for are rewritten whatever their ratio
+	}
 	for _, f := range files {
 		used := f.LiveBytes + f.DeadBytes
 		why := ""
 		switch {
-		case len(o.Files) > 0 && !want[f.Num]:
-			continue // not asked for
-		case f.Num == active && active != 0 && (want[f.Num] || f.DeadBytes > 0):
-			why = "the active file (being appended to) is never rewritten; it is once sealed (full, or after a restart)"
-		case len(o.Files) > 0:
-			continue
 		case f.DeadBytes == 0:
 			why = "no dead bytes"
 		case float64(f.LiveBytes) >= o.LiveRatio*float64(used):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 
 	"github.com/spf13/pflag"
 
@@ -18,17 +19,22 @@ const gcSummary = `Reclaims what check lists as garbage and what is wholly dead
 (store.GC): blob files with no catalog record (left by a crashed write or
 compaction) are removed; records of vanished files that held nothing live
 are deleted; sealed files with no live extent are removed; sealed files
-with bytes past their catalogued size are rewritten. The active file's
-tail is left (the next write overwrites it). --dry-run says what would be
-reclaimed and writes nothing. Crash-safe and idempotent. On a full disk
-(the store's RESERVE released by Open), rm then gc frees the room.`
+with bytes past their catalogued size are rewritten. The active file, once
+less than the store's compaction ratio of it is live, is rolled (sealed:
+the next write starts a new file), then removed if nothing in it is live,
+else rewritten. A file the disk has no room to rewrite is skipped, and
+listed with the room it needs. --dry-run says what would be reclaimed and
+writes nothing. Crash-safe and idempotent. On a full disk (the store's
+RESERVE released by Open), rm then gc frees the room; compact frees what
+files partly dead hold.`
 
 type gcOutput struct {
-	DryRun         bool     `json:"dry_run"`
-	FilesRemoved   []uint32 `json:"files_removed"`
-	RecordsRemoved []uint32 `json:"records_removed"`
-	BytesReclaimed uint64   `json:"bytes_reclaimed"`
-	Rewritten      []uint32 `json:"rewritten"` // by the compaction of files with garbage tails
+	DryRun         bool              `json:"dry_run"`
+	FilesRemoved   []uint32          `json:"files_removed"`
+	RecordsRemoved []uint32          `json:"records_removed"`
+	BytesReclaimed uint64            `json:"bytes_reclaimed"`
+	Rewritten      []uint32          `json:"rewritten"` // by the compaction of files with garbage tails and of the rolled active file
+	Skipped        map[string]string `json:"skipped"`   // files that compaction left, and why (no room)
 }
 
 func setupGC(fs *pflag.FlagSet, e *env) verbFunc {
@@ -59,9 +65,12 @@ func runGC(ctx context.Context, e *env, args []string, dry bool) error {
 
 func gcOf(rep *store.GCReport) *gcOutput {
 	out := &gcOutput{FilesRemoved: nonNil(rep.FilesRemoved), RecordsRemoved: nonNil(rep.RecordsRemoved),
-		BytesReclaimed: rep.BytesReclaimed, Rewritten: []uint32{}}
+		BytesReclaimed: rep.BytesReclaimed, Rewritten: []uint32{}, Skipped: map[string]string{}}
 	if rep.Compaction != nil {
 		out.Rewritten = nonNil(rep.Compaction.Rewritten)
+		for _, s := range rep.Compaction.Skipped {
+			out.Skipped[fmt.Sprintf("%06d", s.Num)] = s.Reason
+		}
 	}
 	return out
 }
@@ -74,6 +83,14 @@ func nonNil(s []uint32) []uint32 {
 }
 
 func (o *gcOutput) text(w io.Writer) error {
+	nums := make([]string, 0, len(o.Skipped))
+	for n := range o.Skipped {
+		nums = append(nums, n)
+	}
+	sort.Strings(nums)
+	for _, n := range nums {
+		fmt.Fprintf(w, "skipped %s.blob: %s\n", n, o.Skipped[n])
+	}
 	if o.DryRun {
 		fmt.Fprint(w, "dry run: would have ")
 	}

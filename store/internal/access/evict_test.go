@@ -169,7 +169,7 @@ func TestSaveAndCountPins(t *testing.T) {
 	}
 	tb := &Table{}
 	tb.Touch(Key{"ns", hs[0].ID})
-	if err := tb.Save(cat); err != nil {
+	if err := tb.Save(cat, 1<<20, nil); err != nil {
 		t.Fatal(err)
 	}
 	var uses uint64

@@ -16,8 +16,37 @@ import (
 // DB's uses only: they are added to the saved ones and counting
 // starts afresh.
 func (t *Table) Flush(cat *catalog.Catalog, b *pebble.Batch) error {
+	ch, err := t.changes(cat)
+	for _, c := range ch {
+		c.add(b)
+	}
+	return err
+}
+
+// change is one packet's statistics to save: its record, and what the
+// table gave up for it (its dirty mark and, before Load, its uses), given
+// back if the record is not committed.
+type change struct {
+	k    Key
+	e    *Entry
+	v    []byte
+	uses uint64
+}
+
+func (c *change) add(b *pebble.Batch) { _ = b.Set(catalog.AccessKey(c.k.NS, c.k.ID), c.v, nil) }
+
+// undo gives the change back to the table, for a later save.
+func (c *change) undo() {
+	c.e.Uses.Add(c.uses)
+	c.e.Dirty.Store(true)
+}
+
+// changes takes the changed statistics of packets still catalogued in cat
+// from the table, and forgets the packets that are not.
+func (t *Table) changes(cat *catalog.Catalog) ([]change, error) {
 	t.LastFlush = time.Now()
 	var stale []Key
+	var ch []change
 	var err error
 	t.Each(func(k Key, e *Entry) {
 		if err != nil || !e.Dirty.Swap(false) {
@@ -26,20 +55,22 @@ func (t *Table) Flush(cat *catalog.Catalog, b *pebble.Batch) error {
 		ok, herr := cat.Has(catalog.HeaderKey(k.NS, k.ID))
 		switch {
 		case herr != nil:
+			e.Dirty.Store(true)
 			err = herr
 		case !ok:
 			stale = append(stale, k)
 		case t.loaded.Load():
-			_ = b.Set(catalog.AccessKey(k.NS, k.ID), format.EncodeAccess(e.Last.Load(), e.Uses.Load()), nil)
+			ch = append(ch, change{k: k, e: e, v: format.EncodeAccess(e.Last.Load(), e.Uses.Load())})
 		default:
 			last, uses := saved(cat, k)
-			_ = b.Set(catalog.AccessKey(k.NS, k.ID), format.EncodeAccess(max(last, e.Last.Load()), uses+e.Uses.Swap(0)), nil)
+			n := e.Uses.Swap(0)
+			ch = append(ch, change{k: k, e: e, v: format.EncodeAccess(max(last, e.Last.Load()), uses+n), uses: n})
 		}
 	})
 	for _, k := range stale {
 		t.Remove(k)
 	}
-	return err
+	return ch, err
 }
 
 // saved reads packet k's saved statistics (zero if none or bad).
@@ -124,15 +155,51 @@ func (t *Table) Due(interval time.Duration) bool {
 }
 
 // Save writes the changed statistics of packets still catalogued in cat
-// in one unsynced batch (Flush).
-func (t *Table) Save(cat *catalog.Catalog) error {
+// in unsynced batches of about limit bytes each (at least one record),
+// small enough never to be one of Pebble's large batches. Before each
+// commit it calls ready, if not nil, with the batch's size: an error from
+// it stops the save, and the statistics not written stay in the table for
+// a later one (the store skips a save the catalog cannot take without
+// stalling, access statistics being hints).
+func (t *Table) Save(cat *catalog.Catalog, limit int, ready func(n int) error) error {
+	ch, err := t.changes(cat)
 	b := cat.DB.NewBatch()
 	defer b.Close()
-	if err := t.Flush(cat, b); err != nil || b.Empty() {
-		return err
+	from := 0 // ch[from:i] are in b
+	commit := func(i int) error {
+		if b.Empty() {
+			return nil
+		}
+		if ready != nil {
+			if err := ready(b.Len()); err != nil {
+				return err
+			}
+		}
+		if err := cat.CommitUnsynced(b); err != nil {
+			return fmt.Errorf("store: save access statistics: %w", err)
+		}
+		b.Reset()
+		from = i
+		return nil
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("store: save access statistics: %w", err)
+	for i := range ch {
+		if b.Len() >= limit {
+			if err := commit(i); err != nil {
+				undo(ch[from:])
+				return err
+			}
+		}
+		ch[i].add(b)
 	}
-	return nil
+	if cerr := commit(len(ch)); cerr != nil {
+		undo(ch[from:])
+		return cerr
+	}
+	return err
+}
+
+func undo(ch []change) {
+	for i := range ch {
+		ch[i].undo()
+	}
 }

@@ -28,9 +28,12 @@ type Writer struct {
 	// (format/put_record.go): the catalog's next-record value, advanced by
 	// the store once a batch holding it commits.
 	Seq uint64
-	// Hold, when set, is returned by Prepare: the store refuses new
-	// extents (its disk is nearly full).
-	Hold error
+	// Room, when set, is asked before an extent of n bytes is appended:
+	// its error refuses the extent (the disk is nearly full, or the store
+	// holds new data). frees is true for the small records that free
+	// space (a Delete's tombstone, PrepareDespiteHold), which are refused
+	// only when even the catalog has no room left.
+	Room func(n uint64, frees bool) error
 }
 
 // Active is the file extents are appended to.
@@ -61,20 +64,29 @@ func (w *Writer) seal() {
 	}
 }
 
-// prepare returns the file an extent of n bytes goes to, at its end:
-// the active file, reopened after Open if need be, or a new one; Hold
-// when it is set.
+// Prepare returns the file an extent of n bytes goes to, at its end:
+// the active file, reopened after Open if need be, or a new one; Room's
+// error when it refuses the extent.
 func (w *Writer) Prepare(n uint64) (*Active, error) {
-	if w.Hold != nil {
-		return nil, w.Hold
+	if w.Room != nil {
+		if err := w.Room(n, false); err != nil {
+			return nil, err
+		}
 	}
 	return w.prepare(n)
 }
 
 // PrepareDespiteHold is Prepare for the small records that free space (a
-// Delete's tombstone): they are written while Hold is set, since the room
-// the store released on a full disk is there for them.
-func (w *Writer) PrepareDespiteHold(n uint64) (*Active, error) { return w.prepare(n) }
+// Delete's tombstone): they are written while the store holds new data,
+// since the room the store released on a full disk is there for them.
+func (w *Writer) PrepareDespiteHold(n uint64) (*Active, error) {
+	if w.Room != nil {
+		if err := w.Room(n, true); err != nil {
+			return nil, err
+		}
+	}
+	return w.prepare(n)
+}
 
 func (w *Writer) prepare(n uint64) (*Active, error) {
 	if w.needsSeal(n) {
@@ -111,6 +123,22 @@ func (w *Writer) create() (*Active, error) {
 	}
 	w.Cur = a
 	return a, nil
+}
+
+// Roll stops appending to the active file now, as sealing it does, and
+// returns its number (false if there is none, or it is not catalogued
+// yet): the caller commits its record sealed, so that compaction and GC
+// treat it as any sealed file, and the next extent starts a new file.
+func (w *Writer) Roll() (uint32, bool) {
+	a := w.Cur
+	if a == nil || a.Fresh {
+		return 0, false
+	}
+	w.Cur = nil
+	if a.F != nil {
+		_ = a.F.Close()
+	}
+	return a.Num, true
 }
 
 // reopen opens the active file of an earlier Open for writing. Bytes

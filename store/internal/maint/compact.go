@@ -229,7 +229,7 @@ func (c *Compaction) pick() {
 		}
 		switch {
 		case choose && r.Num == active && active != 0:
-			c.rep.Skipped = append(c.rep.Skipped, SkippedFile{Num: r.Num, Reason: "the active file (writes append to it): it is compacted once sealed"})
+			c.rep.Skipped = append(c.rep.Skipped, SkippedFile{Num: r.Num, Reason: "the active file (writes append to it)"})
 		case choose:
 			c.sources[r.Num] = r
 		}

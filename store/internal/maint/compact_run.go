@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/catalog"
 )
 
@@ -13,25 +14,33 @@ import (
 // copied and then committed in one synced batch, installed and its
 // sources retired before the next starts. On an error the report says
 // what the groups before the failing one did, and Next is past their
-// outputs.
+// outputs. A group the disk has no room for (Fits) is skipped, each of
+// its files listed in the report's Skipped with the room it needs; the
+// groups after it are still tried, since each one committed frees room.
 func (w *Writer) Compact(ctx context.Context, o *CompactOptions) (*CompactReport, error) {
 	plan := NewCompaction(w.Store, o, w.Registry.Records(), w.Next, w.FileSize)
 	rep := plan.Report()
 	srcs := plan.Sources()
-	if o.DryRun {
-		for _, r := range srcs {
-			rep.Rewritten = append(rep.Rewritten, r.Num)
-			rep.Extents += int(r.LiveExtents)
-			rep.BytesCopied += r.LiveBytes
-			rep.BytesReclaimed += r.Size - r.LiveBytes
-		}
-		return rep, nil
-	}
+	byNum := make(map[uint32]catalog.BlobFile, len(srcs))
 	var total, done int64
 	for _, r := range srcs {
+		byNum[r.Num] = r
 		total += int64(r.LiveBytes)
 	}
 	for _, g := range groups(srcs, w.FileSize) {
+		if !w.fits(rep, g, byNum) {
+			continue
+		}
+		if o.DryRun {
+			for _, n := range g {
+				r := byNum[n]
+				rep.Rewritten = append(rep.Rewritten, r.Num)
+				rep.Extents += int(r.LiveExtents)
+				rep.BytesCopied += r.LiveBytes
+				rep.BytesReclaimed += r.Size - r.LiveBytes
+			}
+			continue
+		}
 		step := CompactOptions{Files: g}
 		if o.Progress != nil {
 			base := done
@@ -47,6 +56,28 @@ func (w *Writer) Compact(ctx context.Context, o *CompactOptions) (*CompactReport
 		}
 	}
 	return rep, nil
+}
+
+// fits reports whether the disk has room to rewrite group g (its live
+// bytes and an output header per FileSize of them), and otherwise lists
+// its files in rep.Skipped with the room they need.
+func (w *Writer) fits(rep *CompactReport, g []uint32, recs map[uint32]catalog.BlobFile) bool {
+	if w.Fits == nil {
+		return true
+	}
+	var live uint64
+	for _, n := range g {
+		live += recs[n].LiveBytes
+	}
+	need := live + format.BlobHeaderSize*(1+live/max(w.FileSize, 1))
+	free, ok := w.Fits(need)
+	if !ok {
+		for _, n := range g {
+			rep.Skipped = append(rep.Skipped, SkippedFile{Num: n, Reason: fmt.Sprintf(
+				"no room: rewriting it (with its group) needs %d bytes free besides the room the store keeps for its catalog; %d are free: delete more, or run gc, and retry", need, free)})
+		}
+	}
+	return ok
 }
 
 // groups splits the sources, in order, into the groups Compact commits

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
+	"slices"
 
 	"github.com/kvstore/kvstore/store/internal/catalog"
 )
@@ -19,11 +20,12 @@ type GCOptions struct {
 }
 
 // GC carries out PlanGC: it removes the orphans, drops the dead records in
-// one synced batch and retires their files, and, unless held (the store
-// holds new data for lack of disk space), compacts the files with tails.
-// o.DryRun reports what it would do and changes nothing. On an error in
-// the compaction of tails the report says what was done.
-func (w *Writer) GC(ctx context.Context, o *GCOptions, held bool) (*GCReport, error) {
+// one synced batch and retires their files, and compacts the files with
+// tails and the files in rewrite (the store's rolled active file), those
+// the disk has room for (Fits). o.DryRun reports what it would do and
+// changes nothing. On an error in the compaction the report says what was
+// done.
+func (w *Writer) GC(ctx context.Context, o *GCOptions, rewrite []uint32) (*GCReport, error) {
 	disk, err := DiskFiles(w.FS, w.Dir)
 	if err != nil {
 		return nil, err
@@ -34,7 +36,7 @@ func (w *Writer) GC(ctx context.Context, o *GCOptions, held bool) (*GCReport, er
 	}
 	plan := PlanGC(w.Registry.Records(), disk, active, w.Files.Retiring)
 	if o.DryRun {
-		return w.gcDryRun(ctx, plan, disk, held)
+		return w.gcDryRun(ctx, plan, disk, rewrite)
 	}
 	rep := &GCReport{}
 	if err := w.removeUnreferenced(rep, plan.Orphans, disk); err != nil {
@@ -43,8 +45,8 @@ func (w *Writer) GC(ctx context.Context, o *GCOptions, held bool) (*GCReport, er
 	if err := w.dropDeadRecords(rep, plan.Dead, disk); err != nil {
 		return nil, err
 	}
-	if tails := plan.Tails; len(tails) > 0 && !held {
-		if rep.Compaction, err = w.Compact(ctx, &CompactOptions{Files: tails, Progress: o.Progress}); err != nil {
+	if files := rewrites(plan, rewrite); len(files) > 0 {
+		if rep.Compaction, err = w.Compact(ctx, &CompactOptions{Files: files, Progress: o.Progress}); err != nil {
 			return rep, err
 		}
 		rep.BytesReclaimed += rep.Compaction.BytesReclaimed
@@ -52,8 +54,24 @@ func (w *Writer) GC(ctx context.Context, o *GCOptions, held bool) (*GCReport, er
 	return rep, nil
 }
 
+// rewrites are the files GC compacts: plan's tails and rewrite, less any
+// whose record plan drops.
+func rewrites(plan *GCPlan, rewrite []uint32) []uint32 {
+	dead := map[uint32]bool{}
+	for _, r := range plan.Dead {
+		dead[r.Num] = true
+	}
+	files := plan.Tails
+	for _, n := range rewrite {
+		if !dead[n] && !slices.Contains(files, n) {
+			files = append(files, n)
+		}
+	}
+	return files
+}
+
 // gcDryRun is the report plan would give, nothing changed.
-func (w *Writer) gcDryRun(ctx context.Context, plan *GCPlan, disk map[uint32]uint64, held bool) (*GCReport, error) {
+func (w *Writer) gcDryRun(ctx context.Context, plan *GCPlan, disk map[uint32]uint64, rewrite []uint32) (*GCReport, error) {
 	rep := &GCReport{}
 	for _, num := range plan.Orphans {
 		rep.FilesRemoved = append(rep.FilesRemoved, num)
@@ -66,8 +84,8 @@ func (w *Writer) gcDryRun(ctx context.Context, plan *GCPlan, disk map[uint32]uin
 			rep.BytesReclaimed += size
 		}
 	}
-	if len(plan.Tails) > 0 && !held {
-		c, err := w.Compact(ctx, &CompactOptions{Files: plan.Tails, DryRun: true})
+	if files := rewrites(plan, rewrite); len(files) > 0 {
+		c, err := w.Compact(ctx, &CompactOptions{Files: files, DryRun: true})
 		if err != nil {
 			return nil, err
 		}

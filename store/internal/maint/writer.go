@@ -26,6 +26,12 @@ type Writer struct {
 	// Compacted, if not nil, is called after each compaction group
 	// commits, with what it did and the headers of the packets it moved.
 	Compacted func(rep *CompactReport, moved []*format.PacketHeader)
+	// Fits, if not nil, reports whether the disk has room to copy n bytes
+	// (a compaction group's live bytes) and keep what the store keeps
+	// free for its catalog, and what is free. A group that does not fit
+	// is skipped, with the reason: on a nearly full disk, compaction
+	// rewrites what it can and never takes the catalog's room.
+	Fits func(n uint64) (free uint64, ok bool)
 	// DropActive is called when GC drops the active file's record (it has
 	// no live extent and is gone from disk): the next write must start a
 	// new file.

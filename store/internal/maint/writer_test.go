@@ -162,7 +162,7 @@ func TestWriterGC(t *testing.T) {
 		}
 	}
 
-	rep, err := w.GC(context.Background(), &GCOptions{DryRun: true}, false)
+	rep, err := w.GC(context.Background(), &GCOptions{DryRun: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestWriterGC(t *testing.T) {
 		t.Fatalf("dry run removed the orphan: %v", err)
 	}
 
-	rep, err = w.GC(context.Background(), &GCOptions{}, false)
+	rep, err = w.GC(context.Background(), &GCOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

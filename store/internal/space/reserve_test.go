@@ -13,16 +13,28 @@ import (
 // usageFS is an in-memory FS that reports free bytes as set.
 type usageFS struct {
 	vfs.FS
-	free uint64
+	free  uint64
+	frees bool // Remove adds what the file held to free
 }
 
 func (u *usageFS) GetDiskUsage(string) (vfs.DiskUsage, error) {
 	return vfs.DiskUsage{AvailBytes: u.free, TotalBytes: 1 << 40}, nil
 }
 
+func (u *usageFS) Remove(name string) error {
+	st, err := u.FS.Stat(name)
+	if err == nil && u.frees {
+		u.free += uint64(st.Size())
+	}
+	return u.FS.Remove(name)
+}
+
 var quiet = slog.New(slog.DiscardHandler)
 
 const size = 4 << 20
+
+// sizes are a reserve of size bytes, 2 MiB of headroom and a 1 MiB floor.
+var sizes = Sizes{Reserve: size, Headroom: 2 << 20, Floor: 1 << 20}
 
 func setup(t *testing.T, free uint64) (*usageFS, string) {
 	t.Helper()
@@ -49,20 +61,20 @@ func fileSize(t *testing.T, fs vfs.FS, path string) int64 {
 func TestReserveReleaseAndRestore(t *testing.T) {
 	fs, dir := setup(t, 1<<30)
 	var r Reserve
-	if err := r.Release(fs, dir, size, dir+"/catalog", quiet); err != nil {
+	if err := r.Release(fs, dir, sizes, dir+"/catalog", quiet); err != nil {
 		t.Fatal(err)
 	}
 	if !r.Held() || r.Hold() == nil || r.Bytes() != 0 {
 		t.Fatalf("no RESERVE yet: held %v (%v), bytes %d; want held until Restore", r.Held(), r.Hold(), r.Bytes())
 	}
-	r.Restore(quiet)
+	r.Restore()
 	if r.Held() || r.Hold() != nil || r.Bytes() != size || fileSize(t, fs, dir+"/"+FileName) != size {
 		t.Fatalf("after Restore: held %v, bytes %d, file %d; want %d, not held", r.Held(), r.Bytes(), fileSize(t, fs, dir+"/"+FileName), size)
 	}
 
 	fs.free = 2 << 20 // below the reserve's size, above what the catalog needs to open (1 MiB)
 	var r1 Reserve
-	if err := r1.Release(fs, dir, size, dir+"/catalog", quiet); err != nil {
+	if err := r1.Release(fs, dir, sizes, dir+"/catalog", quiet); err != nil {
 		t.Fatalf("Release with %d free: %v, want the reserve released and the open allowed", fs.free, err)
 	}
 	if fileSize(t, fs, dir+"/"+FileName) != -1 || !r1.Held() || r1.Bytes() != 0 {
@@ -73,7 +85,7 @@ func TestReserveReleaseAndRestore(t *testing.T) {
 	}
 	fs.free = 1 << 19 // below what the catalog needs to open too
 	var r2 Reserve
-	err := r2.Release(fs, dir, size, dir+"/catalog", quiet)
+	err := r2.Release(fs, dir, sizes, dir+"/catalog", quiet)
 	if !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Release with %d free: %v, want ErrNoSpace and ENOSPC (the catalog needs 1 MiB)", fs.free, err)
 	}
@@ -84,12 +96,12 @@ func TestReserveReleaseAndRestore(t *testing.T) {
 	if !errors.Is(hold, ErrNoSpace) || !errors.Is(hold, syscall.ENOSPC) || !strings.Contains(hold.Error(), FileName) {
 		t.Fatalf("hold %v, want ErrNoSpace and ENOSPC naming %s", hold, FileName)
 	}
-	r2.Restore(quiet) // still no room twice over: stays held
+	r2.Restore() // still no room twice over: stays held
 	if !r2.Held() || r2.Bytes() != 0 {
 		t.Fatalf("Restore without room: held %v, bytes %d", r2.Held(), r2.Bytes())
 	}
 	fs.free = 2 * size
-	r2.Restore(quiet)
+	r2.Restore()
 	if r2.Held() || r2.Bytes() != size {
 		t.Fatalf("Restore with room for it twice: held %v, bytes %d", r2.Held(), r2.Bytes())
 	}
@@ -107,13 +119,13 @@ func TestReserveOpenNeedCountsWAL(t *testing.T) {
 	}
 	_ = f.Close()
 	var r Reserve
-	if err := r.Release(fs, dir, size, dir+"/catalog", quiet); err != nil {
+	if err := r.Release(fs, dir, sizes, dir+"/catalog", quiet); err != nil {
 		t.Fatalf("2 MiB free for a 1 MiB WAL: %v", err)
 	}
 	g, _ := fs.Create(dir+"/catalog/000002.log", vfs.WriteCategoryUnspecified)
 	_, _ = g.Write(make([]byte, 1))
 	_ = g.Close()
-	if err := r.Release(fs, dir, size, dir+"/catalog", quiet); !errors.Is(err, ErrNoSpace) {
+	if err := r.Release(fs, dir, sizes, dir+"/catalog", quiet); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("2 MiB free for 1 MiB + 1 B of WAL and 1 MiB of slack: %v, want ErrNoSpace", err)
 	}
 }
@@ -122,10 +134,10 @@ func TestReserveOpenNeedCountsWAL(t *testing.T) {
 func TestReserveUntracked(t *testing.T) {
 	fs := vfs.NewMem()
 	var r Reserve
-	if err := r.Release(fs, "/", size, "/catalog", quiet); err != nil {
+	if err := r.Release(fs, "/", sizes, "/catalog", quiet); err != nil {
 		t.Fatal(err)
 	}
-	r.Restore(quiet)
+	r.Restore()
 	if r.Held() || r.Hold() != nil || r.Bytes() != 0 {
 		t.Fatalf("untracked: held %v, bytes %d", r.Held(), r.Bytes())
 	}
