@@ -14,7 +14,7 @@ import (
 	"github.com/kvstore/kvstore/store/internal/space"
 )
 
-// The disk-full sweep (docs/reliability-fulldisk.md): for each catalog
+// The disk-full sweep (RELIABILITY.md, "The full-disk sweep over memtable sizes"): for each catalog
 // memtable size, runs that fill a real tmpfs through the store with small
 // Puts, read every packet back (so that Close has access statistics to
 // save), and on every other run fill what the store left free with a file
