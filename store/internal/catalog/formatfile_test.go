@@ -142,9 +142,12 @@ func TestFormatFileVersions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := vfs.NewMem()
-			for name, b := range map[string][]byte{FormatFileName: tc.main, FormatCopyName: tc.copy} {
-				if b != nil {
-					putFile(t, fs, name, b)
+			for _, f := range []struct {
+				name string
+				b    []byte
+			}{{FormatFileName, tc.main}, {FormatCopyName, tc.copy}} {
+				if f.b != nil {
+					putFile(t, fs, f.name, f.b)
 				}
 			}
 			f, err := ReadFormat(fs, "/")
