@@ -100,7 +100,8 @@ type AssembledPacket = assemble.Packet
 // nil, is called with 0, 1, ..., Layers-1 in order, from the goroutine
 // running Assemble, as soon as layer l's K and V are complete in the
 // destination (and verified); Workers is how many goroutines fill the
-// destination, 0 meaning GOMAXPROCS.
+// destination, 0 meaning GOMAXPROCS (fewer for an assembly under 512 KiB
+// a worker: one per 512 KiB placed).
 type AssembleOptions = assemble.Options
 
 // Assembly is a prepared Assemble: the packets' views are held and their

@@ -3,6 +3,7 @@ package view
 import (
 	"fmt"
 
+	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 
 	"github.com/kvstore/kvstore/prune"
@@ -21,6 +22,14 @@ func SourceOf(v *View) Source { return Source{v} }
 // be copied), unverified, and whether the caller must check them: unlike
 // Chunk it does not verify first, so that Assemble can compute the CRC in
 // the same pass that places the bytes.
+//
+// A mapped chunk not yet verified on this mapping, in an extent of at
+// most adviseMax bytes, is returned nil too, to be read with ReadAt: its
+// first pass is usually the first over its pages since Open, and a fresh
+// mapping takes a page fault every few pages while a read copies cached
+// pages without touching the page table, the CRC then taken over bytes
+// in cache. Once verified (Checked remembers it for the mapping), later
+// reads use the mapping.
 func (s Source) Raw(i int) (mapped []byte, check bool, err error) {
 	v := s.View
 	v.mu.RLock()
@@ -32,16 +41,37 @@ func (s Source) Raw(i int) (mapped []byte, check bool, err error) {
 	if v.extent == nil {
 		return nil, v.verify, nil
 	}
+	if v.verify && !v.seen[i].Load() && !v.file.IsVerified(c.Offset, c.CRC32C) {
+		if len(v.extent) <= adviseMax {
+			return nil, true, nil
+		}
+		return v.chunkBytes(c), true, nil
+	}
+	return v.chunkBytes(c), false, nil
+}
+
+// chunkBytes is chunk c's bytes in the mapped extent.
+func (v *View) chunkBytes(c *format.ChunkDesc) []byte {
 	rel := c.Offset - v.h.ExtentOffset
-	mapped = v.extent[rel : rel+c.Length : rel+c.Length]
-	return mapped, v.verify && !v.seen[i].Load() && !v.file.IsVerified(c.Offset, c.CRC32C), nil
+	return v.extent[rel : rel+c.Length : rel+c.Length]
 }
 
 // ReadAt reads the view's blob file.
 func (s Source) ReadAt(b []byte, off uint64) error { return s.file.ReadAt(b, off) }
 
-// Checked is View.checked.
-func (s Source) Checked(i int, crc uint32, mapped bool) error { return s.checked(i, crc, mapped) }
+// Checked is View.checked. Bytes read with ReadAt from a mapped view's file are the bytes its
+// mapping shows (a blob file's written bytes never change), so they are
+// remembered as verified for the mapping as well.
+func (s Source) Checked(i int, crc uint32, mapped bool) error {
+	return s.checked(i, crc, mapped || s.isMapped())
+}
+
+// isMapped reports whether the view aliases a mapping.
+func (v *View) isMapped() bool {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.extent != nil
+}
 
 // checked finishes a chunk whose CRC32C the caller computed: it compares
 // crc with the header's, remembers a mapped chunk as verified, and counts
