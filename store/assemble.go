@@ -35,13 +35,15 @@ import (
 // it is complete (AssembleOptions.OnLayer). Chunk bytes are read in place
 // from the mapped blob files, each verified against its CRC32C the first
 // time any reader touches it, the CRC taken as the rows are placed (in the
-// same pass where they are copied); on a file system without mmap they
-// stream through bounded scratch, their CRC computed on the way. Keys are
-// rotated straight into their place, in a paged destination too. Besides
-// dst it allocates, per worker, one scratch buffer of 256 KiB (or of one
-// token's rows across all KV heads, if larger) when a blob file is not
-// mapped, and small per-call tables: nothing proportional to the packets'
-// size.
+// same pass where they are copied); on a file system without mmap, on a
+// chunk's first read since Open (of an extent up to 16 MiB) and always
+// for an extent up to 2 MiB, they are read through bounded scratch
+// instead, their CRC computed on the way, sparing a fresh mapping's page
+// faults (view.Source.Raw). Keys are rotated straight into their place,
+// in a paged destination too. Besides dst it uses, per worker, one
+// scratch buffer of 256 KiB (or of one token's rows across all KV heads,
+// if larger; kept between calls) when chunks are read, and small per-call
+// tables: nothing proportional to the packets' size.
 //
 // Errors: a packet absent from ns is ErrNotFound, one stored for another
 // model ErrModelMismatch (nothing is read from it), a chunk whose bytes fail
@@ -129,7 +131,8 @@ type AssembleOptions struct {
 	// the assembly and is returned, wrapped.
 	OnLayer func(layer int) error
 	// Workers is how many goroutines fill the destination; 0 means
-	// GOMAXPROCS.
+	// GOMAXPROCS, fewer for a small assembly (one per 512 KiB placed; one
+	// worker fills on the calling goroutine).
 	Workers int
 }
 

@@ -213,51 +213,63 @@ func TestRunPlacesRows(t *testing.T) {
 	m := &testSpec
 	es := m.DType.Size()
 	rb := m.HeadDim * es
+	// Without OnLayer the calling goroutine fills too (alone with one
+	// worker); with it, it only reports.
+	runs := []struct {
+		name string
+		o    *Options
+	}{
+		{"inline-1", &Options{Workers: 1}},
+		{"inline-2", &Options{Workers: 2}},
+		{"onlayer-2", &Options{Workers: 2, OnLayer: func(int) error { return nil }}},
+	}
 	for _, mapped := range []bool{true, false} {
 		for _, dc := range dests {
-			t.Run(fmt.Sprintf("%s/mapped=%v", dc.name, mapped), func(t *testing.T) {
-				srcs := []*memSource{newMemSource(t, 5, 1, mapped), newMemSource(t, 7, 2, mapped)}
-				offsets := []int64{0, 40}
-				items := []Item{{Src: srcs[0], Offset: offsets[0]}, {Src: srcs[1], Offset: offsets[1]}}
-				a, err := Prepare(m, items)
-				if err != nil {
-					t.Fatal(err)
-				}
-				T := a.Tokens()
-				if T != 12 {
-					t.Fatalf("Tokens %d, want 12", T)
-				}
-				d := dc.make(t, T)
-				if err := a.Run(context.Background(), d, &Options{Workers: 2}); err != nil {
-					t.Fatal(err)
-				}
-				for l := range m.Layers {
-					for kind, bufs := range [][][]byte{d.K, d.V} {
-						row := 0
-						for p, s := range srcs {
-							for j := range int(s.h.Rows()) {
-								for h := range m.KVHeads {
-									w := want(t, s, 2*l+kind, h, j, offsets[p])
-									got := make([]byte, rb)
-									for e := range m.HeadDim {
-										o := index(d, T, kind, h, row+j, e)
-										copy(got[e*es:(e+1)*es], bufs[l][o:o+es])
-									}
-									if string(got) != string(w) {
-										t.Fatalf("layer %d kind %d packet %d row %d head %d differs", l, kind, p, j, h)
+			for _, rc := range runs {
+				t.Run(fmt.Sprintf("%s/mapped=%v/%s", dc.name, mapped, rc.name), func(t *testing.T) {
+					srcs := []*memSource{newMemSource(t, 5, 1, mapped), newMemSource(t, 7, 2, mapped)}
+					offsets := []int64{0, 40}
+					items := []Item{{Src: srcs[0], Offset: offsets[0]}, {Src: srcs[1], Offset: offsets[1]}}
+					a, err := Prepare(m, items)
+					if err != nil {
+						t.Fatal(err)
+					}
+					T := a.Tokens()
+					if T != 12 {
+						t.Fatalf("Tokens %d, want 12", T)
+					}
+					d := dc.make(t, T)
+					if err := a.Run(context.Background(), d, rc.o); err != nil {
+						t.Fatal(err)
+					}
+					for l := range m.Layers {
+						for kind, bufs := range [][][]byte{d.K, d.V} {
+							row := 0
+							for p, s := range srcs {
+								for j := range int(s.h.Rows()) {
+									for h := range m.KVHeads {
+										w := want(t, s, 2*l+kind, h, j, offsets[p])
+										got := make([]byte, rb)
+										for e := range m.HeadDim {
+											o := index(d, T, kind, h, row+j, e)
+											copy(got[e*es:(e+1)*es], bufs[l][o:o+es])
+										}
+										if string(got) != string(w) {
+											t.Fatalf("layer %d kind %d packet %d row %d head %d differs", l, kind, p, j, h)
+										}
 									}
 								}
+								row += int(s.h.Rows())
 							}
-							row += int(s.h.Rows())
 						}
 					}
-				}
-				for _, s := range srcs {
-					if len(s.checked) != 2*m.Layers {
-						t.Errorf("packet %d: %d of %d chunks checked as placed", s.h.ID[0], len(s.checked), 2*m.Layers)
+					for _, s := range srcs {
+						if len(s.checked) != 2*m.Layers {
+							t.Errorf("packet %d: %d of %d chunks checked as placed", s.h.ID[0], len(s.checked), 2*m.Layers)
+						}
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
@@ -290,19 +302,51 @@ func TestRunPlacesRowsKernelShapes(t *testing.T) {
 
 func TestRunCorruptChunk(t *testing.T) {
 	for _, mapped := range []bool{true, false} {
-		s := newMemSource(t, 6, 3, mapped)
-		s.h.Chunks[3].CRC32C ^= 1
-		a, err := Prepare(&testSpec, []Item{{Src: s, Offset: 3}})
-		if err != nil {
-			t.Fatal(err)
+		for _, workers := range []int{1, 2} {
+			s := newMemSource(t, 6, 3, mapped)
+			s.h.Chunks[3].CRC32C ^= 1
+			a, err := Prepare(&testSpec, []Item{{Src: s, Offset: 3}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reported := -1
+			err = a.Run(context.Background(), alloc(format.KVLayoutHND, testSpec.Layers, testSpec.KVHeads*a.Tokens()*testSpec.HeadDim*4), &Options{Workers: workers, OnLayer: func(l int) error { reported = l; return nil }})
+			if !errors.Is(err, ErrCorruption) {
+				t.Fatalf("mapped=%v workers=%d: Run = %v, want ErrCorruption", mapped, workers, err)
+			}
+			if reported >= 1 {
+				t.Errorf("mapped=%v workers=%d: layer %d reported though layer 1's V is corrupt", mapped, workers, reported)
+			}
+			// Without OnLayer the calling goroutine fills: the same refusal.
+			for _, layout := range []format.KVLayout{format.KVLayoutHND, format.KVLayoutTransposedV} {
+				var d *Dest
+				if layout == format.KVLayoutHND {
+					d = alloc(layout, testSpec.Layers, testSpec.KVHeads*a.Tokens()*testSpec.HeadDim*4)
+				} else {
+					d = newDest(layout, 0)(t, a.Tokens())
+				}
+				if err := a.Run(context.Background(), d, &Options{Workers: workers}); !errors.Is(err, ErrCorruption) {
+					t.Fatalf("mapped=%v workers=%d %v, no OnLayer: Run = %v, want ErrCorruption", mapped, workers, layout, err)
+				}
+			}
 		}
-		reported := -1
-		err = a.Run(context.Background(), alloc(format.KVLayoutHND, testSpec.Layers, testSpec.KVHeads*a.Tokens()*testSpec.HeadDim*4), &Options{Workers: 1, OnLayer: func(l int) error { reported = l; return nil }})
-		if !errors.Is(err, ErrCorruption) {
-			t.Fatalf("mapped=%v: Run = %v, want ErrCorruption", mapped, err)
-		}
-		if reported >= 1 {
-			t.Errorf("mapped=%v: layer %d reported though layer 1's V is corrupt", mapped, reported)
+	}
+}
+
+// TestRunCanceled checks that a done context stops a run with and
+// without OnLayer (the calling goroutine filling).
+func TestRunCanceled(t *testing.T) {
+	s := newMemSource(t, 6, 3, true)
+	a, err := Prepare(&testSpec, []Item{{Src: s}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, o := range []*Options{{Workers: 1}, {Workers: 2}, {Workers: 1, OnLayer: func(int) error { return nil }}} {
+		d := alloc(format.KVLayoutHND, testSpec.Layers, testSpec.KVHeads*a.Tokens()*testSpec.HeadDim*4)
+		if err := a.Run(ctx, d, o); !errors.Is(err, context.Canceled) {
+			t.Errorf("workers %d, OnLayer %v: Run = %v, want context.Canceled", o.Workers, o.OnLayer != nil, err)
 		}
 	}
 }

@@ -36,9 +36,12 @@
 //
 // A stored chunk is [kv_heads][rows][head_dim]: chunk 2l is layer l's keys,
 // 2l+1 its values, as format.PacketHeader describes. A raw chunk is read in
-// place when its blob file is mapped (Source.Raw) and checked against its
-// CRC32C in the same pass that places its rows; otherwise it streams
-// through a bounded scratch (Source.ReadAt), its CRC computed on the way. A
+// place when Source.Raw returns its mapped bytes, and checked against its
+// CRC32C in the same pass that places its rows; otherwise (no mapping, or
+// a source that would rather be read: the store's first read of a chunk
+// after Open, and a small packet's every read) it streams through a
+// bounded scratch kept between runs (Source.ReadAt), its CRC computed on
+// the way. A
 // compressed chunk, or one placed through a keep-set, is verified and
 // decoded whole (Source.Decode, Source.Chunk).
 //

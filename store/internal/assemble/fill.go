@@ -2,6 +2,7 @@ package assemble
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/kvstore/kvstore/internal/rowcopy"
 
@@ -39,6 +40,18 @@ type worker struct {
 	rd   []byte
 	crcs []uint32 // per head, for chunks read in token runs
 	dec  []byte   // one decoded compressed chunk (decoded.go)
+}
+
+// workers keeps workers' scratch between runs: a run that reads its
+// chunks (the first read of a packet after Open, or a file not mapped)
+// would otherwise allocate and fault in a new 256 KiB buffer each time.
+// A decoded chunk's buffer, as large as a chunk, is not kept.
+var workers = sync.Pool{New: func() any { return new(worker) }}
+
+// put returns w to workers.
+func (w *worker) put() {
+	w.dec = nil
+	workers.Put(w)
 }
 
 func (w *worker) buf(p *[]byte, n int) []byte {

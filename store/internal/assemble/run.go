@@ -19,9 +19,16 @@ type Options struct {
 	// the assembly and is returned, wrapped.
 	OnLayer func(layer int) error
 	// Workers is how many goroutines fill the destination; 0 means
-	// GOMAXPROCS.
+	// GOMAXPROCS, or fewer for a small assembly: one per workerMin bytes
+	// placed, at least one.
 	Workers int
 }
+
+// workerMin is the fewest bytes a default worker places: handing a few
+// hundred KiB to a second goroutine and waiting for it cost more than
+// the copy saved on a loaded two-core machine (llamacpp's
+// BenchmarkRestore at 256 tokens), while 1 MiB split in two was faster.
+const workerMin = 512 << 10
 
 // Run fills dst and returns when every layer is complete and reported, or
 // at the first error. A destination that does not fit is
@@ -43,10 +50,11 @@ func (a *Assembly) Run(ctx context.Context, dst *Dest, o *Options) error {
 	if err != nil {
 		return err
 	}
-	g.stream = 2*int64(a.spec.Layers)*int64(a.tokens)*int64(g.heads)*int64(g.rowBytes) >= int64(streamMin)
+	size := 2 * int64(a.spec.Layers) * int64(a.tokens) * int64(g.heads) * int64(g.rowBytes)
+	g.stream = size >= int64(streamMin)
 	workers := o.Workers
 	if workers == 0 {
-		workers = runtime.GOMAXPROCS(0)
+		workers = int(min(int64(runtime.GOMAXPROCS(0)), max(1, size/workerMin)))
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("assemble: %w", err)
@@ -78,7 +86,14 @@ type run struct {
 }
 
 // run starts the workers and reports layers in order as they complete.
+// Without onLayer the calling goroutine is one of the workers, so one
+// worker starts no goroutine: a small restore took longer to hand to a
+// goroutine and back than to copy on a loaded machine. With onLayer it
+// only reports, so that a layer is reported while later ones are filled.
 func (r *run) run(workers int, onLayer func(int) error) error {
+	if onLayer == nil {
+		workers--
+	}
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
@@ -86,6 +101,14 @@ func (r *run) run(workers int, onLayer func(int) error) error {
 			defer wg.Done()
 			r.work()
 		}()
+	}
+	if onLayer == nil {
+		r.work()
+		wg.Wait()
+		if err := r.ctx.Err(); err != nil && !r.stop.Load() {
+			r.fail(fmt.Errorf("assemble: %w", err))
+		}
+		return r.err
 	}
 	go func() {
 		wg.Wait()
@@ -120,7 +143,8 @@ func (r *run) fail(err error) {
 
 // work takes items until none is left or the run stops.
 func (r *run) work() {
-	var w worker
+	w := workers.Get().(*worker)
+	defer w.put()
 	per := 2 * len(r.a.packets)
 	for !r.stop.Load() {
 		i := int(r.next.Add(1) - 1)
@@ -137,7 +161,7 @@ func (r *run) work() {
 			dst = r.dst.K[l]
 		}
 		pk := &r.a.packets[p]
-		if err := pk.src.Guard(func() error { return r.a.fill(&w, r.g, dst, pk, l, key) }); err != nil {
+		if err := pk.src.Guard(func() error { return r.a.fill(w, r.g, dst, pk, l, key) }); err != nil {
 			r.fail(err)
 			return
 		}

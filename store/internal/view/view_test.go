@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/internal/crc32c"
 	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
@@ -165,5 +166,62 @@ func TestViewCorrupt(t *testing.T) {
 			t.Errorf("disk=%v: chunk 2 after the bad one: %v", disk, err)
 		}
 		v.Release()
+	}
+}
+
+// TestSourceFirstRead checks the assembly's first read of a mapped chunk:
+// Raw says to read it (nil bytes, check), the bytes ReadAt gives are the
+// chunk's, and once Checked with their CRC the chunk is remembered for
+// the mapping, so that the next view's Raw says to read it unchecked (the
+// extent is under readMax); a wrong CRC is ErrCorruption and remembers
+// nothing.
+func TestSourceFirstRead(t *testing.T) {
+	if !bloblog.MmapSupported {
+		t.Skip("no mmap on this platform")
+	}
+	s := store(t, true)
+	var c counters
+	v := s.open(t, &c)
+	defer v.Release()
+	src := SourceOf(v)
+	for i, want := range s.chunks {
+		b, check, err := src.Raw(i)
+		if err != nil || b != nil || !check {
+			t.Fatalf("chunk %d: first Raw = %d bytes, check %v, %v; want nil, true", i, len(b), check, err)
+		}
+		got := make([]byte, len(want))
+		if err := src.ReadAt(got, s.h.Chunks[i].Offset); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("chunk %d: ReadAt: %v", i, err)
+		}
+		crc := crc32c.Checksum(got)
+		if i == 1 {
+			if err := src.Checked(i, crc^1, false); !errors.Is(err, ErrCorruption) {
+				t.Fatalf("chunk 1: Checked with a wrong CRC = %v", err)
+			}
+			continue
+		}
+		if err := src.Checked(i, crc, false); err != nil {
+			t.Fatalf("chunk %d: Checked: %v", i, err)
+		}
+	}
+	w := SourceOf(&View{h: v.h, file: v.file, verify: true, extent: v.extent, seen: make([]atomic.Bool, len(s.chunks))})
+	for i, want := range s.chunks {
+		b, check, err := w.Raw(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 { // refused: still to be read and checked
+			if b != nil || !check {
+				t.Errorf("chunk 1 after a bad CRC: Raw = %d bytes, check %v", len(b), check)
+			}
+			continue
+		}
+		if check || b != nil { // an extent under readMax is always read
+			t.Errorf("chunk %d after Checked: Raw = %d bytes, check %v; want nil, no check", i, len(b), check)
+		}
+		got := make([]byte, len(want))
+		if err := w.ReadAt(got, s.h.Chunks[i].Offset); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("chunk %d: ReadAt after Checked: %v", i, err)
+		}
 	}
 }
