@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -60,6 +61,11 @@ func (c *LongConfig) defaults() error {
 	return nil
 }
 
+// errSpanBuild marks a context whose span memory could not be built (an
+// SVD that did not converge): the needle or file is left out for every
+// method and counted.
+var errSpanBuild = errors.New("quality: span memory not built")
+
 // methodRun is one method's logits over a continuation at one budget.
 type methodRun struct {
 	Budget float64 // 1 for MethodFull
@@ -118,7 +124,7 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 	}
 	s, err := newSpanStore(m, cache, h, &c.Span)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errSpanBuild, err)
 	}
 	defer s.close()
 	for _, f := range c.Budgets {

@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -14,8 +15,9 @@ type LongTextConfig struct {
 	LongConfig
 	Files        []string
 	Window, Tail int
-	// Progress, when not nil, is called after each file.
-	Progress func(i int, file string)
+	// Progress, when not nil, is called after each file (err: left out,
+	// its span memory not built).
+	Progress func(i int, file string, err error)
 }
 
 // LongTextRow is one method at one budget over the files: KL(full ||
@@ -48,25 +50,32 @@ func median(x []float64) float64 {
 }
 
 // RunLongText measures every method (but MethodSnapKVQuery: there is no
-// query) at every budget over the files.
-func RunLongText(cfg LongTextConfig) ([]LongTextRow, error) {
+// query) at every budget over the files, leaving out (and counting) those
+// whose span memory could not be built, as RunNeedles does.
+func RunLongText(cfg LongTextConfig) (rows []LongTextRow, skipped int, err error) {
 	if err := cfg.defaults(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if len(cfg.Files) == 0 || cfg.Tail < 1 || cfg.Window-cfg.Tail < 2*sinks {
-		return nil, fmt.Errorf("%w: quality: long text: %d files, window %d, tail %d", format.ErrInvalidArgument, len(cfg.Files), cfg.Window, cfg.Tail)
+		return nil, 0, fmt.Errorf("%w: quality: long text: %d files, window %d, tail %d", format.ErrInvalidArgument, len(cfg.Files), cfg.Window, cfg.Tail)
 	}
-	var rows []LongTextRow
 	for i, f := range cfg.Files {
 		b, err := goBytes(f, cfg.Window-1)
 		if err != nil {
-			return nil, err
+			return nil, skipped, err
 		}
 		toks := appendBytes([]int{GoBOS}, b)
 		n := cfg.Window - cfg.Tail
 		runs, err := cfg.runMethods(toks[:n], toks[n:], 0)
+		if errors.Is(err, errSpanBuild) {
+			skipped++
+			if cfg.Progress != nil {
+				cfg.Progress(i, f, err)
+			}
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("quality: long text %s: %w", f, err)
+			return nil, skipped, fmt.Errorf("quality: long text %s: %w", f, err)
 		}
 		if rows == nil {
 			for _, r := range runs[1:] {
@@ -83,8 +92,11 @@ func RunLongText(cfg LongTextConfig) ([]LongTextRow, error) {
 			row.OverBudget = row.OverBudget || r.Over || r.Rows > r.Limit
 		}
 		if cfg.Progress != nil {
-			cfg.Progress(i, f)
+			cfg.Progress(i, f, nil)
 		}
 	}
-	return rows, nil
+	if rows == nil {
+		return nil, skipped, fmt.Errorf("%w: every file left out", errSpanBuild)
+	}
+	return rows, skipped, nil
 }

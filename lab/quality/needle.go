@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -213,33 +214,42 @@ type NeedleConfig struct {
 	Files                 []string
 	Window, Needles, Keys int
 	Seed                  uint64
-	// Progress, when not nil, is called after each needle.
-	Progress func(i int, nd *Needle)
+	// Progress, when not nil, is called after each needle (err: left
+	// out, its span memory not built).
+	Progress func(i int, nd *Needle, err error)
 }
 
-// RunNeedles measures every method at every budget over the needles.
-func RunNeedles(cfg NeedleConfig) ([]NeedleRow, error) {
+// RunNeedles measures every method at every budget over the needles. It
+// leaves out, and counts in skipped, the needles whose span memory could
+// not be built, so that every method is measured on the same needles.
+func RunNeedles(cfg NeedleConfig) (rows []NeedleRow, skipped int, err error) {
 	if err := cfg.defaults(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if len(cfg.Files) == 0 || cfg.Needles < 1 {
-		return nil, fmt.Errorf("%w: quality: needles: %d files, %d needles", format.ErrInvalidArgument, len(cfg.Files), cfg.Needles)
+		return nil, 0, fmt.Errorf("%w: quality: needles: %d files, %d needles", format.ErrInvalidArgument, len(cfg.Files), cfg.Needles)
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6e656564))
-	var rows []NeedleRow
 	for i := range cfg.Needles {
 		f := cfg.Files[i%len(cfg.Files)]
 		filler, err := goBytes(f, cfg.Window)
 		if err != nil {
-			return nil, err
+			return nil, skipped, err
 		}
 		nd, err := NewNeedle(filler, cfg.Window, cfg.Keys, (float64(i)+0.5)/float64(cfg.Needles)*0.9, rng)
 		if err != nil {
-			return nil, fmt.Errorf("quality: needle %d (%s): %w", i, f, err)
+			return nil, skipped, fmt.Errorf("quality: needle %d (%s): %w", i, f, err)
 		}
 		runs, err := cfg.runMethods(nd.Tokens[:nd.Context], nd.Tokens[nd.Context:], nd.Query)
+		if errors.Is(err, errSpanBuild) {
+			skipped++
+			if cfg.Progress != nil {
+				cfg.Progress(i, nd, err)
+			}
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("quality: needle %d (%s): %w", i, f, err)
+			return nil, skipped, fmt.Errorf("quality: needle %d (%s): %w", i, f, err)
 		}
 		if rows == nil {
 			for _, r := range runs {
@@ -262,8 +272,11 @@ func RunNeedles(cfg NeedleConfig) ([]NeedleRow, error) {
 			row.OverBudget = row.OverBudget || r.Over || r.Rows > r.Limit
 		}
 		if cfg.Progress != nil {
-			cfg.Progress(i, nd)
+			cfg.Progress(i, nd, nil)
 		}
+	}
+	if rows == nil {
+		return nil, skipped, fmt.Errorf("%w: every needle left out", errSpanBuild)
 	}
 	for j := range rows {
 		rows[j].LogProb /= float64(rows[j].Needles)
@@ -274,7 +287,7 @@ func RunNeedles(cfg NeedleConfig) ([]NeedleRow, error) {
 			}
 		}
 	}
-	return rows, nil
+	return rows, skipped, nil
 }
 
 // Chance is the top-1 of a uniform guess among the 26 lowercase letters a

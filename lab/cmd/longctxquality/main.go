@@ -73,9 +73,9 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	lc := quality.LongConfig{Model: m, Budgets: budgets}
 	fmt.Printf("gocode-2k, windows of %d tokens, held-out _test.go files of %s (%d of >= %d bytes, seed %d)\n\n", window, root, len(all), window, seed)
 	start := time.Now()
-	progress := func(what string, n int) func(int, *quality.Needle) {
-		return func(i int, nd *quality.Needle) {
-			fmt.Fprintf(os.Stderr, "%s %d/%d (depth %.2f) %v\n", what, i+1, n, nd.Depth, time.Since(start).Round(time.Second))
+	progress := func(what string, n int) func(int, *quality.Needle, error) {
+		return func(i int, nd *quality.Needle, err error) {
+			fmt.Fprintf(os.Stderr, "%s %d/%d (depth %.2f) %v %v\n", what, i+1, n, nd.Depth, time.Since(start).Round(time.Second), errText(err))
 		}
 	}
 	for _, c := range []struct {
@@ -85,12 +85,12 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 		if c.n == 0 {
 			continue
 		}
-		rows, err := quality.RunNeedles(quality.NeedleConfig{LongConfig: lc, Files: all, Window: window, Needles: c.n, Keys: c.k,
+		rows, skipped, err := quality.RunNeedles(quality.NeedleConfig{LongConfig: lc, Files: all, Window: window, Needles: c.n, Keys: c.k,
 			Seed: seed, Progress: progress(c.title, c.n)})
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%s: %d needles, the recalled definition at depths spread over [0, 0.9) of the window\n\n", c.title, c.n)
+		fmt.Printf("%s: %d needles (%d left out: span memory not built), the recalled definition at depths spread over [0, 0.9) of the window\n\n", c.title, c.n-skipped, skipped)
 		fmt.Println("| budget | method | log-prob/byte | top-1/byte | exact | top-1 at depth 0-.3 / .3-.6 / .6-.9 | rows (max) |")
 		fmt.Println("|---|---|---|---|---|---|---|")
 		for _, r := range rows {
@@ -101,14 +101,14 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	}
 	if files > 0 {
 		fs := all[len(all)-min(files, len(all)):] // the shuffled list's other end from the needles' filler
-		rows, err := quality.RunLongText(quality.LongTextConfig{LongConfig: lc, Files: fs, Window: window, Tail: tail,
-			Progress: func(i int, f string) {
-				fmt.Fprintf(os.Stderr, "text %d/%d %s %v\n", i+1, len(fs), f, time.Since(start).Round(time.Second))
+		rows, skipped, err := quality.RunLongText(quality.LongTextConfig{LongConfig: lc, Files: fs, Window: window, Tail: tail,
+			Progress: func(i int, f string, err error) {
+				fmt.Fprintf(os.Stderr, "text %d/%d %s %v %v\n", i+1, len(fs), f, time.Since(start).Round(time.Second), errText(err))
 			}})
 		if err != nil {
 			return err
 		}
-		fmt.Printf("Natural text: %d files, the memory of the first %d tokens, KL(full || method) and top-1 agreement over the last %d\n\n", len(fs), window-tail, tail)
+		fmt.Printf("Natural text: %d files (%d left out: span memory not built), the memory of the first %d tokens, KL(full || method) and top-1 agreement over the last %d\n\n", len(fs)-skipped, skipped, window-tail, tail)
 		fmt.Println("| budget | method | KL median | KL worst | top-1 median | top-1 worst | rows (max) |")
 		fmt.Println("|---|---|---|---|---|---|---|")
 		for _, r := range rows {
@@ -118,6 +118,13 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	}
 	fmt.Fprintf(os.Stderr, "done in %v\n", time.Since(start).Round(time.Second))
 	return nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "left out: " + err.Error()
 }
 
 func budget(f float64) string {
