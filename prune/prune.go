@@ -15,6 +15,9 @@
 //   - TOVA: the attention the last queries of the prefill paid each row
 //     (summed over the query heads sharing the KV head), as in TOVA
 //     ("Transformers are Multi-State RNNs", Oren et al. 2024);
+//   - SnapKV: the attention of an observation window's queries, summed
+//     and max-pooled along the positions, the window itself kept first
+//     (Li et al. 2024);
 //   - anchors: Select keeps a given anchor set first (the first tokens,
 //     adapter rows) and fills the budget by any scores.
 //

@@ -28,6 +28,11 @@ func decode(m *llama.Model, meth method, cont []int, n int) ([][]float32, error)
 	hd, groupOf := m.HeadDim(), m.Heads/m.KVHeads
 	recentK := make([][][]float32, m.Layers) // [layer][kv head] rows
 	recentV := make([][][]float32, m.Layers)
+	// Per (layer, KV head), the rows attended at the last step and the
+	// context rows they started with: a method that keeps the same context
+	// rows (fixedRows) has them extended by the new row, not copied again.
+	lastK, lastV := make([][]float32, m.Layers*m.KVHeads), make([][]float32, m.Layers*m.KVHeads)
+	lastCtx := make([]rowSet, m.Layers*m.KVHeads)
 	for l := range recentK {
 		recentK[l], recentV[l] = make([][]float32, m.KVHeads), make([][]float32, m.KVHeads)
 	}
@@ -39,9 +44,16 @@ func decode(m *llama.Model, meth method, cont []int, n int) ([][]float32, error)
 		for g := range m.KVHeads {
 			recentK[a.Layer][g] = append(recentK[a.Layer][g], a.K[g*hd:(g+1)*hd]...)
 			recentV[a.Layer][g] = append(recentV[a.Layer][g], a.V[g*hd:(g+1)*hd]...)
-			rs := sets[g]
-			keys := append(append([]float32(nil), rs.k...), recentK[a.Layer][g]...)
-			vals := append(append([]float32(nil), rs.v...), recentV[a.Layer][g]...)
+			rs, gi := sets[g], a.Layer*m.KVHeads+g
+			var keys, vals []float32
+			if sameRows(lastCtx[gi], rs) && lastK[gi] != nil {
+				keys = append(lastK[gi], a.K[g*hd:(g+1)*hd]...)
+				vals = append(lastV[gi], a.V[g*hd:(g+1)*hd]...)
+			} else {
+				keys = append(append([]float32(nil), rs.k...), recentK[a.Layer][g]...)
+				vals = append(append([]float32(nil), rs.v...), recentV[a.Layer][g]...)
+			}
+			lastK[gi], lastV[gi], lastCtx[gi] = keys, vals, rs
 			var bias []float32
 			if rs.bias != nil {
 				bias = append(append([]float32(nil), rs.bias...), make([]float32, len(recentK[a.Layer][g])/hd)...)
@@ -61,6 +73,15 @@ func decode(m *llama.Model, meth method, cont []int, n int) ([][]float32, error)
 		out[i] = logits
 	}
 	return out, nil
+}
+
+// sameRows reports whether two row sets are the same slices (a method
+// handing back the rows of its last step).
+func sameRows(a, b rowSet) bool {
+	same := func(x, y []float32) bool {
+		return len(x) == len(y) && (len(x) == 0 || &x[0] == &y[0])
+	}
+	return same(a.k, b.k) && same(a.v, b.v) && a.bias == nil && b.bias == nil && len(a.k) > 0
 }
 
 // fixedRows keeps the same context rows at every step: full attention

@@ -56,4 +56,23 @@
 // Reported per method and budget: the mean KL over the T steps, the share
 // of steps whose argmax matches full attention's, and the mean GPU rows per
 // (layer, KV head) actually used, as a fraction of N.
+//
+// # Long context
+//
+// RunNeedles and RunLongText (longctx.go) put the methods side by side on
+// gocode-2k's 2,048-token windows of held-out Go, each built from the
+// context alone before the recall line (or the scored tail) is seen, as a
+// stored memory is, and decoded with the same loop: needles
+// (`const NAME = "VALUE"` at a depth, `\treturn NAME // "VALUE"` at the
+// end, the value's bytes scored teacher-forced), several definitions with
+// one recalled, and KL over the last bytes of natural windows. Besides the
+// methods above they run SnapKV (prune.SnapKV: the votes of the context's
+// last Observe rows, pooled, plus those rows), TOVA (prune.TOVA, the last
+// context row's votes) and, for needles, SnapKV voted by the recall line
+// before the value (query-aware: an upper reference no stored memory can
+// have). Every context row a method holds counts against B, the budget's
+// rows: the sinks and recent rows of the window, SnapKV's observation
+// rows, span memory's anchors, zoomed rows and summaries (span memory's
+// zoom rows are a layer's, shared by its KV heads: one may hold more than
+// B while another holds less; its count is the layer's mean per head).
 package quality

@@ -134,6 +134,7 @@ type spanStats struct {
 	steps, rows float64 // group-steps and the rows they used
 	bytes       float64 // factor bytes zoomed in, all groups
 	spans       float64 // spans zoomed in, all groups
+	maxRows     float64 // most rows per KV head of one layer at one step
 }
 
 // newSpanMethod sizes span memory to b rows per (layer, KV head).
@@ -221,6 +222,8 @@ func (sm *spanMethod) rows(a *llama.StepAttention) ([]rowSet, error) {
 		}
 	}
 	out := make([]rowSet, meta.KVHeads)
+	before := sm.stats.rows
+	defer func() { sm.stats.maxRows = max(sm.stats.maxRows, (sm.stats.rows-before)/float64(meta.KVHeads)) }()
 	for g := range out {
 		gi := a.Layer*meta.KVHeads + g
 		rs, err := sm.groupRows(a.Layer, g, z.Spans[gi])

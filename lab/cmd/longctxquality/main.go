@@ -1,0 +1,142 @@
+// Command longctxquality measures, on gocode-2k (a 2,048-token byte-level
+// Go model), how well span memory and KV eviction policies keep long
+// context at the same GPU budget (lab/quality), and prints the tables of
+// docs/quality.md's "Long context (gocode-2k)":
+//
+//	go run ./lab/cmd/longctxquality
+//
+// Three measurements on held-out Go (the _test.go files of the go
+// command's GOROOT/src): -needles single needles, -multi needles of -keys
+// definitions with one recalled, and -files natural windows (KL over the
+// last -tail bytes). A count of 0 skips its table.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvstore/kvstore/internal/testenv"
+	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/lab/quality"
+)
+
+func main() {
+	needles := flag.Int("needles", 200, "single needles (0: none)")
+	multi := flag.Int("multi", 200, "multi-needles (0: none)")
+	keys := flag.Int("keys", 4, "definitions per multi-needle, one recalled")
+	files := flag.Int("files", 50, "natural windows for KL (0: none)")
+	window := flag.Int("window", 2048, "window tokens (gocode-2k's seq_len: 2048)")
+	tail := flag.Int("tail", 512, "natural windows: scored last tokens")
+	budgets := flag.String("budgets", "0.05,0.10,0.25", "GPU budgets, fractions of the context KV")
+	seed := flag.Uint64("seed", 1, "seed of the needles and of the files' order")
+	flag.Parse()
+	if err := run(*needles, *multi, *keys, *files, *window, *tail, *budgets, *seed); err != nil {
+		fmt.Fprintln(os.Stderr, "longctxquality:", err)
+		os.Exit(1)
+	}
+}
+
+func run(needles, multi, keys, files, window, tail int, budgetList string, seed uint64) error {
+	var budgets []float64
+	for _, f := range strings.Split(budgetList, ",") {
+		b, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil {
+			return err
+		}
+		budgets = append(budgets, b)
+	}
+	p, ok := testenv.ModelPath("gocode-2k.bin")
+	if !ok {
+		return fmt.Errorf("gocode-2k not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
+	}
+	m, err := llama.Load(p)
+	if err != nil {
+		return err
+	}
+	root, err := quality.GoSrcDir("")
+	if err != nil {
+		return err
+	}
+	all, err := quality.HeldOutGoFiles(root, window)
+	if err != nil {
+		return err
+	}
+	if len(all) == 0 {
+		return fmt.Errorf("no held-out file of %d bytes under %s", window, root)
+	}
+	rand.New(rand.NewPCG(seed, 0x66696c65)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	lc := quality.LongConfig{Model: m, Budgets: budgets}
+	fmt.Printf("gocode-2k, windows of %d tokens, held-out _test.go files of %s (%d of >= %d bytes, seed %d)\n\n", window, root, len(all), window, seed)
+	start := time.Now()
+	progress := func(what string, n int) func(int, *quality.Needle, error) {
+		return func(i int, nd *quality.Needle, err error) {
+			fmt.Fprintf(os.Stderr, "%s %d/%d (depth %.2f) %v %v\n", what, i+1, n, nd.Depth, time.Since(start).Round(time.Second), errText(err))
+		}
+	}
+	for _, c := range []struct {
+		title string
+		n, k  int
+	}{{"Single needle", needles, 1}, {fmt.Sprintf("Multi-needle (%d definitions, one recalled)", keys), multi, keys}} {
+		if c.n == 0 {
+			continue
+		}
+		rows, skipped, err := quality.RunNeedles(quality.NeedleConfig{LongConfig: lc, Files: all, Window: window, Needles: c.n, Keys: c.k,
+			Seed: seed, Progress: progress(c.title, c.n)})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s: %d needles (%d left out: span memory not built), the recalled definition at depths spread over [0, 0.9) of the window\n\n", c.title, c.n-skipped, skipped)
+		fmt.Println("| budget | method | log-prob/byte | top-1/byte | exact | top-1 at depth 0-.3 / .3-.6 / .6-.9 | rows (max) |")
+		fmt.Println("|---|---|---|---|---|---|---|")
+		for _, r := range rows {
+			fmt.Printf("| %s | %s | %.2f | %.2f | %d/%d | %.2f / %.2f / %.2f | %s |\n", budget(r.Budget), r.Method, r.LogProb, r.Top1, r.Exact, r.Needles,
+				r.DepthTop1[0], r.DepthTop1[1], r.DepthTop1[2], rowsCell(r.Rows, r.OverBudget))
+		}
+		fmt.Println()
+	}
+	if files > 0 {
+		fs := all[len(all)-min(files, len(all)):] // the shuffled list's other end from the needles' filler
+		rows, skipped, err := quality.RunLongText(quality.LongTextConfig{LongConfig: lc, Files: fs, Window: window, Tail: tail,
+			Progress: func(i int, f string, err error) {
+				fmt.Fprintf(os.Stderr, "text %d/%d %s %v %v\n", i+1, len(fs), f, time.Since(start).Round(time.Second), errText(err))
+			}})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("Natural text: %d files (%d left out: span memory not built), the memory of the first %d tokens, KL(full || method) and top-1 agreement over the last %d\n\n", len(fs)-skipped, skipped, window-tail, tail)
+		fmt.Println("| budget | method | KL median | KL worst | top-1 median | top-1 worst | rows (max) |")
+		fmt.Println("|---|---|---|---|---|---|---|")
+		for _, r := range rows {
+			fmt.Printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %s |\n", budget(r.Budget), r.Method, r.MedianKL(), r.WorstKL(), r.MedianTop1(), r.WorstTop1(), rowsCell(r.Rows, r.OverBudget))
+		}
+		fmt.Println()
+	}
+	fmt.Fprintf(os.Stderr, "done in %v\n", time.Since(start).Round(time.Second))
+	return nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "left out: " + err.Error()
+}
+
+func budget(f float64) string {
+	if f == 1 {
+		return "100%"
+	}
+	return fmt.Sprintf("%g%%", 100*f)
+}
+
+func rowsCell(rows float64, over bool) string {
+	if over {
+		return fmt.Sprintf("%.1f%% (over)", 100*rows)
+	}
+	return fmt.Sprintf("%.1f%%", 100*rows)
+}

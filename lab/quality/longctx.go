@@ -1,0 +1,206 @@
+package quality
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/prune"
+)
+
+// Long-context methods besides Row's (MethodWindow, MethodTop, MethodSpan,
+// MethodSpanSum).
+const (
+	MethodFull        = "full"
+	MethodSnapKV      = "snapkv"
+	MethodTOVA        = "tova"
+	MethodSnapKVQuery = "snapkv+query" // SnapKV voted by the recall line: query-aware, an upper reference
+)
+
+// LongMethods are the methods of a long-context measurement at each
+// budget, in report order (MethodSnapKVQuery only where a query is given).
+var LongMethods = []string{MethodWindow, MethodTop, MethodSnapKV, MethodTOVA, MethodSpan, MethodSpanSum, MethodSnapKVQuery}
+
+// LongConfig is a long-context measurement's model and methods.
+type LongConfig struct {
+	Model *llama.Model
+	// Budgets are the GPU budgets as fractions of the context's KV.
+	Budgets []float64
+	// Observe is SnapKV's observation window, the context's last rows
+	// (0: 32); Kernel its pooling kernel (0: 7).
+	Observe, Kernel int
+	// Span configures span memory: Segment, Energy, MaxRank, FactorDType,
+	// AnchorShare, Tau as Config's (its other fields are not read).
+	Span Config
+}
+
+func (c *LongConfig) defaults() error {
+	if c.Model == nil {
+		return fmt.Errorf("%w: quality: long context: no model", prune.ErrInvalidArgument)
+	}
+	if c.Observe == 0 {
+		c.Observe = 32
+	}
+	if c.Kernel == 0 {
+		c.Kernel = 7
+	}
+	c.Span.Model, c.Span.Context, c.Span.Continuation = c.Model, 2*sinks, 1
+	if c.Span.Name == "" {
+		c.Span.Name = "long"
+	}
+	c.Span.ensureDefaults()
+	if err := c.Span.validate(); err != nil {
+		return err
+	}
+	for _, f := range c.Budgets {
+		if !(f > 0 && f <= 1) {
+			return fmt.Errorf("%w: quality: budget %v not in (0, 1]", prune.ErrInvalidArgument, f)
+		}
+	}
+	return nil
+}
+
+// errSpanBuild marks a context whose span memory could not be built (an
+// SVD that did not converge): the needle or file is left out for every
+// method and counted.
+var errSpanBuild = errors.New("quality: span memory not built")
+
+// methodRun is one method's logits over a continuation at one budget.
+type methodRun struct {
+	Budget float64 // 1 for MethodFull
+	Method string
+	Logits [][]float32
+	// Rows is the most context rows one (layer, KV head) held at any step
+	// (span memory: the most of a layer's rows at one step over its KV
+	// heads, which share the layer's zoom budget); Limit the budget's rows,
+	// floor(Budget*context). Over: the method's fixed rows alone exceed it.
+	Rows, Limit float64
+	Over        bool
+}
+
+// runMethods prefills ctx, builds every method's memory from it alone and
+// decodes cont (teacher-forced) with each. query > 0 is the length of
+// cont's prefix that SnapKVQuery votes with (the recall line before its
+// answer); 0 leaves that method out.
+func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error) {
+	m, n := c.Model, len(ctx)
+	w := min(c.Observe, n/2)
+	if n < 2*sinks || len(cont) < 1 || query > len(cont) {
+		return nil, fmt.Errorf("%w: quality: long context of %d tokens, continuation %d, query %d", prune.ErrInvalidArgument, n, len(cont), query)
+	}
+	// Prefill in two calls, the second the observation window with its
+	// attention (SnapKV's and TOVA's votes), rather than one call's n x n.
+	pre, err := m.Forward(ctx[:n-w], 0, nil, llama.ForwardOptions{})
+	if err != nil {
+		return nil, err
+	}
+	h := make([]float32, n)
+	h[0] = float32(math.NaN())
+	for t := 1; t < n-w; t++ {
+		h[t] = float32(pre.Surprisal[t-1])
+	}
+	h[n-w] = float32(-llama.LogProbs(pre.Logits[n-w-1])[ctx[n-w]])
+	obs, err := m.Forward(ctx[n-w:], int64(n-w), pre.Cache, llama.ForwardOptions{Attention: true})
+	if err != nil {
+		return nil, err
+	}
+	for t := n - w + 1; t < n; t++ {
+		h[t] = float32(obs.Surprisal[t-1-(n-w)])
+	}
+	cache := obs.Cache
+	full, err := decode(m, keepRows(cache, allTokens(n)), cont, n)
+	if err != nil {
+		return nil, err
+	}
+	out := []methodRun{{Budget: 1, Method: MethodFull, Logits: full, Rows: float64(n), Limit: float64(n)}}
+	var qatt [][][][]float32
+	if query > 0 {
+		res, err := m.Forward(cont[:query], int64(n), cache.Clone(), llama.ForwardOptions{Attention: true})
+		if err != nil {
+			return nil, err
+		}
+		qatt = res.Attention
+	}
+	s, err := newSpanStore(m, cache, h, &c.Span)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errSpanBuild, err)
+	}
+	defer s.close()
+	for _, f := range c.Budgets {
+		b := max(1, int(math.Floor(f*float64(n))))
+		for _, name := range LongMethods {
+			run := methodRun{Budget: f, Method: name, Limit: float64(b)}
+			var meth method
+			switch name {
+			case MethodWindow, MethodTop:
+				tokens := windowTokens(n, b)
+				if name == MethodTop {
+					tokens = topSurprisal(h, b)
+				}
+				meth, run.Rows = keepRows(cache, tokens), float64(len(tokens))
+			case MethodSnapKV, MethodTOVA, MethodSnapKVQuery:
+				var set *prune.Set
+				switch name {
+				case MethodSnapKV:
+					set, err = prune.SnapKV(obs.Attention, m.KVHeads, n, w, c.Kernel, w, b)
+				case MethodTOVA:
+					set, err = prune.TOVA(obs.Attention, m.KVHeads, n, 1, b)
+				default:
+					if qatt == nil {
+						continue
+					}
+					set, err = prune.SnapKV(qatt, m.KVHeads, n, query, c.Kernel, 0, b)
+				}
+				if err != nil {
+					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
+				}
+				meth, run.Rows = keptRows(cache, set), float64(maxKept(set))
+			case MethodSpan, MethodSpanSum:
+				sm := newSpanMethod(s, h, b, c.Span.AnchorShare, name == MethodSpanSum)
+				meth, run.Over = sm, sm.over
+				logits, err := decode(m, sm, cont, n)
+				if err != nil {
+					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
+				}
+				run.Logits, run.Rows = logits, max(sm.stats.maxRows, sm.fixedRows)
+				out = append(out, run)
+				continue
+			}
+			if run.Logits, err = decode(m, meth, cont, n); err != nil {
+				return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
+			}
+			out = append(out, run)
+		}
+	}
+	return out, nil
+}
+
+// keptRows is the method attending, per (layer, KV head), over a keep-set's
+// rows of a prefilled cache.
+func keptRows(c *llama.Cache, s *prune.Set) *fixedRows {
+	hd, n := c.HeadDim, c.Len()
+	f := &fixedRows{sets: make([][]rowSet, len(c.Layers))}
+	for l, kv := range c.Layers {
+		f.sets[l] = make([]rowSet, c.KVHeads)
+		for g := range c.KVHeads {
+			kept := s.Kept(l, g)
+			rs := rowSet{k: make([]float32, 0, len(kept)*hd), v: make([]float32, 0, len(kept)*hd)}
+			for _, t := range kept {
+				rs.k = append(rs.k, kv.K[(g*n+int(t))*hd:(g*n+int(t)+1)*hd]...)
+				rs.v = append(rs.v, kv.V[(g*n+int(t))*hd:(g*n+int(t)+1)*hd]...)
+			}
+			f.sets[l][g] = rs
+		}
+	}
+	return f
+}
+
+// maxKept is the most rows any (layer, KV head) of s keeps.
+func maxKept(s *prune.Set) int {
+	n := 0
+	for _, k := range s.Keep {
+		n = max(n, len(k))
+	}
+	return n
+}
