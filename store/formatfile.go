@@ -45,10 +45,17 @@ func (db *DB) checkFormat() (f catalog.Format, create bool, err error) {
 	if db.opts.ReadOnly || db.opts.MustExist {
 		return f, false, fmt.Errorf("%w: no store at %s (no FORMAT file)", ErrNotFound, db.dir)
 	}
-	if err := catalog.CheckLeftovers(db.fs, db.dir, lockFileName, catalogDirName, blobsDirName, formatTmpName, reserveFileName); err != nil {
+	if err := db.checkLeftovers(); err != nil {
 		return f, false, err
 	}
 	return f, true, nil
+}
+
+// checkLeftovers refuses a directory without a FORMAT file that holds a
+// file a store being created could not have left (catalog.CheckLeftovers):
+// someone else's directory.
+func (db *DB) checkLeftovers() error {
+	return catalog.CheckLeftovers(db.fs, db.dir, lockFileName, catalogDirName, blobsDirName, formatTmpName, reserveFileName)
 }
 
 // checkEmptyCatalog refuses to create a store over a catalog that holds

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/kvstore/kvstore/store/internal/catalog"
 	"github.com/kvstore/kvstore/store/internal/lock"
 )
 
@@ -28,11 +27,9 @@ const flockSupported = lock.FlockSupported
 // so that the refusal leaves no LOCK file in someone else's directory;
 // checkFormat checks again under the lock.
 func (db *DB) lockStore() error {
-	if !db.opts.ReadOnly && !db.opts.MustExist {
-		if _, err := db.fs.Stat(db.fs.PathJoin(db.dir, formatFileName)); errors.Is(err, iofs.ErrNotExist) {
-			if err := catalog.CheckLeftovers(db.fs, db.dir, lockFileName, catalogDirName, blobsDirName, formatTmpName, reserveFileName); err != nil {
-				return err
-			}
+	if !db.opts.ReadOnly && !db.opts.MustExist && db.absent(formatFileName) && db.absent(formatCopyName) {
+		if err := db.checkLeftovers(); err != nil {
+			return err
 		}
 	}
 	l, shared, err := lockDir(db.opts.FS, db.fs, db.dir, db.opts.ReadOnly, db.opts.LockWait)
@@ -41,6 +38,12 @@ func (db *DB) lockStore() error {
 	}
 	db.lock, db.sharedLock = l, shared
 	return nil
+}
+
+// absent says whether DIR/name does not exist.
+func (db *DB) absent(name string) bool {
+	_, err := db.fs.Stat(db.fs.PathJoin(db.dir, name))
+	return errors.Is(err, iofs.ErrNotExist)
 }
 
 // lockDir takes DIR/LOCK of the store in dir (lock.Dir; lock.DirWait for
