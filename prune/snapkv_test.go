@@ -25,9 +25,12 @@ func TestSnapKV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range map[int]float32{2: 0.9, 3: 0.9, 4: 0.9, 5: 0, 9: 0.6, 11: 0.6, 12: 0} {
-		if sc[0][i] != want {
-			t.Errorf("score of row %d = %v, want %v", i, sc[0][i], want)
+	for _, w := range []struct {
+		row  int
+		want float32
+	}{{2, 0.9}, {3, 0.9}, {4, 0.9}, {5, 0}, {9, 0.6}, {11, 0.6}, {12, 0}} {
+		if sc[0][w.row] != w.want {
+			t.Errorf("score of row %d = %v, want %v", w.row, sc[0][w.row], w.want)
 		}
 	}
 	s, err := SnapKV(att, 1, tokens, 2, 3, 2, 5)
