@@ -167,9 +167,12 @@ next:
 // at any point leaves each copy whole, old or new. It is the last step of
 // creating a store, and how a read-write open upgrades or repairs one.
 func WriteFormat(fs vfs.FS, dir string, v format.Version) error {
-	b := format.EncodeFormatFile(v)
 	tmp := fs.PathJoin(dir, FormatTmpName)
 	for _, name := range formatFiles {
+		// Encoded afresh for each copy: a vfs.File may scribble over the
+		// buffer it was given once Write returns (Pebble's MemFS does so
+		// in race and invariants builds, to catch callers that reuse it).
+		b := format.EncodeFormatFile(v)
 		f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
 		if err != nil {
 			return fmt.Errorf("store: create %s: %w", tmp, err)
