@@ -13,8 +13,11 @@ import (
 	"github.com/kvstore/kvstore/format"
 )
 
+// writeFile writes a copy of b to path on fs (Pebble's MemFS scribbles
+// over a written buffer in race builds, and callers reuse theirs).
 func writeFile(t *testing.T, fs vfs.FS, path string, b []byte) {
 	t.Helper()
+	b = bytes.Clone(b)
 	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		t.Fatal(err)
