@@ -3,7 +3,8 @@
 // as it finishes (ok, FAIL, no test files), the whole output of every test
 // that failed and of every build that failed, a line every --every saying
 // how many packages are done and which are still running, and at the end
-// the count of packages and of tests (subtests included):
+// every skipped test with its reason, and the count of packages and of
+// tests (subtests included):
 //
 //	packages: 52 ok, 0 failed, 6 without tests
 //	tests: 3120 passed, 0 failed, 14 skipped
@@ -44,6 +45,7 @@ type summary struct {
 	pkgOK, pkgFail, pkgNoTests int
 	pass, fail, skip           int
 	buildFail                  bool
+	skipped                    []string // "package TestName: reason" of every skipped test
 }
 
 func newSummary(out io.Writer) *summary {
@@ -92,6 +94,7 @@ func (s *summary) add(e event) {
 			s.pass++
 		case "skip":
 			s.skip++
+			s.skipped = append(s.skipped, e.Package+" "+e.Test+": "+skipReason(s.buffers[key]))
 		case "fail":
 			s.fail++
 			if b := s.buffers[key]; b != nil {
@@ -100,6 +103,23 @@ func (s *summary) add(e event) {
 		}
 		delete(s.buffers, key)
 	}
+}
+
+// skipReason is the last line a skipped test printed before its "---
+// SKIP" line: the reason it gave t.Skip, with the file and line.
+func skipReason(b *strings.Builder) string {
+	if b == nil {
+		return "(no reason printed)"
+	}
+	reason := "(no reason printed)"
+	for line := range strings.Lines(b.String()) {
+		l := strings.TrimSpace(line)
+		if l == "" || strings.HasPrefix(l, "=== ") || strings.HasPrefix(l, "--- SKIP") {
+			continue
+		}
+		reason = l
+	}
+	return reason
 }
 
 // progress is the line printed every --every.
@@ -120,6 +140,9 @@ func (s *summary) failed() bool {
 
 // close writes the closing count.
 func (s *summary) close() {
+	for _, sk := range s.skipped {
+		fmt.Fprintf(s.out, "skipped: %s\n", sk)
+	}
 	fmt.Fprintf(s.out, "packages: %d ok, %d failed, %d without tests\n", s.pkgOK, s.pkgFail, s.pkgNoTests)
 	fmt.Fprintf(s.out, "tests: %d passed, %d failed, %d skipped\n", s.pass, s.fail, s.skip)
 }

@@ -41,6 +41,9 @@ func TestSummaryCounts(t *testing.T) {
 		event{Action: "run", Package: "m/a", Test: "TestBad/sub"},
 		event{Action: "pass", Package: "m/a", Test: "TestBad/sub"},
 		event{Action: "fail", Package: "m/a", Test: "TestBad"},
+		event{Action: "output", Package: "m/a", Test: "TestSkip", Output: "=== RUN   TestSkip\n"},
+		event{Action: "output", Package: "m/a", Test: "TestSkip", Output: "    a_test.go:20: needs a GPU\n"},
+		event{Action: "output", Package: "m/a", Test: "TestSkip", Output: "--- SKIP: TestSkip (0.00s)\n"},
 		event{Action: "skip", Package: "m/a", Test: "TestSkip"},
 		event{Action: "output", Package: "m/a", Output: "FAIL\n"},
 		event{Action: "output", Package: "m/a", Output: "FAIL\tm/a\t0.1s\n"},
@@ -55,7 +58,7 @@ func TestSummaryCounts(t *testing.T) {
 	if !s.failed() {
 		t.Error("a failed test did not fail the run")
 	}
-	for _, want := range []string{"want 1, got 2", "FAIL\tm/a", "[no test files]", "packages: 0 ok, 1 failed, 1 without tests\n", "tests: 2 passed, 1 failed, 1 skipped\n"} {
+	for _, want := range []string{"want 1, got 2", "FAIL\tm/a", "[no test files]", "skipped: m/a TestSkip: a_test.go:20: needs a GPU\n", "packages: 0 ok, 1 failed, 1 without tests\n", "tests: 2 passed, 1 failed, 1 skipped\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}

@@ -18,28 +18,7 @@ import (
 // Put works again. The dry runs write nothing.
 func TestFullStoreEmptiedWithCLI(t *testing.T) {
 	dir := testenv.SmallFS(t, 40<<20) + "/store"
-	db, err := store.Open(dir, &store.Options{BlobFileSize: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []format.PacketID
-	for n := 1; ; n++ {
-		id, err := db.Put(context.Background(), tinyPacket("ns", n, 4096))
-		if errors.Is(err, store.ErrNoSpace) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("Put %d: %v", n, err)
-		}
-		ids = append(ids, id)
-		if n > 1000 {
-			t.Fatal("a 40 MiB disk never filled")
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("disk full after %d packets", len(ids))
+	ids := fillStore(t, dir, &store.Options{BlobFileSize: 4 << 20})
 
 	start := time.Now()
 	var ls lsOutput
@@ -68,7 +47,7 @@ func TestFullStoreEmptiedWithCLI(t *testing.T) {
 	}
 	kv(t, "--dir", dir, "check").want(t, exitOK)
 
-	db, err = store.Open(dir, &store.Options{BlobFileSize: 4 << 20})
+	db, err := store.Open(dir, &store.Options{BlobFileSize: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,28 +87,7 @@ func TestCompactDryRun(t *testing.T) {
 // data back.
 func TestFullStoreRefilledWithCLI(t *testing.T) {
 	dir := testenv.SmallFS(t, 64<<20) + "/store"
-	db, err := store.Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []format.PacketID
-	for n := 1; ; n++ {
-		id, err := db.Put(context.Background(), tinyPacket("ns", n, 4096))
-		if errors.Is(err, store.ErrNoSpace) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("Put %d: %v", n, err)
-		}
-		ids = append(ids, id)
-		if n > 1000 {
-			t.Fatal("a 64 MiB disk never filled")
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("disk full after %d packets", len(ids))
+	ids := fillStore(t, dir, nil)
 	if len(ids) < 20 {
 		t.Fatalf("only %d packets fill the disk", len(ids))
 	}
@@ -177,7 +135,7 @@ func TestFullStoreRefilledWithCLI(t *testing.T) {
 		t.Fatalf("import after the cleanup: %v %+v", err, imp)
 	}
 	kv(t, "--dir", dir, "check").want(t, exitOK)
-	db, err = store.Open(dir, nil)
+	db, err := store.Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,4 +143,35 @@ func TestFullStoreRefilledWithCLI(t *testing.T) {
 	if s := db.Stats(); s.Packets != uint64(len(ids)/2+1) || s.SpaceHeld {
 		t.Fatalf("after the refill: %d packets, held %v; want %d, not held", s.Packets, s.SpaceHeld, len(ids)/2+1)
 	}
+}
+
+// fillStore creates a store in dir with o and Puts 4,096-token tiny
+// packets until one fails with ErrNoSpace (any other error, or a disk that
+// holds more than 1,000 of them, fails t), closes it and returns the ids
+// stored.
+func fillStore(t *testing.T, dir string, o *store.Options) []format.PacketID {
+	t.Helper()
+	db, err := store.Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []format.PacketID
+	for n := 1; ; n++ {
+		id, err := db.Put(context.Background(), tinyPacket("ns", n, 4096))
+		if errors.Is(err, store.ErrNoSpace) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Put %d: %v", n, err)
+		}
+		ids = append(ids, id)
+		if n > 1000 {
+			t.Fatalf("the disk of %s never filled", dir)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("disk full after %d packets", len(ids))
+	return ids
 }
