@@ -119,7 +119,10 @@ func (s *spanStore) span(layer, head, sp int) (rowSet, error) {
 
 // spanMethod is span memory at one budget.
 type spanMethod struct {
-	s         *spanStore
+	s *spanStore
+	// zoomer rebuilds the zoomed spans' rows: s itself on the host, or a
+	// gpu.Device (deviceZoom, gpuzoom.go).
+	zoomer    spanZoomer
 	rt        store.Routing // s.rt with this budget's zoom costs
 	summaries bool
 	resident  []bool // per context token: on the GPU at this budget
@@ -140,7 +143,7 @@ type spanStats struct {
 // newSpanMethod sizes span memory to b rows per (layer, KV head).
 func newSpanMethod(s *spanStore, h []float32, b int, share float64, summaries bool) *spanMethod {
 	meta := s.meta
-	sm := &spanMethod{s: s, rt: *s.rt, summaries: summaries, resident: make([]bool, meta.Tokens)}
+	sm := &spanMethod{s: s, zoomer: s, rt: *s.rt, summaries: summaries, resident: make([]bool, meta.Tokens)}
 	keep := keptAnchors(meta, h, int(share*float64(b)))
 	for i, t := range meta.Resident {
 		if keep[t] || !meta.Spans[spanOf(meta, t)].Factored {
@@ -210,8 +213,9 @@ func spanOf(meta *store.SpanMeta, t int) int {
 func (sm *spanMethod) rows(a *llama.StepAttention) ([]rowSet, error) {
 	meta, hd := sm.s.meta, sm.s.hd
 	z := &reconstruct.ZoomSet{Spans: make([][]int, meta.Layers*meta.KVHeads)}
+	var queries [][]float32
 	if sm.zoom > 0 {
-		queries := make([][]float32, meta.Layers*meta.KVHeads)
+		queries = make([][]float32, meta.Layers*meta.KVHeads)
 		per := len(a.QPre) / hd / meta.KVHeads
 		for g := range meta.KVHeads {
 			queries[a.Layer*meta.KVHeads+g] = a.QPre[g*per*hd : (g+1)*per*hd]
@@ -220,6 +224,9 @@ func (sm *spanMethod) rows(a *llama.StepAttention) ([]rowSet, error) {
 		if z, err = sm.rt.Zoom(queries, reconstruct.Budget{Tokens: sm.zoom, Fill: true}); err != nil {
 			return nil, err
 		}
+	}
+	if err := sm.zoomer.zoom(a.Layer, z, queries); err != nil {
+		return nil, err
 	}
 	out := make([]rowSet, meta.KVHeads)
 	before := sm.stats.rows
@@ -256,7 +263,7 @@ func (sm *spanMethod) groupRows(layer, g int, zoomed []int) (rowSet, error) {
 	isZoomed := make([]bool, len(meta.Spans))
 	for _, sp := range zoomed {
 		isZoomed[sp] = true
-		rec, err := sm.s.span(layer, g, sp)
+		rec, err := sm.zoomer.span(layer, g, sp)
 		if err != nil {
 			return rowSet{}, err
 		}

@@ -1,0 +1,227 @@
+package quality
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/gpu"
+	"github.com/kvstore/kvstore/lab/llama"
+)
+
+// GPUZoomConfig compares span memory's zoom on the host with the GPU zoom
+// path (gpuzoom.go) on needles: the same needles as RunNeedles with the
+// same NeedleConfig, span memory at each budget decoded twice from one
+// stored memory, once per path.
+type GPUZoomConfig struct {
+	NeedleConfig
+	// Summaries selects span+sum rather than span.
+	Summaries bool
+	// Zoom configures the device path.
+	Zoom DeviceZoomOptions
+}
+
+// GPUZoomRow is one budget over the needles.
+type GPUZoomRow struct {
+	Budget  float64
+	Needles int
+	// Full, Host and Device are the needles' scores with the full KV,
+	// span memory zoomed on the host, and zoomed through the device.
+	Full, Host, Device ZoomScore
+	// Steps are the decode steps over the needles (one per recall-line
+	// token), Calls the zoom calls (steps x layers).
+	Steps, Calls int64
+	// LogitsDiffer counts the steps whose device logits are not bit for
+	// bit the host's; MaxLogitDiff is the largest |host - device| logit.
+	LogitsDiffer int
+	MaxLogitDiff float64
+	// ZoomsDiffer counts the (step, layer) whose zoom sets differ.
+	ZoomsDiffer int
+	// HostZoomBytes is the host path's zoomed factor bytes
+	// (store.Routing.SpanBytes, K and V); the device path acquired
+	// Blocks blocks of FactorBytes bytes and copied CopiedBack bytes of
+	// rebuilt rows back.
+	HostZoomBytes                   int64
+	Blocks, FactorBytes, CopiedBack int64
+	// Prefetch sums the prefetchers' counters (Resident and
+	// ResidentBytes: at the end of the last needle); ArenaBytes is the
+	// last needle's device budget for factor blocks.
+	Prefetch   gpu.Stats
+	ArenaBytes int
+}
+
+// ZoomScore is a method's mean log-prob and top-1 per byte of the needles'
+// values and the values recalled whole (NeedleScore over needles).
+type ZoomScore struct {
+	LogProb, Top1 float64
+	Exact         int
+}
+
+// HitRate is the share of acquires that found their block resident or on
+// its way: Hits / (Hits + Misses).
+func (r *GPUZoomRow) HitRate() float64 {
+	return float64(r.Prefetch.Hits) / float64(max(1, r.Prefetch.Hits+r.Prefetch.Misses))
+}
+
+// ZoomBytesPerStep is the factor bytes the zoom needs per decode step, all
+// layers; MovedBytesPerStep the bytes the prefetcher actually copied to
+// the device per step (demand loads and prefetches).
+func (r *GPUZoomRow) ZoomBytesPerStep() float64 {
+	return float64(r.FactorBytes) / float64(max(1, r.Steps))
+}
+
+func (r *GPUZoomRow) MovedBytesPerStep() float64 {
+	return float64(r.Prefetch.BytesMoved) / float64(max(1, r.Steps))
+}
+
+// RunGPUZoom runs the comparison. Needles whose span memory could not be
+// built are left out and counted in skipped.
+func RunGPUZoom(cfg GPUZoomConfig) (rows []GPUZoomRow, skipped int, err error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, 0, err
+	}
+	if len(cfg.Files) == 0 || cfg.Needles < 1 || len(cfg.Budgets) == 0 {
+		return nil, 0, fmt.Errorf("%w: quality: gpu zoom: %d files, %d needles, %d budgets", format.ErrInvalidArgument, len(cfg.Files), cfg.Needles, len(cfg.Budgets))
+	}
+	rows = make([]GPUZoomRow, len(cfg.Budgets))
+	for j, f := range cfg.Budgets {
+		rows[j].Budget = f
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6e656564)) // RunNeedles's needles
+	for i := range cfg.Needles {
+		f := cfg.Files[i%len(cfg.Files)]
+		filler, err := goBytes(f, cfg.Window)
+		if err != nil {
+			return nil, skipped, err
+		}
+		nd, err := NewNeedle(filler, cfg.Window, cfg.Keys, (float64(i)+0.5)/float64(cfg.Needles)*0.9, rng)
+		if err != nil {
+			return nil, skipped, fmt.Errorf("quality: needle %d (%s): %w", i, f, err)
+		}
+		err = cfg.runNeedle(nd, rows)
+		if errors.Is(err, errSpanBuild) {
+			skipped++
+		} else if err != nil {
+			return nil, skipped, fmt.Errorf("quality: gpu zoom: needle %d (%s): %w", i, f, err)
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(i, nd, err)
+		}
+	}
+	if skipped == cfg.Needles {
+		return nil, skipped, fmt.Errorf("%w: every needle left out", errSpanBuild)
+	}
+	for j := range rows {
+		r := &rows[j]
+		for _, s := range []*ZoomScore{&r.Full, &r.Host, &r.Device} {
+			s.LogProb /= float64(r.Needles)
+			s.Top1 /= float64(r.Needles)
+		}
+	}
+	return rows, skipped, nil
+}
+
+// runNeedle prefills nd's context, builds its span memory and adds each
+// budget's host and device runs to rows (score sums, averaged by
+// RunGPUZoom).
+func (cfg *GPUZoomConfig) runNeedle(nd *Needle, rows []GPUZoomRow) error {
+	m, ctx, cont := cfg.Model, nd.Tokens[:nd.Context], nd.Tokens[nd.Context:]
+	n := len(ctx)
+	pre, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
+	if err != nil {
+		return err
+	}
+	h := make([]float32, n)
+	h[0] = float32(math.NaN())
+	for t := 1; t < n; t++ {
+		h[t] = float32(pre.Surprisal[t-1])
+	}
+	full, err := decode(m, keepRows(pre.Cache, allTokens(n)), cont, n)
+	if err != nil {
+		return err
+	}
+	s, err := newSpanStore(m, pre.Cache, h, &cfg.Span)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errSpanBuild, err)
+	}
+	defer s.close()
+	add := func(sum *ZoomScore, logits [][]float32) {
+		sc := scoreNeedle(nd, logits)
+		sum.LogProb += sc.LogProb
+		sum.Top1 += sc.Top1
+		if sc.Exact {
+			sum.Exact++
+		}
+	}
+	for j, f := range cfg.Budgets {
+		r := &rows[j]
+		b := max(1, int(math.Floor(f*float64(n))))
+		host := newSpanMethod(s, h, b, cfg.Span.AnchorShare, cfg.Summaries)
+		hostTrace := traced(host)
+		hostLogits, err := decode(m, host, cont, n)
+		if err != nil {
+			return fmt.Errorf("host at %v: %w", f, err)
+		}
+		dev, dz, err := newDeviceSpanMethod(s, h, b, cfg.Span.AnchorShare, cfg.Summaries, cfg.Zoom)
+		if err != nil {
+			return fmt.Errorf("device at %v: %w", f, err)
+		}
+		devTrace := traced(dev)
+		devLogits, err := decode(m, dev, cont, n)
+		if err != nil {
+			return errors.Join(fmt.Errorf("device at %v: %w", f, err), dz.close())
+		}
+		ps := dz.prefetchStats()
+		if err := dz.close(); err != nil {
+			return fmt.Errorf("device at %v: %w", f, err)
+		}
+		r.Needles++
+		add(&r.Full, full)
+		add(&r.Host, hostLogits)
+		add(&r.Device, devLogits)
+		r.Steps += int64(len(cont))
+		r.Calls += dz.stats.Calls
+		for k := range hostLogits {
+			if !slices.Equal(hostLogits[k], devLogits[k]) {
+				r.LogitsDiffer++
+			}
+			for v := range hostLogits[k] {
+				r.MaxLogitDiff = max(r.MaxLogitDiff, math.Abs(float64(hostLogits[k][v])-float64(devLogits[k][v])))
+			}
+		}
+		r.ZoomsDiffer += zoomsDiffer(hostTrace.calls, devTrace.calls)
+		r.HostZoomBytes += int64(host.stats.bytes)
+		r.Blocks += dz.stats.Blocks
+		r.FactorBytes += dz.stats.FactorBytes
+		r.CopiedBack += dz.stats.CopiedBack
+		addStats(&r.Prefetch, ps)
+		r.ArenaBytes = dz.arena
+	}
+	return nil
+}
+
+// zoomsDiffer counts the calls whose layer or zoom sets differ (calls
+// present in one trace only count too).
+func zoomsDiffer(a, b []zoomCall) int {
+	n := max(len(a), len(b)) - min(len(a), len(b))
+	for i := range min(len(a), len(b)) {
+		if a[i].layer != b[i].layer || !slices.EqualFunc(a[i].spans, b[i].spans, slices.Equal[[]int]) {
+			n++
+		}
+	}
+	return n
+}
+
+// addStats adds b's counters to a; Resident and ResidentBytes are b's.
+func addStats(a *gpu.Stats, b gpu.Stats) {
+	a.Hits += b.Hits
+	a.Misses += b.Misses
+	a.Loads += b.Loads
+	a.BytesMoved += b.BytesMoved
+	a.Evictions += b.Evictions
+	a.Skipped += b.Skipped
+	a.Resident, a.ResidentBytes = b.Resident, b.ResidentBytes
+}
