@@ -83,9 +83,11 @@ type DeviceZoomOptions struct {
 const (
 	// zoomBatch is the blocks per kernel launch (and pinned at once).
 	zoomBatch = 8
-	// zoomReaders is the prefetcher's concurrent reads: one, so that which
-	// blocks a prefetch loads or skips does not depend on timing and the
-	// hit rate is reproducible.
+	// zoomReaders is the prefetcher's concurrent reads: one, so that a
+	// prefetch loads in score order and which blocks it skips does not
+	// depend on which reader is first. (The hit rate can still move by a
+	// percent between runs: the prefetcher breaks ties between equal
+	// scores, such as a span's K and V, in map order when it evicts.)
 	zoomReaders = 1
 	// minArenaBlocks of the largest block is the smallest arena: a batch
 	// pinned, the block a reader loads, and first-fit fragmentation around

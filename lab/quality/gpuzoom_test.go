@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -90,6 +91,46 @@ func TestGPUZoomMatchesHost(t *testing.T) {
 					t.Errorf("%v: device path's top-1 per byte %.2f, log-prob %.2f: want >= 0.3 and above -3 (chance %.2f)", r.Budget, r.Device.Top1, r.Device.LogProb, Chance)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkGPUZoom measures the GPU zoom path's traffic on
+// TestGPUZoomMatchesHost's needles (3 gocode-2k needles in 512-byte
+// windows, span memory at 25%), per device arena (a share of the context's
+// factor bytes) and lookahead (spans per KV head prefetched beyond the
+// zoomed ones): zoom-B/step, the factor bytes the zoom acquires per decode
+// step (all layers); moved-B/step, what the prefetcher copied to the device
+// per step; copied-back-B/step, the rebuilt rows copied to the host;
+// hit-rate, Prefetcher.Stats() hits over acquires. ns/op is one run of
+// the needles (prefill, full-KV, host and device decodes): no speed
+// figure. It fails if the device path's logits differ from the host's.
+func BenchmarkGPUZoom(b *testing.B) {
+	m, files := longCtxOrSkip(b, 512)
+	dev := zoomDevice(b)
+	for _, c := range []struct {
+		arena     float64
+		lookahead int
+	}{{0.5, 0}, {0.5, 2}, {1, 0}, {1, 2}} {
+		b.Run(fmt.Sprintf("arena-%g-lookahead-%d", c.arena, c.lookahead), func(b *testing.B) {
+			var r GPUZoomRow
+			for b.Loop() {
+				rows, _, err := RunGPUZoom(GPUZoomConfig{
+					NeedleConfig: NeedleConfig{LongConfig: LongConfig{Model: m, Budgets: []float64{0.25}},
+						Files: files, Window: 512, Needles: 3, Keys: 1, Seed: 1},
+					Zoom: DeviceZoomOptions{Device: dev, ArenaShare: c.arena, Lookahead: c.lookahead}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				r = rows[0]
+			}
+			if r.LogitsDiffer != 0 || r.ZoomsDiffer != 0 {
+				b.Fatalf("%d steps' logits and %d zoom sets differ from the host path's", r.LogitsDiffer, r.ZoomsDiffer)
+			}
+			b.ReportMetric(r.ZoomBytesPerStep(), "zoom-B/step")
+			b.ReportMetric(r.MovedBytesPerStep(), "moved-B/step")
+			b.ReportMetric(float64(r.CopiedBack)/float64(r.Steps), "copied-back-B/step")
+			b.ReportMetric(r.HitRate(), "hit-rate")
 		})
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // longCtxOrSkip loads gocode-2k and the held-out files of at least
 // minBytes of the go command's GOROOT/src/strings and bytes.
-func longCtxOrSkip(t *testing.T, minBytes int) (*llama.Model, []string) {
+func longCtxOrSkip(t testing.TB, minBytes int) (*llama.Model, []string) {
 	t.Helper()
 	m, err := llama.Load(testenv.ModelFile(t, "gocode-2k.bin"))
 	if err != nil {

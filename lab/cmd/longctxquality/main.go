@@ -9,6 +9,12 @@
 // command's GOROOT/src): -needles single needles, -multi needles of -keys
 // definitions with one recalled, and -files natural windows (KL over the
 // last -tail bytes). A count of 0 skips its table.
+//
+// -gpuzoom prints instead docs/quality.md's "GPU zoom path" table: on
+// -needles single needles, span memory's zoom rebuilt through gpu.Prefetcher
+// and the reconstruct kernel (the CUDA device with KVSTORE_GPU=1, else the
+// CPU device) against the host path, with the zoom's bytes per step and the
+// prefetcher's hit rate (-arena, -lookahead).
 package main
 
 import (
@@ -34,7 +40,11 @@ func main() {
 	tail := flag.Int("tail", 512, "natural windows: scored last tokens")
 	budgets := flag.String("budgets", "0.05,0.10,0.25", "GPU budgets, fractions of the context KV")
 	seed := flag.Uint64("seed", 1, "seed of the needles and of the files' order")
+	gpuZoom := flag.Bool("gpuzoom", false, "instead of the tables: span memory's zoom through the GPU path against the host path, on -needles single needles (CUDA device with KVSTORE_GPU=1, else the CPU device)")
+	arena := flag.Float64("arena", 0.5, "-gpuzoom: device budget for factor blocks, a share of the context's factor bytes")
+	lookahead := flag.Int("lookahead", 0, "-gpuzoom: spans per KV head prefetched beyond the zoomed ones")
 	flag.Parse()
+	zoom = gpuZoomFlags{*gpuZoom, *arena, *lookahead}
 	if err := run(*needles, *multi, *keys, *files, *window, *tail, *budgets, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "longctxquality:", err)
 		os.Exit(1)
@@ -71,6 +81,9 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	}
 	rand.New(rand.NewPCG(seed, 0x66696c65)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	lc := quality.LongConfig{Model: m, Budgets: budgets}
+	if zoom.on {
+		return runGPUZoom(quality.NeedleConfig{LongConfig: lc, Files: all, Window: window, Needles: needles, Seed: seed}, zoom.arena, zoom.lookahead)
+	}
 	fmt.Printf("gocode-2k, windows of %d tokens, held-out _test.go files of %s (%d of >= %d bytes, seed %d)\n\n", window, root, len(all), window, seed)
 	start := time.Now()
 	progress := func(what string, n int) func(int, *quality.Needle, error) {
@@ -118,6 +131,15 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	}
 	fmt.Fprintf(os.Stderr, "done in %v\n", time.Since(start).Round(time.Second))
 	return nil
+}
+
+// zoom is the -gpuzoom flags.
+var zoom gpuZoomFlags
+
+type gpuZoomFlags struct {
+	on        bool
+	arena     float64
+	lookahead int
 }
 
 func errText(err error) string {
