@@ -75,4 +75,19 @@
 // rows, span memory's anchors, zoomed rows and summaries (span memory's
 // zoom rows are a layer's, shared by its KV heads: one may hold more than
 // B while another holds less; its count is the layer's mean per head).
+//
+// # GPU zoom path
+//
+// RunGPUZoom (gpuzoom.go) decodes span memory twice from one stored
+// memory: with its zoomed spans rebuilt on the host
+// (SpanReader.ReconstructSpan), and through a gpu.Device, the CPU device in
+// CI or the CUDA one: per step and layer the same routing, then
+// gpu.Prefetcher.Acquire of the zoomed spans' factor blocks (read through
+// store/gpusource), the reconstruct + RoPE kernel into the layer's K and V
+// (HND, f32) on the device, a copy of the rebuilt rows back to the host
+// attention, Release, and a Prefetch of the zoomed spans and the next
+// candidates by score for the coming steps. The f32 kernel is bit-exact
+// with the host's reconstruction, so the zoom sets and logits must be
+// equal, not close; it reports the zoom's factor bytes per step, the
+// bytes the prefetcher moved and its hit rate.
 package quality
