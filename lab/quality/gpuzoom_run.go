@@ -128,26 +128,11 @@ func RunGPUZoom(cfg GPUZoomConfig) (rows []GPUZoomRow, skipped int, err error) {
 // budget's host and device runs to rows (score sums, averaged by
 // RunGPUZoom).
 func (cfg *GPUZoomConfig) runNeedle(nd *Needle, rows []GPUZoomRow) error {
-	m, ctx, cont := cfg.Model, nd.Tokens[:nd.Context], nd.Tokens[nd.Context:]
-	n := len(ctx)
-	pre, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
+	cont := nd.Tokens[nd.Context:]
+	full, runs, err := compareZoom(&cfg.Span, nd.Tokens[:nd.Context], cont, cfg.Budgets, cfg.Summaries, cfg.Zoom)
 	if err != nil {
 		return err
 	}
-	h := make([]float32, n)
-	h[0] = float32(math.NaN())
-	for t := 1; t < n; t++ {
-		h[t] = float32(pre.Surprisal[t-1])
-	}
-	full, err := decode(m, keepRows(pre.Cache, allTokens(n)), cont, n)
-	if err != nil {
-		return err
-	}
-	s, err := newSpanStore(m, pre.Cache, h, &cfg.Span)
-	if err != nil {
-		return fmt.Errorf("%w: %w", errSpanBuild, err)
-	}
-	defer s.close()
 	add := func(sum *ZoomScore, logits [][]float32) {
 		sc := scoreNeedle(nd, logits)
 		sum.LogProb += sc.LogProb
@@ -156,51 +141,94 @@ func (cfg *GPUZoomConfig) runNeedle(nd *Needle, rows []GPUZoomRow) error {
 			sum.Exact++
 		}
 	}
-	for j, f := range cfg.Budgets {
+	for j, run := range runs {
 		r := &rows[j]
-		b := max(1, int(math.Floor(f*float64(n))))
-		host := newSpanMethod(s, h, b, cfg.Span.AnchorShare, cfg.Summaries)
-		hostTrace := traced(host)
-		hostLogits, err := decode(m, host, cont, n)
-		if err != nil {
-			return fmt.Errorf("host at %v: %w", f, err)
-		}
-		dev, dz, err := newDeviceSpanMethod(s, h, b, cfg.Span.AnchorShare, cfg.Summaries, cfg.Zoom)
-		if err != nil {
-			return fmt.Errorf("device at %v: %w", f, err)
-		}
-		devTrace := traced(dev)
-		devLogits, err := decode(m, dev, cont, n)
-		if err != nil {
-			return errors.Join(fmt.Errorf("device at %v: %w", f, err), dz.close())
-		}
-		ps := dz.prefetchStats()
-		if err := dz.close(); err != nil {
-			return fmt.Errorf("device at %v: %w", f, err)
-		}
 		r.Needles++
 		add(&r.Full, full)
-		add(&r.Host, hostLogits)
-		add(&r.Device, devLogits)
+		add(&r.Host, run.host)
+		add(&r.Device, run.device)
 		r.Steps += int64(len(cont))
-		r.Calls += dz.stats.Calls
-		for k := range hostLogits {
-			if !slices.Equal(hostLogits[k], devLogits[k]) {
-				r.LogitsDiffer++
-			}
-			for v := range hostLogits[k] {
-				r.MaxLogitDiff = max(r.MaxLogitDiff, math.Abs(float64(hostLogits[k][v])-float64(devLogits[k][v])))
-			}
-		}
-		r.ZoomsDiffer += zoomsDiffer(hostTrace.calls, devTrace.calls)
-		r.HostZoomBytes += int64(host.stats.bytes)
-		r.Blocks += dz.stats.Blocks
-		r.FactorBytes += dz.stats.FactorBytes
-		r.CopiedBack += dz.stats.CopiedBack
-		addStats(&r.Prefetch, ps)
-		r.ArenaBytes = dz.arena
+		r.Calls += run.stats.Calls
+		r.LogitsDiffer += run.logitsDiffer
+		r.MaxLogitDiff = max(r.MaxLogitDiff, run.maxLogitDiff)
+		r.ZoomsDiffer += run.zoomsDiffer
+		r.HostZoomBytes += run.hostBytes
+		r.Blocks += run.stats.Blocks
+		r.FactorBytes += run.stats.FactorBytes
+		r.CopiedBack += run.stats.CopiedBack
+		addStats(&r.Prefetch, run.prefetch)
+		r.ArenaBytes = run.arena
 	}
 	return nil
+}
+
+// zoomRun is one budget's host and device decodes of a context.
+type zoomRun struct {
+	host, device [][]float32 // logits per step
+	logitsDiffer int         // steps whose logits are not bit for bit equal
+	maxLogitDiff float64
+	zoomsDiffer  int   // (step, layer) whose zoom sets differ
+	hostBytes    int64 // the host path's zoomed factor bytes
+	stats        deviceZoomStats
+	prefetch     gpu.Stats
+	arena        int
+}
+
+// compareZoom prefills ctx with span.Model, builds its span memory from
+// span's settings and decodes cont teacher-forced with the full KV and, at
+// each budget, span memory zoomed on the host and through the device.
+func compareZoom(span *Config, ctx, cont []int, budgets []float64, summaries bool, zoom DeviceZoomOptions) (full [][]float32, runs []zoomRun, err error) {
+	m, n := span.Model, len(ctx)
+	pre, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	h := make([]float32, n)
+	h[0] = float32(math.NaN())
+	for t := 1; t < n; t++ {
+		h[t] = float32(pre.Surprisal[t-1])
+	}
+	if full, err = decode(m, keepRows(pre.Cache, allTokens(n)), cont, n); err != nil {
+		return nil, nil, err
+	}
+	s, err := newSpanStore(m, pre.Cache, h, span)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errSpanBuild, err)
+	}
+	defer s.close()
+	for _, f := range budgets {
+		b := max(1, int(math.Floor(f*float64(n))))
+		host := newSpanMethod(s, h, b, span.AnchorShare, summaries)
+		hostTrace := traced(host)
+		var run zoomRun
+		if run.host, err = decode(m, host, cont, n); err != nil {
+			return nil, nil, fmt.Errorf("host at %v: %w", f, err)
+		}
+		dev, dz, err := newDeviceSpanMethod(s, h, b, span.AnchorShare, summaries, zoom)
+		if err != nil {
+			return nil, nil, fmt.Errorf("device at %v: %w", f, err)
+		}
+		devTrace := traced(dev)
+		if run.device, err = decode(m, dev, cont, n); err != nil {
+			return nil, nil, errors.Join(fmt.Errorf("device at %v: %w", f, err), dz.close())
+		}
+		run.prefetch, run.stats, run.arena = dz.prefetchStats(), dz.stats, dz.arena
+		if err := dz.close(); err != nil {
+			return nil, nil, fmt.Errorf("device at %v: %w", f, err)
+		}
+		for k := range run.host {
+			if !slices.Equal(run.host[k], run.device[k]) {
+				run.logitsDiffer++
+			}
+			for v := range run.host[k] {
+				run.maxLogitDiff = max(run.maxLogitDiff, math.Abs(float64(run.host[k][v])-float64(run.device[k][v])))
+			}
+		}
+		run.zoomsDiffer = zoomsDiffer(hostTrace.calls, devTrace.calls)
+		run.hostBytes = int64(host.stats.bytes)
+		runs = append(runs, run)
+	}
+	return full, runs, nil
 }
 
 // zoomsDiffer counts the calls whose layer or zoom sets differ (calls

@@ -8,6 +8,7 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/gpu"
 	"github.com/kvstore/kvstore/internal/testenv"
+	"github.com/kvstore/kvstore/lab/llama"
 )
 
 // zoomDevice is the device of the GPU zoom path's tests: the CUDA device
@@ -89,6 +90,47 @@ func TestGPUZoomMatchesHost(t *testing.T) {
 				}
 				if r.Budget == 0.25 && !(r.Device.Top1 >= 0.3 && r.Device.LogProb > -3) {
 					t.Errorf("%v: device path's top-1 per byte %.2f, log-prob %.2f: want >= 0.3 and above -3 (chance %.2f)", r.Budget, r.Device.Top1, r.Device.LogProb, Chance)
+				}
+			}
+		})
+	}
+}
+
+// TestGPUZoomRandomModel is TestGPUZoomMatchesHost without files: a
+// random model with Llama's 128-dim heads and llama3 RoPE scaling (two
+// layers of two KV heads), a sampled context of 256 tokens, 8 decoded,
+// f32 and bf16 factors, an arena at its floor. It needs no model file and
+// no Go toolchain, so a device check can run it where only the test binary
+// is (KVSTORE_GPU=1 on a GPU machine).
+func TestGPUZoomRandomModel(t *testing.T) {
+	cfg := RandomHD128
+	cfg.Dim, cfg.Hidden, cfg.Vocab = 256, 512, 256
+	m, err := llama.Random(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := zoomDevice(t)
+	const n, steps = 256, 8
+	toks, err := sample(m, 0, n+steps, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dt := range []format.DType{format.DTypeF32, format.DTypeBF16} {
+		t.Run(dt.String(), func(t *testing.T) {
+			span := Config{Name: "random", Model: m, Context: n, Continuation: steps, FactorDType: dt}
+			span.ensureDefaults()
+			_, runs, err := compareZoom(&span, toks[:n], toks[n:], []float64{0.25, 0.5}, false, DeviceZoomOptions{Device: dev, ArenaShare: 1e-6, Lookahead: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range runs {
+				ps := r.prefetch
+				t.Logf("budget %d: %d blocks, %d B acquired, %d hits, %d misses, %d evictions, arena %d B", i, r.stats.Blocks, r.stats.FactorBytes, ps.Hits, ps.Misses, ps.Evictions, r.arena)
+				if r.logitsDiffer != 0 || r.zoomsDiffer != 0 {
+					t.Errorf("budget %d: %d of %d steps' logits differ (max |diff| %g), %d of %d zoom sets differ", i, r.logitsDiffer, steps, r.maxLogitDiff, r.zoomsDiffer, r.stats.Calls)
+				}
+				if r.stats.Blocks == 0 || r.stats.FactorBytes != r.hostBytes || ps.Hits+ps.Misses != r.stats.Blocks {
+					t.Errorf("budget %d: %d blocks of %d bytes (host path %d), %d hits + %d misses", i, r.stats.Blocks, r.stats.FactorBytes, r.hostBytes, ps.Hits, ps.Misses)
 				}
 			}
 		})
