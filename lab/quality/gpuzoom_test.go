@@ -40,7 +40,7 @@ func zoomDevice(t testing.TB) gpu.Device {
 // host path counts, every acquire is a hit or a miss, and a tight arena
 // evicts and misses without changing a logit, with f32 and bf16 factors. Retrieval through span
 // memory holds: at 25% the device path's top-1 per byte is at least 0.3
-// and its log-prob above -3 (0.57 and -2.08 measured; full KV 0.48).
+// and its log-prob above -3 (0.57 and -2.10 measured; full KV 0.48).
 func TestGPUZoomMatchesHost(t *testing.T) {
 	m, files := longCtxOrSkip(t, 512)
 	dev := zoomDevice(t)
