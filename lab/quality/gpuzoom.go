@@ -23,7 +23,7 @@ import (
 //  1. acquires the zoomed spans' K and V factor blocks from a
 //     gpu.Prefetcher (a hit when an earlier step's prefetch left the block
 //     resident, a miss when Acquire loads it on demand), in the zoom's
-//     score order, BatchJobs blocks at a time;
+//     score order, zoomBatch blocks at a time;
 //  2. runs the fused reconstruct + RoPE kernel (gpu.Reconstructor.Run) into
 //     the layer's K and V in HND f32 on the device ([KV heads][context
 //     tokens][head dim], keys rotated at their context positions) and

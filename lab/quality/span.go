@@ -119,10 +119,7 @@ func (s *spanStore) span(layer, head, sp int) (rowSet, error) {
 
 // spanMethod is span memory at one budget.
 type spanMethod struct {
-	s *spanStore
-	// zoomer rebuilds the zoomed spans' rows: s itself on the host, or a
-	// gpu.Device (deviceZoom, gpuzoom.go).
-	zoomer    spanZoomer
+	s         *spanStore
 	rt        store.Routing // s.rt with this budget's zoom costs
 	summaries bool
 	resident  []bool // per context token: on the GPU at this budget
@@ -131,6 +128,9 @@ type spanMethod struct {
 	zoom      int64 // zoom rows per layer, shared by its KV heads; 0 = none
 	over      bool  // resident rows and summaries alone exceed the budget
 	stats     spanStats
+	// zoomer rebuilds the zoomed spans' rows: s itself on the host, or a
+	// gpu.Device (deviceZoom, gpuzoom.go).
+	zoomer spanZoomer
 }
 
 type spanStats struct {
