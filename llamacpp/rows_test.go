@@ -170,6 +170,7 @@ func TestLoadRowsBad(t *testing.T) {
 		{"empty", &llamacpp.Rows{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			c.Remove(0, -1, -1)
 			if err := c.Decode(0, 0, doc); err != nil { // cells present before the load
 				t.Fatal(err)
 			}
