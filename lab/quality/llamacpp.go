@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/format/gguf"
@@ -17,17 +18,27 @@ import (
 	"github.com/kvstore/kvstore/llamacpp"
 )
 
-// Span memory served to llama.cpp. A llama.cpp cell holds one position for
-// every layer and KV head, so the request's row set is chosen once: the
-// question's queries (the recall line before the value), computed by the
-// lab model over the resident rows alone, route every (layer, KV head)
-// against the span summaries, and llamacpp.RequestSpans takes the spans
-// by their best score over the groups until the resident rows, the
-// zoomed spans' other rows and the context's last row (llama.cpp decodes
-// on only after the last cell's position) fill B cells, B rows of every
-// (layer, KV head). The lab's span method re-routes at every decoded
-// token and layer, per (layer, KV head), its zoom budget shared by a
-// layer's KV heads.
+// Span memory served to llama.cpp. The request's rows are chosen once,
+// before decoding: the question's queries (the recall line before the
+// value), computed by the lab model over the resident rows alone, route
+// every (layer, KV head) against the span summaries. The lab's span method
+// re-routes at every decoded token and layer instead, its zoom budget
+// shared by a layer's KV heads.
+//
+// A llama.cpp cell holds one position for every layer and KV head, two
+// ways to load the choice:
+//   - MethodSpanRequest: per (layer, KV head) its own spans
+//     (llamacpp.GroupSpans, B minus the resident rows each), topped up
+//     with the most recent rows it lacks to the largest group's count C,
+//     loaded as C cells whose positions are labels (llamacpp.SpanGroupRows:
+//     attention reads a cell's position only to mask it, the keys are
+//     rotated for their own positions). C <= B rows per (layer, KV head).
+//   - MethodSpanUnion: one span set for all groups (llamacpp.RequestSpans,
+//     spans by their best score over the groups) at their true positions,
+//     with the context's last row (llama.cpp decodes on only after the
+//     last cell's position): every cell is a row of every group, so the
+//     resident rows, the last row and the zoomed spans' other rows
+//     together fill at most B cells.
 
 // Engines of a LlamaNeedleRow.
 const (
@@ -35,9 +46,11 @@ const (
 	EngineLlama = "llama.cpp"
 )
 
-// MethodSpanRequest is span memory with the request-time row set
-// (llamacpp.RequestSpans): the same rows at every step, layer and head.
-const MethodSpanRequest = "span@request"
+// Span memory with a request-time row set: the same rows at every step.
+const (
+	MethodSpanRequest = "span@request" // per (layer, KV head) spans, cell positions as labels
+	MethodSpanUnion   = "span@union"   // one span set for every (layer, KV head), true positions
+)
 
 // LlamaNeedleConfig is a needle measurement through llama.cpp beside the
 // lab's decode loop: Model (lab) and Engine (llama.cpp) must be the same
@@ -54,7 +67,7 @@ type LlamaNeedleConfig struct {
 // needles.
 type LlamaNeedleRow struct {
 	Budget float64 // 1 for MethodFull
-	Method string  // MethodFull, MethodSpan (lab only), MethodSpanRequest
+	Method string  // MethodFull, MethodSpan (lab only), MethodSpanRequest, MethodSpanUnion
 	Engine string  // EngineLab or EngineLlama
 	// Needles measured; LogProb and Top1 their means, Exact how many
 	// were recalled whole.
@@ -207,49 +220,116 @@ func (cfg *LlamaNeedleConfig) runLlama(lc *llamacpp.Context, nd *Needle) ([]llam
 		}
 		out = append(out, llamaRun{budget: f, method: MethodSpan, engine: EngineLab, logits: step,
 			rows: max(sm.stats.maxRows, sm.fixedRows), limit: float64(b), over: sm.over})
-		rows, err := requestRows(m, cache, sm, cont[:nd.Query], b)
-		if err != nil {
-			return nil, fmt.Errorf("quality: span@request at %v: %w", f, err)
-		}
-		lab, err := decode(m, rowsMethod(rows, m.KVHeads, m.HeadDim()), cont, n)
+		q, err := questionQueries(m, cache, sm, cont[:nd.Query])
 		if err != nil {
 			return nil, err
 		}
-		eng, err := engineDecode(lc, rows, cont, n)
-		if err != nil {
-			return nil, fmt.Errorf("quality: llama.cpp span@request at %v: %w", f, err)
+		for _, meth := range []string{MethodSpanRequest, MethodSpanUnion} {
+			build := groupRequestRows
+			if meth == MethodSpanUnion {
+				build = unionRequestRows
+			}
+			rows, err := build(sm, q, b)
+			if err != nil {
+				return nil, fmt.Errorf("quality: %s at %v: %w", meth, f, err)
+			}
+			lab, err := decode(m, rowsMethod(rows, m.KVHeads, m.HeadDim()), cont, n)
+			if err != nil {
+				return nil, err
+			}
+			eng, err := engineDecode(lc, rows, cont, n)
+			if err != nil {
+				return nil, fmt.Errorf("quality: llama.cpp %s at %v: %w", meth, f, err)
+			}
+			r := float64(rows.Len())
+			out = append(out,
+				llamaRun{budget: f, method: meth, engine: EngineLab, logits: lab, rows: r, limit: float64(b)},
+				llamaRun{budget: f, method: meth, engine: EngineLlama, logits: eng, rows: r, limit: float64(b), diff: logitsDiff(eng, lab)})
 		}
-		r := float64(rows.Len())
-		out = append(out,
-			llamaRun{budget: f, method: MethodSpanRequest, engine: EngineLab, logits: lab, rows: r, limit: float64(b)},
-			llamaRun{budget: f, method: MethodSpanRequest, engine: EngineLlama, logits: eng, rows: r, limit: float64(b), diff: logitsDiff(eng, lab)})
 	}
 	return out, nil
 }
 
-// requestRows is the request-time row set of span memory at b rows: the
-// resident rows of sm, the context's last row, and the spans
-// llamacpp.RequestSpans picks with the question's queries, computed by the
-// lab model attending over the resident rows alone.
-func requestRows(m *llama.Model, cache *llama.Cache, sm *spanMethod, question []int, b int) (*llamacpp.Rows, error) {
-	n := cache.Len()
+// questionQueries are the question's pre-RoPE queries per (layer, KV
+// head) group, its query heads' at every question token, computed by the
+// lab model attending over sm's resident rows alone.
+func questionQueries(m *llama.Model, cache *llama.Cache, sm *spanMethod, question []int) ([][]float32, error) {
+	rec := &queryRecorder{inner: keepRows(cache, residentTokens(sm)), kvHeads: m.KVHeads, hd: m.HeadDim(), q: make([][]float32, m.Layers*m.KVHeads)}
+	if _, err := decode(m, rec, question, cache.Len()); err != nil {
+		return nil, err
+	}
+	return rec.q, nil
+}
+
+func residentTokens(sm *spanMethod) []int {
 	var res []int
 	for t, r := range sm.resident {
 		if r {
 			res = append(res, t)
 		}
 	}
-	rec := &queryRecorder{inner: keepRows(cache, res), kvHeads: m.KVHeads, hd: m.HeadDim(), q: make([][]float32, m.Layers*m.KVHeads)}
-	if _, err := decode(m, rec, question, n); err != nil {
+	return res
+}
+
+// groupRequestRows is MethodSpanRequest's rows at b rows per (layer, KV
+// head).
+func groupRequestRows(sm *spanMethod, q [][]float32, b int) (*llamacpp.Rows, error) {
+	res := residentTokens(sm)
+	n := len(sm.resident)
+	spans, err := llamacpp.GroupSpans(&sm.rt, q, int64(b-len(res)))
+	if err != nil {
 		return nil, err
 	}
+
+	held := make([][]bool, len(spans))
+	c := 0
+	for g, sps := range spans {
+		held[g] = slices.Clone(sm.resident)
+		count := len(res)
+		for _, sp := range sps {
+			info := sm.s.meta.Spans[sp]
+			for t := info.Start; t < info.End; t++ {
+				if !held[g][t] {
+					held[g][t] = true
+					count++
+				}
+			}
+		}
+		c = max(c, count)
+	}
+	tokens := make([][]int, len(spans))
+	for g := range held {
+		count := 0
+		for _, h := range held[g] {
+			if h {
+				count++
+			}
+		}
+		for t := n - 1; t >= 0 && count < c; t-- { // top up with the most recent rows
+			if !held[g][t] {
+				held[g][t] = true
+				count++
+			}
+		}
+		for t, h := range held[g] {
+			if h {
+				tokens[g] = append(tokens[g], t)
+			}
+		}
+	}
+	return llamacpp.SpanGroupRows(sm.s.r, tokens, sm.resident)
+}
+
+// unionRequestRows is MethodSpanUnion's rows within b cells.
+func unionRequestRows(sm *spanMethod, q [][]float32, b int) (*llamacpp.Rows, error) {
+	n := len(sm.resident)
 	recon := make([]bool, n)
-	left := b - len(res)
+	left := b - len(residentTokens(sm))
 	if !sm.resident[n-1] {
 		recon[n-1] = true
 		left--
 	}
-	spans, err := llamacpp.RequestSpans(&sm.rt, rec.q, int64(left))
+	spans, err := llamacpp.RequestSpans(&sm.rt, q, int64(left))
 	if err != nil {
 		return nil, err
 	}
