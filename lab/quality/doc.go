@@ -75,4 +75,10 @@
 // rows, span memory's anchors, zoomed rows and summaries (span memory's
 // zoom rows are a layer's, shared by its KV heads: one may hold more than
 // B while another holds less; its count is the layer's mean per head).
+//
+// RunLlamaNeedles (llamacpp.go; linux and darwin, amd64 and arm64) serves
+// the same span memory to llama.cpp: a row set chosen once per request
+// from the question's queries, loaded at the rows' original positions
+// (llamacpp.LoadRows), decoded by llama.cpp and by the lab loop over the
+// same rows, beside the lab's per-step span method.
 package quality
