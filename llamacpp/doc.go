@@ -57,6 +57,29 @@
 // more than one stream holding the sequence, pruned packets (a llama.cpp
 // cell has one position for all layers and heads).
 //
+// # Rows at any positions, and span memory
+//
+// LoadRows makes a sequence hold exactly the rows given (Rows: positions
+// strictly ascending, gaps allowed, per layer [kv_heads][rows][head_dim]
+// float32, keys rotated for their positions); ReadRows reads a sequence's
+// cells back the same way. Attention reads a cell's position only to mask
+// it, so gap positions are simply not attended; llama.cpp decodes only at
+// the last position + 1, so a caller continuing at the context's length n
+// loads a row at n-1.
+//
+// A SpanReader's rows served to llama.cpp: SpanRows rebuilds resident rows
+// and reconstructed spans at their original positions (Meta().BasePosition
+// + t). A cell is one row of every layer and KV head, so the spans are
+// chosen once per request: RequestSpans takes one span set for all
+// (layer, KV head) groups (a span's best score over the groups), and
+// every cell counts as a row of every group. GroupSpans chooses per group,
+// and SpanGroupRows loads a different row set per group as cells whose
+// positions are labels (n-C .. n-1 for C cells per group; the keys carry
+// their own positions): exact attention, but such a sequence's positions
+// do not name its tokens. Either way the choice is made before decoding
+// and kept: the lab's decode loop (lab/quality) re-routes at every token.
+// docs/quality.md, "Span memory through llama.cpp", measures both.
+//
 // # Traps (llama.cpp v0.5.0)
 //
 // llama_memory_seq_add is lazy: positions change at once, key bytes at the

@@ -90,4 +90,12 @@
 // with the host's reconstruction, so the zoom sets and logits must be
 // equal, not close; it reports the zoom's factor bytes per step, the
 // bytes the prefetcher moved and its hit rate.
+//
+// # Through llama.cpp
+//
+// RunLlamaNeedles (llamacpp.go; linux and darwin, amd64 and arm64) serves
+// the same span memory to llama.cpp: a row set chosen once per request
+// from the question's queries, loaded at the rows' original positions
+// (llamacpp.LoadRows), decoded by llama.cpp and by the lab loop over the
+// same rows, beside the lab's per-step span method.
 package quality

@@ -1,0 +1,420 @@
+//go:build (linux || darwin) && (amd64 || arm64)
+
+package quality
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/format/gguf"
+	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/llamacpp"
+)
+
+// Span memory served to llama.cpp. The request's rows are chosen once,
+// before decoding: the question's queries (the recall line before the
+// value), computed by the lab model over the resident rows alone, route
+// every (layer, KV head) against the span summaries. The lab's span method
+// re-routes at every decoded token and layer instead, its zoom budget
+// shared by a layer's KV heads.
+//
+// A llama.cpp cell holds one position for every layer and KV head, two
+// ways to load the choice:
+//   - MethodSpanRequest: per (layer, KV head) its own spans
+//     (llamacpp.GroupSpans, B minus the resident rows each), topped up
+//     with the most recent rows it lacks to the largest group's count C,
+//     loaded as C cells whose positions are labels (llamacpp.SpanGroupRows:
+//     attention reads a cell's position only to mask it, the keys are
+//     rotated for their own positions). C <= B rows per (layer, KV head).
+//   - MethodSpanUnion: one span set for all groups (llamacpp.RequestSpans,
+//     spans by their best score over the groups) at their true positions,
+//     with the context's last row (llama.cpp decodes on only after the
+//     last cell's position): every cell is a row of every group, so the
+//     resident rows, the last row and the zoomed spans' other rows
+//     together fill at most B cells.
+
+// Engines of a LlamaNeedleRow.
+const (
+	EngineLab   = "lab"
+	EngineLlama = "llama.cpp"
+)
+
+// Span memory with a request-time row set: the same rows at every step.
+const (
+	MethodSpanRequest = "span@request" // per (layer, KV head) spans, cell positions as labels
+	MethodSpanUnion   = "span@union"   // one span set for every (layer, KV head), true positions
+)
+
+// LlamaNeedleConfig is a needle measurement through llama.cpp beside the
+// lab's decode loop: Model (lab) and Engine (llama.cpp) must be the same
+// weights.
+type LlamaNeedleConfig struct {
+	NeedleConfig
+	// Engine is Model's checkpoint loaded in llama.cpp (WriteGGUF).
+	Engine *llamacpp.Model
+	// Threads are llama.cpp's CPU threads (0: 1).
+	Threads int
+}
+
+// LlamaNeedleRow is one method on one engine at one budget over the
+// needles.
+type LlamaNeedleRow struct {
+	Budget float64 // 1 for MethodFull
+	Method string  // MethodFull, MethodSpan (lab only), MethodSpanRequest, MethodSpanUnion
+	Engine string  // EngineLab or EngineLlama
+	// Needles measured; LogProb and Top1 their means, Exact how many
+	// were recalled whole.
+	Needles       int
+	LogProb, Top1 float64
+	Exact         int
+	// Rows is the most context rows of one (layer, KV head), as a share of
+	// the context (llama.cpp: cells); Over: more than the budget's rows
+	// for some needle.
+	Rows float64
+	Over bool
+	// MaxDiff, for a llama.cpp row, is the largest |logit difference|
+	// from the lab decode loop over the same rows, over every needle and
+	// decoded token.
+	MaxDiff float64
+}
+
+// llamaRun is one method's logits on one engine for one needle.
+type llamaRun struct {
+	budget         float64
+	method, engine string
+	logits         [][]float32
+	rows, limit    float64
+	over           bool
+	diff           float64
+}
+
+// RunLlamaNeedles measures, on the needles RunNeedles builds from the same
+// configuration, full KV and span memory at every budget on both engines:
+// the lab's per-step span method, and the request-time row set decoded by
+// the lab loop and by llama.cpp (an F32 cache, flash attention off). Needles
+// whose span memory could not be built are left out and counted.
+func RunLlamaNeedles(cfg LlamaNeedleConfig) (rows []LlamaNeedleRow, skipped int, err error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, 0, err
+	}
+	m, e := cfg.Model, cfg.Engine
+	if e == nil || e.Layers != m.Layers || e.KVHeads != m.KVHeads || e.HeadDim() != m.HeadDim() || e.Vocab != m.Vocab {
+		return nil, 0, fmt.Errorf("%w: quality: llama.cpp model does not match the lab model", format.ErrInvalidArgument)
+	}
+	if len(cfg.Files) == 0 || cfg.Needles < 1 {
+		return nil, 0, fmt.Errorf("%w: quality: needles: %d files, %d needles", format.ErrInvalidArgument, len(cfg.Files), cfg.Needles)
+	}
+	lc, err := e.NewContext(llamacpp.ContextOptions{Ctx: cfg.Window + 64, Batch: 64, Threads: max(cfg.Threads, 1), Cache: llamacpp.CacheF32})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer lc.Close()
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6e656564))
+	for i := range cfg.Needles {
+		f := cfg.Files[i%len(cfg.Files)]
+		filler, err := goBytes(f, cfg.Window)
+		if err != nil {
+			return nil, skipped, err
+		}
+		nd, err := NewNeedle(filler, cfg.Window, cfg.Keys, (float64(i)+0.5)/float64(cfg.Needles)*0.9, rng)
+		if err != nil {
+			return nil, skipped, fmt.Errorf("quality: needle %d (%s): %w", i, f, err)
+		}
+		runs, err := cfg.runLlama(lc, nd)
+		if errors.Is(err, errSpanBuild) {
+			skipped++
+			if cfg.Progress != nil {
+				cfg.Progress(i, nd, err)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, skipped, fmt.Errorf("quality: needle %d (%s): %w", i, f, err)
+		}
+		if rows == nil {
+			for _, r := range runs {
+				rows = append(rows, LlamaNeedleRow{Budget: r.budget, Method: r.method, Engine: r.engine})
+			}
+		}
+		for j, r := range runs {
+			s := scoreNeedle(nd, r.logits)
+			row := &rows[j]
+			row.Needles++
+			row.LogProb += s.LogProb
+			row.Top1 += s.Top1
+			if s.Exact {
+				row.Exact++
+			}
+			row.Rows = max(row.Rows, r.rows/float64(nd.Context))
+			row.Over = row.Over || r.over || r.rows > r.limit
+			row.MaxDiff = max(row.MaxDiff, r.diff)
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(i, nd, nil)
+		}
+	}
+	if rows == nil {
+		return nil, skipped, fmt.Errorf("%w: every needle left out", errSpanBuild)
+	}
+	for j := range rows {
+		rows[j].LogProb /= float64(rows[j].Needles)
+		rows[j].Top1 /= float64(rows[j].Needles)
+	}
+	return rows, skipped, nil
+}
+
+// runLlama prefills the needle's context with the lab model, builds its
+// span memory and decodes the recall line teacher-forced with every
+// method on both engines.
+func (cfg *LlamaNeedleConfig) runLlama(lc *llamacpp.Context, nd *Needle) ([]llamaRun, error) {
+	m := cfg.Model
+	ctx, cont := nd.Tokens[:nd.Context], nd.Tokens[nd.Context:]
+	n := len(ctx)
+	pre, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
+	if err != nil {
+		return nil, err
+	}
+	h := make([]float32, n)
+	h[0] = float32(math.NaN())
+	for t := 1; t < n; t++ {
+		h[t] = float32(pre.Surprisal[t-1])
+	}
+	cache := pre.Cache
+	full, err := decode(m, keepRows(cache, allTokens(n)), cont, n)
+	if err != nil {
+		return nil, err
+	}
+	all := &llamacpp.Rows{Positions: make([]int32, n)}
+	for t := range all.Positions {
+		all.Positions[t] = int32(t)
+	}
+	for _, kv := range cache.Layers {
+		all.K, all.V = append(all.K, kv.K), append(all.V, kv.V)
+	}
+	engFull, err := engineDecode(lc, all, cont, n)
+	if err != nil {
+		return nil, err
+	}
+	out := []llamaRun{
+		{budget: 1, method: MethodFull, engine: EngineLab, logits: full, rows: float64(n), limit: float64(n)},
+		{budget: 1, method: MethodFull, engine: EngineLlama, logits: engFull, rows: float64(n), limit: float64(n), diff: logitsDiff(engFull, full)},
+	}
+	s, err := newSpanStore(m, cache, h, &cfg.Span)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errSpanBuild, err)
+	}
+	defer s.close()
+	for _, f := range cfg.Budgets {
+		b := max(1, int(math.Floor(f*float64(n))))
+		sm := newSpanMethod(s, h, b, cfg.Span.AnchorShare, false)
+		step, err := decode(m, sm, cont, n)
+		if err != nil {
+			return nil, fmt.Errorf("quality: span at %v: %w", f, err)
+		}
+		out = append(out, llamaRun{budget: f, method: MethodSpan, engine: EngineLab, logits: step,
+			rows: max(sm.stats.maxRows, sm.fixedRows), limit: float64(b), over: sm.over})
+		q, err := questionQueries(m, cache, sm, cont[:nd.Query])
+		if err != nil {
+			return nil, err
+		}
+		for _, meth := range []string{MethodSpanRequest, MethodSpanUnion} {
+			build := groupRequestRows
+			if meth == MethodSpanUnion {
+				build = unionRequestRows
+			}
+			rows, err := build(sm, q, b)
+			if err != nil {
+				return nil, fmt.Errorf("quality: %s at %v: %w", meth, f, err)
+			}
+			lab, err := decode(m, rowsMethod(rows, m.KVHeads, m.HeadDim()), cont, n)
+			if err != nil {
+				return nil, err
+			}
+			eng, err := engineDecode(lc, rows, cont, n)
+			if err != nil {
+				return nil, fmt.Errorf("quality: llama.cpp %s at %v: %w", meth, f, err)
+			}
+			r := float64(rows.Len())
+			out = append(out,
+				llamaRun{budget: f, method: meth, engine: EngineLab, logits: lab, rows: r, limit: float64(b)},
+				llamaRun{budget: f, method: meth, engine: EngineLlama, logits: eng, rows: r, limit: float64(b), diff: logitsDiff(eng, lab)})
+		}
+	}
+	return out, nil
+}
+
+// questionQueries are the question's pre-RoPE queries per (layer, KV
+// head) group, its query heads' at every question token, computed by the
+// lab model attending over sm's resident rows alone.
+func questionQueries(m *llama.Model, cache *llama.Cache, sm *spanMethod, question []int) ([][]float32, error) {
+	rec := &queryRecorder{inner: keepRows(cache, residentTokens(sm)), kvHeads: m.KVHeads, hd: m.HeadDim(), q: make([][]float32, m.Layers*m.KVHeads)}
+	if _, err := decode(m, rec, question, cache.Len()); err != nil {
+		return nil, err
+	}
+	return rec.q, nil
+}
+
+func residentTokens(sm *spanMethod) []int {
+	var res []int
+	for t, r := range sm.resident {
+		if r {
+			res = append(res, t)
+		}
+	}
+	return res
+}
+
+// groupRequestRows is MethodSpanRequest's rows at b rows per (layer, KV
+// head).
+func groupRequestRows(sm *spanMethod, q [][]float32, b int) (*llamacpp.Rows, error) {
+	res := residentTokens(sm)
+	n := len(sm.resident)
+	spans, err := llamacpp.GroupSpans(&sm.rt, q, int64(b-len(res)))
+	if err != nil {
+		return nil, err
+	}
+
+	held := make([][]bool, len(spans))
+	c := 0
+	for g, sps := range spans {
+		held[g] = slices.Clone(sm.resident)
+		count := len(res)
+		for _, sp := range sps {
+			info := sm.s.meta.Spans[sp]
+			for t := info.Start; t < info.End; t++ {
+				if !held[g][t] {
+					held[g][t] = true
+					count++
+				}
+			}
+		}
+		c = max(c, count)
+	}
+	tokens := make([][]int, len(spans))
+	for g := range held {
+		count := 0
+		for _, h := range held[g] {
+			if h {
+				count++
+			}
+		}
+		for t := n - 1; t >= 0 && count < c; t-- { // top up with the most recent rows
+			if !held[g][t] {
+				held[g][t] = true
+				count++
+			}
+		}
+		for t, h := range held[g] {
+			if h {
+				tokens[g] = append(tokens[g], t)
+			}
+		}
+	}
+	return llamacpp.SpanGroupRows(sm.s.r, tokens, sm.resident)
+}
+
+// unionRequestRows is MethodSpanUnion's rows within b cells.
+func unionRequestRows(sm *spanMethod, q [][]float32, b int) (*llamacpp.Rows, error) {
+	n := len(sm.resident)
+	recon := make([]bool, n)
+	left := b - len(residentTokens(sm))
+	if !sm.resident[n-1] {
+		recon[n-1] = true
+		left--
+	}
+	spans, err := llamacpp.RequestSpans(&sm.rt, q, int64(left))
+	if err != nil {
+		return nil, err
+	}
+	for _, sp := range spans {
+		info := sm.s.meta.Spans[sp]
+		for t := info.Start; t < info.End; t++ {
+			recon[t] = !sm.resident[t]
+		}
+	}
+	return llamacpp.SpanRows(sm.s.r, sm.resident, recon)
+}
+
+// queryRecorder attends as inner does and keeps every step's pre-RoPE
+// queries, per (layer, KV head) group its query heads'.
+type queryRecorder struct {
+	inner       method
+	kvHeads, hd int
+	q           [][]float32
+}
+
+func (r *queryRecorder) rows(a *llama.StepAttention) ([]rowSet, error) {
+	per := len(a.QPre) / r.hd / r.kvHeads
+	for g := range r.kvHeads {
+		gi := a.Layer*r.kvHeads + g
+		r.q[gi] = append(r.q[gi], a.QPre[g*per*r.hd:(g+1)*per*r.hd]...)
+	}
+	return r.inner.rows(a)
+}
+
+// rowsMethod is the lab method attending over rows at every step.
+func rowsMethod(rows *llamacpp.Rows, kvHeads, hd int) *fixedRows {
+	n := rows.Len()
+	f := &fixedRows{sets: make([][]rowSet, len(rows.K))}
+	for l := range rows.K {
+		f.sets[l] = make([]rowSet, kvHeads)
+		for g := range kvHeads {
+			f.sets[l][g] = rowSet{k: rows.K[l][g*n*hd : (g+1)*n*hd], v: rows.V[l][g*n*hd : (g+1)*n*hd]}
+		}
+	}
+	return f
+}
+
+// engineDecode loads rows into sequence 0 of lc and decodes cont
+// teacher-forced at positions n, n+1, ..., one token per llama_decode,
+// returning the logits after each.
+func engineDecode(lc *llamacpp.Context, rows *llamacpp.Rows, cont []int, n int) ([][]float32, error) {
+	if err := llamacpp.LoadRows(lc, 0, rows); err != nil {
+		return nil, err
+	}
+	out := make([][]float32, len(cont))
+	for i, tok := range cont {
+		if err := lc.Decode(0, n+i, []int32{int32(tok)}); err != nil {
+			return nil, err
+		}
+		out[i] = lc.Logits()
+	}
+	return out, nil
+}
+
+// logitsDiff is the largest |a - b| over every step's logits.
+func logitsDiff(a, b [][]float32) float64 {
+	d := 0.0
+	for i := range a {
+		for j := range a[i] {
+			d = max(d, math.Abs(float64(a[i][j]-b[i][j])))
+		}
+	}
+	return d
+}
+
+// WriteGGUF converts a llama2.c checkpoint (lab/llama's format) to GGUF
+// (gguf.WriteLlama2c) in dir and returns the file's path.
+func WriteGGUF(checkpoint, dir string) (string, error) {
+	ck, err := os.ReadFile(checkpoint)
+	if err != nil {
+		return "", fmt.Errorf("quality: %w", err)
+	}
+	var buf bytes.Buffer
+	name := filepath.Base(checkpoint)
+	if _, err := gguf.WriteLlama2c(&buf, ck, name); err != nil {
+		return "", fmt.Errorf("quality: gguf of %s: %w", checkpoint, err)
+	}
+	p := filepath.Join(dir, name+".gguf")
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		return "", fmt.Errorf("quality: %w", err)
+	}
+	return p, nil
+}
