@@ -91,11 +91,12 @@
 // test binaries:
 //
 //	bash gpu/scripts/build-device-check.sh     # here: CGO_ENABLED=0 go test -c into .device/
-//	sh .device/device-check.sh                 # there: under 4 minutes
+//	sh .device/device-check.sh                 # there: under 5 minutes
 //
 // It prints the correctness of every kernel, layout and dtype against the
 // CPU reference, H2D bandwidth from pinned and pageable memory, and the
 // kernels' throughput next to the device-to-device copy bandwidth of the
-// same run. GPU tests skip through internal/testenv, saying why, when Open
+// same run, then runs lab/quality's GPU zoom loop on a random model
+// (TestGPUZoomRandomModel). GPU tests skip through internal/testenv, saying why, when Open
 // finds no device, unless KVSTORE_REQUIRE=gpu or KVSTORE_GPU=1 demands one.
 package gpu
