@@ -61,7 +61,7 @@ type Stats struct {
 // Prefetcher keeps factor blocks resident on a device within a byte budget.
 // Prefetch copies the requested spans in, highest routing score first,
 // evicting the lowest-scored resident spans that nobody holds when room is
-// needed; Acquire hands a resident span to a kernel (loading it on the spot
+// needed (equal scores in SpanKey order: context, layer, head, span, kind); Acquire hands a resident span to a kernel (loading it on the spot
 // when no prefetch did: a miss) and pins it until Release. Blocks travel
 // Source -> pinned staging buffer (HostPool) -> device (Arena) on a copy
 // stream of their own; each span's Ready event orders its readers after

@@ -108,7 +108,9 @@ func (p *Prefetcher) reserve(key SpanKey, size int, score float32, demand bool) 
 }
 
 // makeRoom allocates size bytes, evicting idle spans scored below score
-// (all idle spans when score is +Inf), lowest first. Called with p.mu held.
+// (all idle spans when score is +Inf), lowest first; equal scores go in
+// SpanKey order (compareKeys), so that the victims do not depend on the
+// map's iteration order. Called with p.mu held.
 func (p *Prefetcher) makeRoom(size int, score float32) (Buffer, error) {
 	for {
 		buf, err := p.arena.Alloc(size)
@@ -118,7 +120,7 @@ func (p *Prefetcher) makeRoom(size int, score float32) (Buffer, error) {
 		var victim *entry
 		for _, e := range p.entries {
 			if e.pins == 0 && (e.score < score || math.IsInf(float64(score), 1)) && isClosed(e.loaded) && e.err == nil &&
-				(victim == nil || e.score < victim.score) {
+				(victim == nil || e.score < victim.score || e.score == victim.score && compareKeys(e.key, victim.key) < 0) {
 				victim = e
 			}
 		}

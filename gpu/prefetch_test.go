@@ -132,6 +132,54 @@ func TestPrefetchBudgetEvictsLowest(t *testing.T) {
 	}
 }
 
+// TestPrefetchEvictsTiesInKeyOrder: among idle spans of equal score the
+// prefetcher evicts in SpanKey order, whatever order they were loaded in,
+// so the same requests evict the same spans in every run.
+func TestPrefetchEvictsTiesInKeyOrder(t *testing.T) {
+	// spanKey(i) is layer 0, head i%4, span i: key order 0, 4, 1, 5, 2, ...
+	want := []SpanKey{spanKey(0), spanKey(4), spanKey(1), spanKey(5)}
+	for run := range 10 {
+		src, _ := blockSource(t, 12)
+		p := newTestPrefetcher(t, src, 8, 1)
+		ctx := context.Background()
+		var reqs []Request
+		for _, i := range rand.New(rand.NewPCG(uint64(run), 3)).Perm(8) {
+			reqs = append(reqs, Request{Key: spanKey(i), Score: 1})
+		}
+		if err := p.Prefetch(ctx, reqs); err != nil {
+			t.Fatal(err)
+		}
+		var evicted []SpanKey
+		for i := 8; i < 12; i++ {
+			before := residentKeys(p)
+			if err := p.Prefetch(ctx, []Request{{spanKey(i), 2}}); err != nil {
+				t.Fatal(err)
+			}
+			after := residentKeys(p)
+			for _, k := range before {
+				if !slices.Contains(after, k) {
+					evicted = append(evicted, k)
+				}
+			}
+		}
+		if !slices.Equal(evicted, want) {
+			t.Fatalf("run %d (load order %v): evicted %v, want %v", run, reqs, evicted, want)
+		}
+	}
+}
+
+// residentKeys lists p's spans on the device or on their way.
+func residentKeys(p *Prefetcher) []SpanKey {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var keys []SpanKey
+	for k := range p.entries {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	return keys
+}
+
 // TestEvictionWaitsForReaders: memory of a span released after pending
 // work on a stream is not overwritten until that work is done.
 func TestEvictionWaitsForReaders(t *testing.T) {

@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -22,6 +24,13 @@ type SpanKey struct {
 
 func (k SpanKey) String() string {
 	return fmt.Sprintf("%s/L%d/H%d/S%d/%v", hex.EncodeToString(k.Context[:8]), k.Layer, k.Head, k.Span, k.Kind)
+}
+
+// compareKeys orders keys by context, layer, head, span and kind (a span's
+// K before its V), for the prefetcher's tie-breaks.
+func compareKeys(a, b SpanKey) int {
+	return cmp.Or(bytes.Compare(a.Context[:], b.Context[:]), cmp.Compare(a.Layer, b.Layer),
+		cmp.Compare(a.Head, b.Head), cmp.Compare(a.Span, b.Span), cmp.Compare(a.Kind, b.Kind))
 }
 
 // Source is where the prefetcher reads factor blocks from; the store

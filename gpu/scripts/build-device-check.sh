@@ -12,6 +12,7 @@ mkdir -p "$out"
 cd "$root"
 CGO_ENABLED=0 go test -c -o "$out/gpu.test" ./gpu
 CGO_ENABLED=0 go test -c -o "$out/cuda.test" ./gpu/internal/cuda
+CGO_ENABLED=0 go test -c -o "$out/quality.test" ./lab/quality
 cp gpu/scripts/device-check.sh "$out/device-check.sh"
 chmod +x "$out/device-check.sh"
 ls -l "$out"

@@ -85,9 +85,9 @@ const (
 	zoomBatch = 8
 	// zoomReaders is the prefetcher's concurrent reads: one, so that a
 	// prefetch loads in score order and which blocks it skips does not
-	// depend on which reader is first. (The hit rate can still move by a
-	// percent between runs: the prefetcher breaks ties between equal
-	// scores, such as a span's K and V, in map order when it evicts.)
+	// depend on which reader is first. (The prefetcher breaks ties between
+	// equal scores, such as a span's K and V, in SpanKey order when it
+	// evicts, so a run repeats its hit rate.)
 	zoomReaders = 1
 	// minArenaBlocks of the largest block is the smallest arena: a batch
 	// pinned, the block a reader loads, and first-fit fragmentation around
