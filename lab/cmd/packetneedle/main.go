@@ -1,0 +1,135 @@
+// Command packetneedle measures KV Packet at long context on gocode-2k (a
+// 2,048-token byte-level Go model): multi-document needles (lab/quality's
+// RunMultiDoc), and prints the table of docs/quality.md's "Multi-document
+// needles (gocode-2k)":
+//
+//	go run ./lab/cmd/packetneedle                    # the full run: 200 requests
+//	go run ./lab/cmd/packetneedle -requests 30       # a reduced run
+//
+// A request is BOS, -docs-min to -docs-max documents of -doc-min to
+// -doc-max bytes (whole lines of held-out Go: the _test.go files of the go
+// command's GOROOT/src), one carrying `const NAME = "VALUE"`, and the
+// recall line `\treturn NAME // "`, the value teacher-forced after it.
+// Methods: full recompute, plain packets, CacheBlend (-blend of the
+// document tokens recomputed), the adapters given with -adapter
+// NAME=FILE (safetensors, as kvstore adapter export writes them), and on
+// plain packets int8, int4, TOVA and random pruning at -keeps. A progress
+// line per request goes to stderr.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvstore/kvstore/adapter"
+	"github.com/kvstore/kvstore/internal/testenv"
+	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/lab/quality"
+)
+
+type adapters []quality.MultiDocAdapter
+
+func (a *adapters) String() string { return fmt.Sprint(len(*a), " adapters") }
+
+func (a *adapters) Set(s string) error {
+	name, file, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("want NAME=FILE, got %q", s)
+	}
+	ad, err := adapter.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	*a = append(*a, quality.MultiDocAdapter{Name: name, Adapter: ad})
+	return nil
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.requests, "requests", 200, "requests (the needle's document spread evenly over the ranks)")
+	flag.IntVar(&o.spec.DocsMin, "docs-min", 4, "fewest documents per request")
+	flag.IntVar(&o.spec.DocsMax, "docs-max", 8, "most documents per request")
+	flag.IntVar(&o.spec.DocMin, "doc-min", 150, "fewest bytes per document")
+	flag.IntVar(&o.spec.DocMax, "doc-max", 400, "most bytes per document (fewer where the request would pass 2,048 tokens)")
+	flag.StringVar(&o.keeps, "keeps", "0.5,0.25,0.1", "kept fractions of TOVA and random pruning")
+	flag.Float64Var(&o.blend, "blend", quality.DefaultBlendRatio, "CacheBlend's recomputed share of document tokens")
+	flag.BoolVar(&o.compress, "compress", true, "measure int8, int4 and pruning")
+	flag.Var(&o.adapters, "adapter", "NAME=FILE: an adapter (safetensors) to measure; repeatable")
+	flag.Uint64Var(&o.spec.Seed, "seed", 1, "seed of the requests")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "packetneedle:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	requests int
+	spec     quality.MultiDocSpec
+	keeps    string
+	blend    float64
+	compress bool
+	adapters adapters
+}
+
+func run(o options) error {
+	var keeps []float64
+	for _, f := range strings.Split(o.keeps, ",") {
+		k, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil {
+			return err
+		}
+		keeps = append(keeps, k)
+	}
+	p, ok := testenv.ModelPath("gocode-2k.bin")
+	if !ok {
+		return fmt.Errorf("gocode-2k not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
+	}
+	m, err := llama.Load(p)
+	if err != nil {
+		return err
+	}
+	root, err := quality.GoSrcDir("")
+	if err != nil {
+		return err
+	}
+	files, err := quality.HeldOutGoFiles(root, 2*o.spec.DocMax)
+	if err != nil {
+		return err
+	}
+	rand.New(rand.NewPCG(o.spec.Seed, 0x66696c65)).Shuffle(len(files), func(i, j int) { files[i], files[j] = files[j], files[i] })
+	o.spec.Requests, o.spec.Limit = o.requests, m.SeqLen
+	reqs, err := quality.MultiDocRequests(files, o.spec)
+	if err != nil {
+		return err
+	}
+	tokens := 0
+	for _, r := range reqs {
+		tokens += r.Len()
+	}
+	fmt.Printf("gocode-2k, %d requests of %d-%d documents of %d-%d bytes from held-out _test.go files of %s (%d files, seed %d); %d tokens per request on average\n\n",
+		len(reqs), o.spec.DocsMin, o.spec.DocsMax, o.spec.DocMin, o.spec.DocMax, root, len(files), o.spec.Seed, tokens/len(reqs))
+	rows, err := quality.RunMultiDoc(quality.MultiDocConfig{Model: m, Requests: reqs, Keeps: keeps, BlendRatio: o.blend,
+		Adapters: o.adapters, Compress: o.compress, Seed: o.spec.Seed,
+		Progress: func(i int, r *quality.MultiDocRequest, elapsed time.Duration) {
+			fmt.Fprintf(os.Stderr, "request %d/%d (%d documents, needle in %d, %d tokens) %v\n", i+1, len(reqs), len(r.Docs), r.Needle+1, r.Len(), elapsed.Round(time.Second))
+		}})
+	if err != nil {
+		return err
+	}
+	fmt.Println("| method | log-prob/byte | top-1/byte | top-1 median / worst | exact | top-1 needle first / inner / last | KL mean | KL median | KL worst |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		top, _ := r.RankTop1()
+		fmt.Printf("| %s | %.2f | %.3f | %.2f / %.2f | %d/%d | %.2f / %.2f / %.2f | %.3f | %.3f | %.3f |\n", r.Method, r.LogProb(), r.Top1(),
+			r.MedianTop1(), r.WorstTop1(), r.Exact(), len(r.Scores), top[0], top[1], top[2], r.KL(), r.MedianKL(), r.WorstKL())
+	}
+	_, n := rows[0].RankTop1()
+	fmt.Printf("\nneedle in the first / an inner / the last document: %d / %d / %d requests\n", n[0], n[1], n[2])
+	return nil
+}
