@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/kvstore/kvstore/format"
@@ -16,6 +17,23 @@ import (
 // one row per (codec setting, policy, kept fraction or mass share) with
 // each file's figures, so that a point can be judged by its worst text as
 // well as its median.
+
+// HeldOutSplit returns the texts of an operating-point run: the _test.go
+// files under root (GOROOT/src) of at least window bytes
+// (HeldOutGoFiles), shuffled by seed; the first tune of them are the
+// tuning set, on which policies' parameters are chosen, the next eval the
+// evaluation set, disjoint from it by construction.
+func HeldOutSplit(root string, window, tune, eval int, seed uint64) (tuning, evaluation []string, err error) {
+	all, err := HeldOutGoFiles(root, window)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tune < 0 || eval < 0 || len(all) < tune+eval {
+		return nil, nil, fmt.Errorf("%w: quality: %d held-out files of >= %d bytes under %s, want %d + %d", format.ErrInvalidArgument, len(all), window, root, tune, eval)
+	}
+	rand.New(rand.NewPCG(seed, 0x66696c65)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	return all[:tune], all[tune : tune+eval], nil
+}
 
 // PointsConfig is RunPoints' measurement: Packet's model, lengths, codecs,
 // policies and fractions (its Text and BOS are set per file), over Files.

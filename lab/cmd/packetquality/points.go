@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,26 +29,6 @@ type pointsFlags struct {
 	json             string
 	check            string
 	checkProbe       int
-}
-
-// pointFiles returns the held-out files of a points run: the _test.go
-// files of GOROOT/src of at least window bytes (quality.HeldOutGoFiles),
-// shuffled by seed; the first tune of them are the tuning set, the next
-// eval the evaluation set, disjoint by construction.
-func pointFiles(window, tune, eval int, seed uint64) (tuning, evaluation []string, root string, err error) {
-	root, err = quality.GoSrcDir("")
-	if err != nil {
-		return nil, nil, "", err
-	}
-	all, err := quality.HeldOutGoFiles(root, window)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	if len(all) < tune+eval {
-		return nil, nil, "", fmt.Errorf("%d held-out files of >= %d bytes under %s, want %d", len(all), window, root, tune+eval)
-	}
-	rand.New(rand.NewPCG(seed, 0x66696c65)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-	return all[:tune], all[tune : tune+eval], root, nil
 }
 
 func splitFloats(s string) ([]float64, error) {
@@ -121,7 +100,11 @@ func runPoints(pf pointsFlags) error {
 		policies = []string{}
 	}
 	window := pf.context + pf.cont
-	tuning, evaluation, root, err := pointFiles(window, pf.tune, pf.eval, pf.seed)
+	root, err := quality.GoSrcDir("")
+	if err != nil {
+		return err
+	}
+	tuning, evaluation, err := quality.HeldOutSplit(root, window, pf.tune, pf.eval, pf.seed)
 	if err != nil {
 		return err
 	}
