@@ -67,29 +67,29 @@ func TestGoCodeSpan(t *testing.T) {
 }
 
 // The default operating point docs/quality.md names ("Operating points
-// over held-out texts"): int4 with TOVA keeping 75% of the tokens.
+// over held-out texts"): int4, every token kept. No pruned point met the
+// KL bound on the worst tuning text of both gocode-hd64 and gocode-2k.
 const (
-	defaultPointCodec  = format.CodecInt4
-	defaultPointPolicy = PolicyTOVA
-	defaultPointKeep   = 0.75
+	defaultPointCodec = format.CodecInt4
+	defaultPointBytes = 0.32 // of bf16's: 31.3% measured
 )
 
 // defaultPointTexts are three texts of the tuning set of docs/quality.md's
 // operating points (gocode-hd64, seed 1), the ones the default point did
-// worst on there (KL 6.1e-3, 1.7e-3 and 1.5e-3 nats), relative to
+// worst on there (KL 1.1e-3, 7.4e-4 and 4.9e-4 nats), relative to
 // GOROOT/src.
 var defaultPointTexts = []string{
-	"internal/zstd/fuzz_test.go",
-	"embed/internal/embedtest/embedx_test.go",
 	"net/http/fcgi/fcgi_test.go",
+	"encoding/json/v2/errors_test.go",
+	"os/exec/lp_unix_test.go",
 }
 
 // TestGoCodeDefault holds the default operating point to its bound at full
 // size (448 + 64 tokens, as measured): on each text KL <= 0.01 nats in at
-// most a quarter of bf16's bytes, above the unpruned codec's KL (pruning
-// is not free); and the texts are hard enough to tell: TOVA keeping 25%
-// (the point named before the operating points were measured over many
-// texts) exceeds the bound on one of them at least.
+// most 32% of bf16's bytes. And the texts are hard enough to tell points
+// apart: TOVA keeping 25% (the point docs named before the operating
+// points were measured over many texts; 5.3e-3 on strings) exceeds the
+// bound on one of them at least.
 func TestGoCodeDefault(t *testing.T) {
 	m, err := llama.Load(testenv.ModelFile(t, "gocode-hd64.bin"))
 	if err != nil {
@@ -105,25 +105,23 @@ func TestGoCodeDefault(t *testing.T) {
 		files = append(files, filepath.Join(root, filepath.FromSlash(f)))
 	}
 	rep, err := RunPoints(PointsConfig{Files: files, Packet: PacketConfig{Name: "gocode", Model: m, Context: 448, Continuation: 64,
-		Codecs: []format.Codec{defaultPointCodec}, Policies: []string{defaultPointPolicy}, Keeps: []float64{0.25, defaultPointKeep}, Observe: DefaultTOVAQueries}})
+		Codecs: []format.Codec{defaultPointCodec}, Policies: []string{PolicyTOVA}, Keeps: []float64{0.25}, Observe: DefaultTOVAQueries}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	name := defaultPointCodec.String()
-	def, ok1 := rep.Row(name, defaultPointPolicy, defaultPointKeep)
-	whole, ok2 := rep.Row(name, PolicyNone, 1)
-	small, ok3 := rep.Row(name, defaultPointPolicy, 0.25)
-	if !ok1 || !ok2 || !ok3 {
-		t.Fatalf("rows missing: %v %v %v", ok1, ok2, ok3)
+	def, ok1 := rep.Row(name, PolicyNone, 1)
+	small, ok2 := rep.Row(name, PolicyTOVA, 0.25)
+	if !ok1 || !ok2 {
+		t.Fatalf("rows missing: %v %v", ok1, ok2)
 	}
 	for i, f := range defaultPointTexts {
-		if !(def.KL[i] <= 0.01 && def.OfBF16[i] <= 0.25 && def.KL[i] > whole.KL[i]) {
-			t.Errorf("%s: default point KL %.2e in %.1f%% of bf16 (unpruned %.2e): want <= 0.01, <= 25%%, above unpruned",
-				f, def.KL[i], 100*def.OfBF16[i], whole.KL[i])
+		if !(def.KL[i] <= 0.01 && def.OfBF16[i] <= defaultPointBytes) {
+			t.Errorf("%s: default point KL %.2e in %.1f%% of bf16: want <= 0.01 in <= %.0f%%", f, def.KL[i], 100*def.OfBF16[i], 100*defaultPointBytes)
 		}
 	}
 	if small.WorstKL() <= 0.01 {
-		t.Errorf("keeping 25%%: worst KL %.2e over the texts, want above 0.01 (the texts no longer tell the points apart)", small.WorstKL())
+		t.Errorf("TOVA keeping 25%%: worst KL %.2e over the texts, want above 0.01 (the texts no longer tell the points apart)", small.WorstKL())
 	}
 }
 

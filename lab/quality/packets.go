@@ -54,6 +54,11 @@ const (
 	// window (TOVAQueries rows) kept and a pooling kernel of 7.
 	PolicyWindow = "window"
 	PolicySnapKV = "snapkv"
+	// PolicyHybrid keeps the first anchorRows tokens and the most recent
+	// PacketConfig.HybridRecent of the budget, and fills the rest by
+	// TOVA's votes: the recent lines the next bytes lean on and the far
+	// rows the last queries attend to.
+	PolicyHybrid = "window+tova"
 	snapKVKernel = 7
 	// anchorRows is how many first tokens keep-anchors always keeps.
 	anchorRows = 4
@@ -95,6 +100,9 @@ type PacketConfig struct {
 	// at least MassMin of the tokens kept (0: one row).
 	Mass    []float64
 	MassMin float64
+	// HybridRecent is the share of PolicyHybrid's budget kept as the
+	// most recent rows (0: one half).
+	HybridRecent float64
 	// Check are the KL bounds of PolicyCheck measured (nil: none), with
 	// its probe's length (0: DefaultCheckProbe) and the fractions it tries
 	// (nil: DefaultCheckLadder).
@@ -294,6 +302,8 @@ func keepSets(m *llama.Model, att [][][][]float32, n int, cfg *PacketConfig) ([]
 				scores = tova
 			case PolicyAnchors:
 				scores, anchors = tova, prune.FirstAnchors(n, anchorRows, 0)
+			case PolicyHybrid:
+				scores, anchors = tova, prune.FirstAnchors(n, anchorRows, int(cmp.Or(cfg.HybridRecent, 0.5)*float64(k)))
 			case PolicyWindow:
 				scores, anchors = prune.WindowScores(m.Layers, m.KVHeads, n), prune.FirstAnchors(n, anchorRows, 0)
 			case PolicySnapKV:

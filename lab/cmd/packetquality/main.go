@@ -60,6 +60,7 @@ func main() {
 	flag.IntVar(&pf.observe, "points-observe", 32, "prefill the last N context tokens apart, with attention (0: all with attention)")
 	flag.StringVar(&pf.check, "points-check", "", "probe KL bounds of the window-check policy in -points (comma-separated; empty: none)")
 	flag.IntVar(&pf.checkProbe, "points-check-probe", 64, "the context's last tokens window-check decodes to check a fraction")
+	flag.Float64Var(&pf.hybridRecent, "points-hybrid-recent", 0.5, "the share of window+tova's budget kept as the most recent rows")
 	flag.StringVar(&pf.json, "points-json", "", "also write -points' report, every text's figures, to this JSON file")
 	flag.Parse()
 	if pf.eval > 0 {

@@ -29,6 +29,7 @@ type pointsFlags struct {
 	json             string
 	check            string
 	checkProbe       int
+	hybridRecent     float64
 }
 
 func splitFloats(s string) ([]float64, error) {
@@ -119,7 +120,7 @@ func runPoints(pf pointsFlags) error {
 	start := time.Now()
 	rep, err := quality.RunPoints(quality.PointsConfig{
 		Packet: quality.PacketConfig{Name: name, Model: m, Context: pf.context, Continuation: pf.cont, Codecs: codecs,
-			Keeps: keeps, Policies: policies, Mass: mass, MassMin: pf.massMin, Check: check, CheckProbe: pf.checkProbe, TOVAQueries: pf.queries, Observe: pf.observe},
+			Keeps: keeps, Policies: policies, Mass: mass, MassMin: pf.massMin, HybridRecent: pf.hybridRecent, Check: check, CheckProbe: pf.checkProbe, TOVAQueries: pf.queries, Observe: pf.observe},
 		Files: files,
 		Progress: func(i int, f string) {
 			rel, _ := filepath.Rel(root, f)
