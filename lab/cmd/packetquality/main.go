@@ -10,6 +10,12 @@
 // it measures low-rank settings (-lowrank; by default ranks 8, 16 and 32 of
 // gocode's 64 dims, 4 and 6 of stories260K's 8, 16, 32 and 64 of the random
 // model's 128, and energy 0.999 on each).
+//
+// -points N measures operating points instead: each (codec, policy, kept
+// fraction) over N held-out _test.go files of GOROOT (quality.RunPoints,
+// quality.HeldOutSplit: a tuning set of -points-tune files, then the N
+// evaluation files), reporting each point's median and worst KL and
+// bytes; -model gocode or gocode2k.
 package main
 
 import (
