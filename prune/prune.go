@@ -18,8 +18,16 @@
 //   - SnapKV: the attention of an observation window's queries, summed
 //     and max-pooled along the positions, the window itself kept first
 //     (Li et al. 2024);
+//   - Window: the first tokens (attention sinks) and the most recent
+//     (StreamingLLM, Xiao et al. 2024);
 //   - anchors: Select keeps a given anchor set first (the first tokens,
 //     adapter rows) and fills the budget by any scores.
+//
+// The budget itself can be decided per packet from the document: Mass
+// keeps the fewest rows whose votes hold a share of every (layer, KV
+// head)'s attention mass; Calibrate picks the least fraction of a ladder
+// whose caller-supplied probe (a decode of the document's own last tokens
+// over its pruned head, say) stays within a loss bound.
 //
 // store.PrepareAssemblePruned applies a keep-set while assembling a stored
 // packet; store.Packet.Keep stores a packet pruned, only its kept rows and

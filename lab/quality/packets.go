@@ -46,6 +46,20 @@ const (
 	PolicyRandom  = "random"
 	PolicyTOVA    = "tova"
 	PolicyAnchors = "anchors+tova"
+	// PolicyMass keeps per packet the rows prune.MassKeep asks of TOVA's
+	// scores: its rows' Keep is the mass share, Kept the fraction kept.
+	PolicyMass = "tova-mass"
+	// PolicyWindow keeps the first anchorRows tokens and the most recent
+	// (StreamingLLM); PolicySnapKV is prune.SnapKV with its observation
+	// window (TOVAQueries rows) kept and a pooling kernel of 7.
+	PolicyWindow = "window"
+	PolicySnapKV = "snapkv"
+	// PolicyHybrid keeps the first anchorRows tokens and the most recent
+	// PacketConfig.HybridRecent of the budget, and fills the rest by
+	// TOVA's votes: the recent lines the next bytes lean on and the far
+	// rows the last queries attend to.
+	PolicyHybrid = "window+tova"
+	snapKVKernel = 7
 	// anchorRows is how many first tokens keep-anchors always keeps.
 	anchorRows = 4
 	// DefaultTOVAQueries is TOVA's observation window: the attention of
@@ -79,6 +93,26 @@ type PacketConfig struct {
 	// TOVAQueries is how many last context queries TOVA sums (0:
 	// DefaultTOVAQueries; 1 is TOVA proper).
 	TOVAQueries int
+	// Policies are the fixed-fraction policies measured at each of Keeps
+	// (nil: PolicyRandom, PolicyTOVA, PolicyAnchors).
+	Policies []string
+	// Mass are the shares of PolicyMass measured (nil: none), each with
+	// at least MassMin of the tokens kept (0: one row).
+	Mass    []float64
+	MassMin float64
+	// HybridRecent is the share of PolicyHybrid's budget kept as the
+	// most recent rows (0: one half).
+	HybridRecent float64
+	// Check are the KL bounds of PolicyCheck measured (nil: none), with
+	// its probe's length (0: DefaultCheckProbe) and the fractions it tries
+	// (nil: DefaultCheckLadder).
+	Check       []float64
+	CheckProbe  int
+	CheckLadder []float64
+	// Observe, when positive, prefills the context in two calls, the
+	// second its last Observe tokens with their attention (TOVA's votes:
+	// at least TOVAQueries), rather than one call's N x N attention.
+	Observe int
 }
 
 // PacketRow is one (codec setting, policy, kept fraction).
@@ -88,7 +122,9 @@ type PacketRow struct {
 	// name, or LowRankName's.
 	Setting string
 	Policy  string
-	Keep    float64
+	// Keep is the kept fraction asked (PolicyMass: the mass share), Kept
+	// the fraction of the context's rows each (layer, KV head) kept.
+	Keep, Kept float64
 	// BytesPerToken is stored bytes over context tokens; OfBF16 the same
 	// over the bf16 bytes of a token's K and V in every layer.
 	BytesPerToken, OfBF16 float64
@@ -120,6 +156,9 @@ func (c *PacketConfig) ensureDefaults() {
 	if c.TOVAQueries == 0 {
 		c.TOVAQueries = DefaultTOVAQueries
 	}
+	if c.Policies == nil {
+		c.Policies = []string{PolicyRandom, PolicyTOVA, PolicyAnchors}
+	}
 }
 
 // RunPackets measures every codec unpruned and under every policy and kept
@@ -135,20 +174,20 @@ func RunPackets(cfg PacketConfig) (*PacketReport, error) {
 		return nil, err
 	}
 	ctx, cont := toks[:n], toks[n:]
-	pre, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{Attention: true})
+	cache, att, err := prefill(m, ctx, cfg.Observe)
 	if err != nil {
 		return nil, err
 	}
-	full, err := decode(m, keepRows(pre.Cache, allTokens(n)), cont, n)
+	full, err := decode(m, keepRows(cache, allTokens(n)), cont, n)
 	if err != nil {
 		return nil, err
 	}
-	pk, err := newPacketStore(m, pre.Cache, ctx, cfg.DType)
+	pk, err := newPacketStore(m, cache, ctx, cfg.DType)
 	if err != nil {
 		return nil, err
 	}
 	defer pk.db.Close()
-	sets, err := keepSets(m, pre.Attention, n, &cfg)
+	sets, err := keepSets(m, att, n, &cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +203,13 @@ func RunPackets(cfg PacketConfig) (*PacketReport, error) {
 				return nil, fmt.Errorf("quality: packets: %s %s %v: %w", c.name, s.policy, s.keep, err)
 			}
 			rep.Rows = append(rep.Rows, row)
+		}
+		if len(cfg.Check) > 0 {
+			rows, err := checkRows(&cfg, cache, ctx, cont, full, pk, id, c)
+			if err != nil {
+				return nil, fmt.Errorf("quality: packets: %s %s: %w", c.name, PolicyCheck, err)
+			}
+			rep.Rows = append(rep.Rows, rows...)
 		}
 	}
 	return rep, nil
@@ -204,37 +250,88 @@ func LowRankName(o codec.Options) string {
 	return name
 }
 
-// keepSet is one pruning of the sweep (set nil: none).
+// prefill runs ctx through m with full attention and returns its cache
+// and the attention probabilities of its last queries: all of them when
+// observe is 0, else the last observe (prefilled in a second call).
+func prefill(m *llama.Model, ctx []int, observe int) (*llama.Cache, [][][][]float32, error) {
+	n := len(ctx)
+	if observe <= 0 || observe >= n {
+		pre, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{Attention: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		return pre.Cache, pre.Attention, nil
+	}
+	pre, err := m.Forward(ctx[:n-observe], 0, nil, llama.ForwardOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	obs, err := m.Forward(ctx[n-observe:], int64(n-observe), pre.Cache, llama.ForwardOptions{Attention: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	return obs.Cache, obs.Attention, nil
+}
+
+// keepSet is one pruning of the sweep (set nil: none); kept is the rows
+// kept per (layer, KV head).
 type keepSet struct {
 	policy string
 	keep   float64
+	kept   int
 	set    *prune.Set
 }
 
-// keepSets returns no pruning, then every policy at every kept fraction.
+// keepSets returns no pruning, then every policy at every kept fraction,
+// then PolicyMass at every share.
 func keepSets(m *llama.Model, att [][][][]float32, n int, cfg *PacketConfig) ([]keepSet, error) {
-	out := []keepSet{{policy: PolicyNone, keep: 1}}
+	out := []keepSet{{policy: PolicyNone, keep: 1, kept: n}}
 	tova, err := prune.TOVAScores(att, m.KVHeads, n, cfg.TOVAQueries)
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range cfg.Keeps {
 		k := prune.Budget(n, f)
-		for _, p := range []struct {
-			name    string
-			scores  [][]float32
-			anchors []int
-		}{
-			{PolicyRandom, prune.RandomScores(m.Layers, m.KVHeads, n, cfg.Seed), nil},
-			{PolicyTOVA, tova, nil},
-			{PolicyAnchors, tova, prune.FirstAnchors(n, anchorRows, 0)},
-		} {
-			s, err := prune.Select(m.Layers, m.KVHeads, n, p.scores, k, p.anchors)
+		for _, name := range cfg.Policies {
+			var scores [][]float32
+			var anchors []int
+			switch name {
+			case PolicyRandom:
+				scores = prune.RandomScores(m.Layers, m.KVHeads, n, cfg.Seed)
+			case PolicyTOVA:
+				scores = tova
+			case PolicyAnchors:
+				scores, anchors = tova, prune.FirstAnchors(n, anchorRows, 0)
+			case PolicyHybrid:
+				scores, anchors = tova, prune.FirstAnchors(n, anchorRows, int(cmp.Or(cfg.HybridRecent, 0.5)*float64(k)))
+			case PolicyWindow:
+				scores, anchors = prune.WindowScores(m.Layers, m.KVHeads, n), prune.FirstAnchors(n, anchorRows, 0)
+			case PolicySnapKV:
+				if scores, err = prune.SnapKVScores(att, m.KVHeads, n, cfg.TOVAQueries, snapKVKernel); err != nil {
+					return nil, err
+				}
+				for t := n - 1; t >= n-min(cfg.TOVAQueries, k); t-- {
+					anchors = append(anchors, t)
+				}
+			default:
+				return nil, fmt.Errorf("%w: quality: packets: policy %q", format.ErrInvalidArgument, name)
+			}
+			s, err := prune.Select(m.Layers, m.KVHeads, n, scores, k, anchors)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, keepSet{policy: p.name, keep: f, set: s})
+			out = append(out, keepSet{policy: name, keep: f, kept: k, set: s})
 		}
+	}
+	for _, share := range cfg.Mass {
+		s, k, err := prune.Mass(m.Layers, m.KVHeads, n, tova, share, prune.Budget(n, max(cfg.MassMin, 1/float64(n))), nil)
+		if err != nil {
+			return nil, err
+		}
+		if k == n {
+			s = nil // every row: stored whole
+		}
+		out = append(out, keepSet{policy: PolicyMass, keep: share, kept: k, set: s})
 	}
 	return out, nil
 }
@@ -302,7 +399,7 @@ func (ps *packetStore) put(c setting) (format.PacketID, error) {
 // Bytes per token are the stored chunks' lengths from the store's header,
 // the positions chunk of a pruned packet included.
 func (ps *packetStore) measure(id format.PacketID, c setting, s keepSet, cont []int, full [][]float32) (PacketRow, error) {
-	row := PacketRow{Codec: c.codec, Setting: c.name, Policy: s.policy, Keep: s.keep}
+	row := PacketRow{Codec: c.codec, Setting: c.name, Policy: s.policy, Keep: s.keep, Kept: float64(s.kept) / float64(ps.n)}
 	ns := c.name
 	if s.set != nil {
 		ns = fmt.Sprintf("%s/%s/%g", c.name, s.policy, s.keep)

@@ -34,7 +34,8 @@ import (
 // ColdConfig is one ColdLoad measurement.
 type ColdConfig struct {
 	Packet PacketConfig // model, text, context; Codecs[0] and Options are the setting's codec
-	// Policy and Keep prune the setting (PolicyNone or Keep 1: whole).
+	// Policy and Keep prune the setting (PolicyNone or Keep 1: whole;
+	// PolicyMass: Keep is the share, Packet.MassMin the floor).
 	Policy string
 	Keep   float64
 	Copies int    // packets per side (0: 128)
@@ -82,7 +83,11 @@ func ColdLoad(cc ColdConfig) (*ColdResult, error) {
 	}
 	var keep *prune.Set
 	if cc.Policy != PolicyNone && cc.Keep < 1 {
-		sets, err := keepSets(m, pre.Attention, n, &PacketConfig{Keeps: []float64{cc.Keep}, Seed: cfg.Seed, TOVAQueries: cfg.TOVAQueries})
+		kc := &PacketConfig{Keeps: []float64{cc.Keep}, Policies: []string{cc.Policy}, Seed: cfg.Seed, TOVAQueries: cfg.TOVAQueries}
+		if cc.Policy == PolicyMass {
+			kc.Keeps, kc.Policies, kc.Mass, kc.MassMin = nil, nil, []float64{cc.Keep}, cfg.MassMin
+		}
+		sets, err := keepSets(m, pre.Attention, n, kc)
 		if err != nil {
 			return nil, err
 		}

@@ -46,8 +46,15 @@ func (r *PacketReport) Markdown(w io.Writer) error {
 		if pareto[i] {
 			mark = "yes"
 		}
-		if _, err := fmt.Fprintf(w, "| %s | %s | %.0f%% | %.1f | %.1f%% | %.2e | %.2e | %.3f | %s |\n",
-			x.Setting, x.Policy, 100*x.Keep, x.BytesPerToken, 100*x.OfBF16, x.KL, x.MaxKL, x.Top1, mark); err != nil {
+		kept := fmt.Sprintf("%.0f%%", 100*x.Keep)
+		switch x.Policy {
+		case PolicyMass:
+			kept = fmt.Sprintf("%.1f%% (mass %g)", 100*x.Kept, x.Keep)
+		case PolicyCheck:
+			kept = fmt.Sprintf("%.1f%% (probe KL <= %g)", 100*x.Kept, x.Keep)
+		}
+		if _, err := fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f%% | %.2e | %.2e | %.3f | %s |\n",
+			x.Setting, x.Policy, kept, x.BytesPerToken, 100*x.OfBF16, x.KL, x.MaxKL, x.Top1, mark); err != nil {
 			return err
 		}
 	}

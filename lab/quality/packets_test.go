@@ -2,6 +2,7 @@ package quality
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -135,5 +136,51 @@ func TestPacketsLowRank(t *testing.T) {
 	var b bytes.Buffer
 	if err := r.Markdown(&b); err != nil || !strings.Contains(b.String(), "| lowrank r16 | none |") {
 		t.Fatalf("markdown: %v\n%s", err, b.String())
+	}
+}
+
+// TestPacketsAdaptive runs the per-packet policies on the narrow random
+// model of TestPacketsRandomHD128. window-check with a bound no probe can
+// miss keeps the ladder's least fraction, and is then the window policy
+// at that fraction, row for row; with a bound no probe meets it keeps
+// every row and costs what the unpruned packet does. tova-mass keeps more
+// rows for a larger share, at least MassMin of them, and a share of 1
+// keeps every row the votes touch. The split prefill (Observe) leaves the
+// unpruned KL at the f32 cache's.
+func TestPacketsAdaptive(t *testing.T) {
+	cfg := RandomHD128
+	cfg.Dim, cfg.Hidden, cfg.Heads, cfg.KVHeads, cfg.Vocab = 256, 256, 2, 1, 128
+	m, err := llama.Random(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 48
+	r, err := RunPackets(PacketConfig{Name: "random", Model: m, Context: n, Continuation: 4, Seed: 1, Observe: 8, TOVAQueries: 8,
+		Codecs: []format.Codec{format.CodecRaw}, Policies: []string{PolicyWindow}, Keeps: []float64{0.25},
+		Mass: []float64{0.5, 0.9}, MassMin: 0.25, Check: []float64{1e9, -1}, CheckProbe: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[[2]string]PacketRow{}
+	for _, x := range r.Rows {
+		rows[[2]string{x.Policy, fmt.Sprint(x.Keep)}] = x
+	}
+	if len(rows) != 6 {
+		t.Fatalf("%d distinct rows, want 6: %v", len(rows), r.Rows)
+	}
+	whole, win := rows[[2]string{PolicyNone, "1"}], rows[[2]string{PolicyWindow, "0.25"}]
+	loose, tight := rows[[2]string{PolicyCheck, "1e+09"}], rows[[2]string{PolicyCheck, "-1"}]
+	if loose.Kept != win.Kept || loose.KL != win.KL || loose.BytesPerToken != win.BytesPerToken {
+		t.Errorf("window-check, loose bound: kept %v, KL %v, %v B; window 25%%: kept %v, KL %v, %v B", loose.Kept, loose.KL, loose.BytesPerToken, win.Kept, win.KL, win.BytesPerToken)
+	}
+	if tight.Kept != 1 || tight.KL != whole.KL || tight.BytesPerToken != whole.BytesPerToken {
+		t.Errorf("window-check, tight bound: kept %v, KL %v, %v B; unpruned KL %v, %v B", tight.Kept, tight.KL, tight.BytesPerToken, whole.KL, whole.BytesPerToken)
+	}
+	m5, m9 := rows[[2]string{PolicyMass, "0.5"}], rows[[2]string{PolicyMass, "0.9"}]
+	if !(m5.Kept >= 0.25 && m5.Kept <= m9.Kept && m9.Kept < 1) {
+		t.Errorf("tova-mass kept %v at 0.5, %v at 0.9: want at least 0.25, growing, below 1", m5.Kept, m9.Kept)
+	}
+	if !(whole.KL >= 0 && whole.KL < 1e-3) {
+		t.Errorf("unpruned raw KL %v", whole.KL)
 	}
 }

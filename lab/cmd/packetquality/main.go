@@ -10,6 +10,12 @@
 // it measures low-rank settings (-lowrank; by default ranks 8, 16 and 32 of
 // gocode's 64 dims, 4 and 6 of stories260K's 8, 16, 32 and 64 of the random
 // model's 128, and energy 0.999 on each).
+//
+// -points N measures operating points instead: each (codec, policy, kept
+// fraction) over N held-out _test.go files of GOROOT (quality.RunPoints,
+// quality.HeldOutSplit: a tuning set of -points-tune files, then the N
+// evaluation files), reporting each point's median and worst KL and
+// bytes; -model gocode or gocode2k.
 package main
 
 import (
@@ -46,7 +52,31 @@ func main() {
 		"(e.g. int4/tova/0.25) against raw; see quality.ColdLoad")
 	copies := flag.Int("cold-copies", 128, "packets per side of -cold")
 	rounds := flag.Int("cold-rounds", 5, "rounds of -cold")
+	var pf pointsFlags
+	flag.IntVar(&pf.eval, "points", 0, "instead of the tables, the operating points over N held-out files (median and worst; see -points-*)")
+	flag.IntVar(&pf.tune, "points-tune", 8, "files of the tuning set, disjoint from the -points evaluation files")
+	flag.StringVar(&pf.set, "points-set", "eval", "which files -points measures: eval or tune")
+	flag.Uint64Var(&pf.seed, "points-seed", 1, "seed of -points' shuffle of the held-out files")
+	flag.StringVar(&pf.codecs, "points-codecs", "raw,int8,int4", "codecs of -points")
+	flag.StringVar(&pf.policies, "points-policies", "tova,anchors+tova", "fixed-fraction policies of -points")
+	flag.StringVar(&pf.keeps, "points-keeps", "0.25,0.5,0.75", "kept fractions of -points")
+	flag.StringVar(&pf.mass, "points-mass", "0.9,0.95,0.98", "mass shares of the tova-mass policy in -points")
+	flag.Float64Var(&pf.massMin, "points-mass-min", 0.25, "the least fraction tova-mass keeps")
+	flag.Float64Var(&pf.bound, "points-bound", 0.01, "the KL bound -points marks worst texts against")
+	flag.IntVar(&pf.observe, "points-observe", 32, "prefill the last N context tokens apart, with attention (0: all with attention)")
+	flag.StringVar(&pf.check, "points-check", "", "probe KL bounds of the window-check policy in -points (comma-separated; empty: none)")
+	flag.IntVar(&pf.checkProbe, "points-check-probe", 64, "the context's last tokens window-check decodes to check a fraction")
+	flag.Float64Var(&pf.hybridRecent, "points-hybrid-recent", 0.5, "the share of window+tova's budget kept as the most recent rows")
+	flag.StringVar(&pf.json, "points-json", "", "also write -points' report, every text's figures, to this JSON file")
 	flag.Parse()
+	if pf.eval > 0 {
+		pf.model, pf.context, pf.cont, pf.queries = *model, *stCtx, *cont, *queries
+		if err := runPoints(pf); err != nil {
+			fmt.Fprintln(os.Stderr, "packetquality:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cold != "" {
 		if err := runCold(*cold, *goPkg, *stCtx, *copies, *rounds, *queries, *group, *seed); err != nil {
 			fmt.Fprintln(os.Stderr, "packetquality:", err)
