@@ -20,7 +20,26 @@ const (
 	ArtifactRouterBias = spanmem.ArtifactRouterBias
 	ArtifactTau        = spanmem.ArtifactTau
 	ArtifactRank       = spanmem.ArtifactRank
+	ArtifactRankGate   = spanmem.ArtifactRankGate
 )
+
+// RankGate is SeKV's rank gate g_phi (spanmem.RankGate): stored as
+// ArtifactRankGate, BuildSpanMemory lets it choose each span's factor rank
+// in place of the energy threshold.
+type RankGate = spanmem.RankGate
+
+// RankGateInputs is the number of features of a rank gate of r_max r.
+func RankGateInputs(r int) int { return spanmem.RankGateInputs(r) }
+
+// EncodeRankGate lays g out as the data and meta of ArtifactRankGate.
+// Errors wrap ErrInvalidArgument.
+func EncodeRankGate(g *RankGate) ([]byte, ArtifactMeta, error) { return spanmem.EncodeRankGate(g) }
+
+// DecodeRankGate parses an ArtifactRankGate. Errors wrap
+// ErrInvalidArgument.
+func DecodeRankGate(data []byte, meta ArtifactMeta) (*RankGate, error) {
+	return spanmem.DecodeRankGate(data, meta)
+}
 
 // EncodeHeadValues lays out one float per (layer, KV head) as the data and
 // meta of a tau, bias or rank artifact (format.EncodeHeadValues).
