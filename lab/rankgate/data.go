@@ -2,6 +2,7 @@ package rankgate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -64,6 +65,11 @@ func NewSample(x []float32, rows, cols, layer, layers int, value bool, r int, se
 	return s, nil
 }
 
+// ErrSpanSVD marks a context whose span could not be factored
+// (reconstruct.SVD's error is wrapped too): spanmem.Build refuses that
+// context as well, so a caller may leave it out and count it.
+var ErrSpanSVD = errors.New("rank gate: a span's SVD failed")
+
 // ContextSamples prefills tokens on m at position 0 and returns the
 // samples of every factored span (segmentation by surprisal with seg),
 // every layer and KV head, K and V, at r_max r.
@@ -100,11 +106,11 @@ func ContextSamples(m *llama.Model, tokens []int, r int, seg segment.Options) ([
 				seed := uint64(g)<<32 | uint64(si)
 				sk, err := NewSample(k, sp.Len(), hd, l, layers, false, r, seed)
 				if err != nil {
-					return nil, fmt.Errorf("rank gate: layer %d head %d span %d keys: %w", l, hh, si, err)
+					return nil, fmt.Errorf("%w: layer %d head %d span %d keys: %w", ErrSpanSVD, l, hh, si, err)
 				}
 				sv, err := NewSample(kv.V[lo:hi], sp.Len(), hd, l, layers, true, r, seed^0x9e3779b97f4a7c15)
 				if err != nil {
-					return nil, fmt.Errorf("rank gate: layer %d head %d span %d values: %w", l, hh, si, err)
+					return nil, fmt.Errorf("%w: layer %d head %d span %d values: %w", ErrSpanSVD, l, hh, si, err)
 				}
 				out = append(out, sk, sv)
 			}

@@ -95,6 +95,7 @@ type rankgateCheckpoint struct {
 	Key     string
 	Samples []*rankgate.Sample
 	Drawn   int // contexts drawn
+	Skipped int // of them, left out: a span's SVD failed (rankgate.ErrSpanSVD)
 	State   *rankgate.State
 	Losses  []float64
 }
@@ -121,6 +122,7 @@ type rankgateReport struct {
 	Artifact    string           `json:"artifact"`
 	Model       string           `json:"model_fingerprint"`
 	Samples     int              `json:"samples"`
+	Skipped     int              `json:"skipped_contexts"`
 	FirstLoss   float64          `json:"first_loss"`
 	LastLoss    float64          `json:"last_loss"`
 	Steps       int              `json:"steps"`
@@ -132,6 +134,7 @@ type rankgateReport struct {
 // (fraction of raw bf16) and relative reconstruction error.
 type rankgateHeldout struct {
 	Samples     int              `json:"samples"`
+	Skipped     int              `json:"skipped_contexts"`
 	Gate        rankgate.Summary `json:"gate"`
 	Energy      rankgate.Summary `json:"energy_default"`
 	EqualBytes  rankgate.Summary `json:"energy_equal_bytes"`
@@ -188,7 +191,10 @@ func runRankGate(ctx context.Context, e *env, f *rankgateFlags) error {
 		return err
 	}
 	gate := ck.State.P.Gate()
-	r := &rankgateReport{Artifact: store.ArtifactRankGate, Model: fp.String(), Samples: len(ck.Samples), Steps: ck.State.Step,
+	if len(ck.Samples) == 0 {
+		return fmt.Errorf("no training samples (%d contexts left out: a span's SVD failed)", ck.Skipped)
+	}
+	r := &rankgateReport{Artifact: store.ArtifactRankGate, Model: fp.String(), Samples: len(ck.Samples), Skipped: ck.Skipped, Steps: ck.State.Step,
 		FirstLoss: ck.Losses[0], LastLoss: ck.Losses[len(ck.Losses)-1], TrainSecond: time.Since(start).Seconds()}
 	if f.heldout > 0 {
 		files, err := train.LoadByteFiles(f.data, ".go", isTest, f.length)
@@ -222,6 +228,10 @@ func (f *rankgateFlags) draw(ctx context.Context, m *llama.Model, files *train.B
 	for ; ck.Drawn < f.contexts; ck.Drawn++ {
 		p.step(fmt.Sprintf("context %d/%d, %d samples", ck.Drawn+1, f.contexts, len(ck.Samples)))
 		s, err := rankgate.Contexts(ctx, m, files, rand.New(rand.NewPCG(f.seed, uint64(ck.Drawn))), 1, f.length, f.rmax, segment.Options{})
+		if errors.Is(err, rankgate.ErrSpanSVD) {
+			ck.Skipped++
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -234,15 +244,23 @@ func (f *rankgateFlags) draw(ctx context.Context, m *llama.Model, files *train.B
 // contexts.
 func (f *rankgateFlags) measure(ctx context.Context, m *llama.Model, files *train.ByteFiles, gate *store.RankGate, p *progress) (*rankgateHeldout, error) {
 	var samples []*rankgate.Sample
+	skipped := 0
 	for i := range f.heldout {
 		p.step(fmt.Sprintf("held-out context %d/%d", i+1, f.heldout))
 		s, err := rankgate.Contexts(ctx, m, files, rand.New(rand.NewPCG(f.seed, 1<<32|uint64(i))), 1, f.length, f.rmax, segment.Options{})
+		if errors.Is(err, rankgate.ErrSpanSVD) {
+			skipped++
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		samples = append(samples, s...)
 	}
-	h := &rankgateHeldout{Samples: len(samples), Gate: rankgate.Evaluate(samples, rankgate.GatePolicy(gate)),
+	if len(samples) == 0 {
+		return nil, fmt.Errorf("no held-out samples (%d of %d contexts left out: a span's SVD failed)", skipped, f.heldout)
+	}
+	h := &rankgateHeldout{Samples: len(samples), Skipped: skipped, Gate: rankgate.Evaluate(samples, rankgate.GatePolicy(gate)),
 		Energy: rankgate.Evaluate(samples, rankgate.EnergyPolicy(0.99))}
 	h.EqualEnergy = rankgate.MatchEnergy(samples, h.Gate.TotalBytes)
 	h.EqualBytes = rankgate.Evaluate(samples, rankgate.EnergyPolicy(h.EqualEnergy))
@@ -304,10 +322,10 @@ func (r *rankgateReport) write(w io.Writer, asJSON bool) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	fmt.Fprintf(w, "artifact   %s\nmodel      %s\nsamples    %d\nloss       %.4f (first step) -> %.4f (last), %d steps in %.1f s\n",
-		r.Artifact, r.Model, r.Samples, r.FirstLoss, r.LastLoss, r.Steps, r.TrainSecond)
+	fmt.Fprintf(w, "artifact   %s\nmodel      %s\nsamples    %d (%d contexts left out: a span's SVD failed)\nloss       %.4f (first step) -> %.4f (last), %d steps in %.1f s\n",
+		r.Artifact, r.Model, r.Samples, r.Skipped, r.FirstLoss, r.LastLoss, r.Steps, r.TrainSecond)
 	if h := r.Heldout; h != nil {
-		fmt.Fprintf(w, "held out   %d samples; per span: bytes/raw bf16 median worst, rel. error median worst, total bytes, mean rank\n", h.Samples)
+		fmt.Fprintf(w, "held out   %d samples (%d contexts left out); per span: bytes/raw bf16 median worst, rel. error median worst, total bytes, mean rank\n", h.Samples, h.Skipped)
 		for _, row := range []struct {
 			name string
 			s    rankgate.Summary
