@@ -41,6 +41,22 @@ func GatePolicy(g *store.RankGate) Policy {
 	}
 }
 
+// CostPolicy keeps the leading components whose energy share exceeds t
+// times their bytes share, e_i > t * Cost: with hard gates, the minimum of
+// the training objective at lambda = t for each span on its own (each
+// component is worth keeping exactly when it does), the rule a perfect
+// g_phi would learn. It is a reference, not a deployable rule: it reads
+// the whole spectrum as the gate does, but is not the trained network.
+func CostPolicy(t float64) Policy {
+	return func(s *Sample) int {
+		r := 0
+		for r < s.Avail && s.E[r] > t*s.Cost {
+			r++
+		}
+		return r
+	}
+}
+
 // Err is the relative reconstruction error ||X - X_r||_F / ||X||_F of s
 // kept at rank r (exact from the spectrum: the truncated factors are an
 // orthogonal projection of X).
@@ -97,6 +113,21 @@ func Evaluate(samples []*Sample, p Policy) Summary {
 		ranks += float64(r)
 	}
 	return Summary{Bytes: dist(b), Err: dist(e), TotalBytes: stored / raw, MeanRank: ranks / float64(len(samples))}
+}
+
+// MatchCost returns the CostPolicy threshold whose total bytes over
+// samples come closest to total from below (bytes fall as it grows).
+func MatchCost(samples []*Sample, total float64) float64 {
+	lo, hi := 0.0, 1024.0
+	for range 60 {
+		mid := (lo + hi) / 2
+		if Evaluate(samples, CostPolicy(mid)).TotalBytes <= total {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
 }
 
 // MatchEnergy returns the energy threshold whose total bytes over samples

@@ -46,4 +46,9 @@ func TestEvaluateAndMatch(t *testing.T) {
 	if got > target || got < 0.8*target {
 		t.Fatalf("energy %v stores %v, target %v", e, got, target)
 	}
+	c := MatchCost(samples, target)
+	cs := Evaluate(samples, CostPolicy(c))
+	if cs.TotalBytes > target || cs.TotalBytes < 0.8*target || CostPolicy(0)(samples[0]) != samples[0].Avail {
+		t.Fatalf("cost threshold %v stores %v, target %v", c, cs.TotalBytes, target)
+	}
 }

@@ -139,6 +139,10 @@ type rankgateHeldout struct {
 	Energy      rankgate.Summary `json:"energy_default"`
 	EqualBytes  rankgate.Summary `json:"energy_equal_bytes"`
 	EqualEnergy float64          `json:"equal_bytes_energy"`
+	// Oracle is rankgate.CostPolicy at equal total bytes: what a perfect
+	// g_phi of the same objective would keep.
+	Oracle     rankgate.Summary `json:"oracle_equal_bytes"`
+	OracleCost float64          `json:"oracle_cost_threshold"`
 }
 
 func runRankGate(ctx context.Context, e *env, f *rankgateFlags) error {
@@ -264,6 +268,8 @@ func (f *rankgateFlags) measure(ctx context.Context, m *llama.Model, files *trai
 		Energy: rankgate.Evaluate(samples, rankgate.EnergyPolicy(0.99))}
 	h.EqualEnergy = rankgate.MatchEnergy(samples, h.Gate.TotalBytes)
 	h.EqualBytes = rankgate.Evaluate(samples, rankgate.EnergyPolicy(h.EqualEnergy))
+	h.OracleCost = rankgate.MatchCost(samples, h.Gate.TotalBytes)
+	h.Oracle = rankgate.Evaluate(samples, rankgate.CostPolicy(h.OracleCost))
 	return h, nil
 }
 
@@ -329,7 +335,7 @@ func (r *rankgateReport) write(w io.Writer, asJSON bool) error {
 		for _, row := range []struct {
 			name string
 			s    rankgate.Summary
-		}{{"gate", h.Gate}, {"energy 0.99", h.Energy}, {fmt.Sprintf("energy %.4f", h.EqualEnergy), h.EqualBytes}} {
+		}{{"gate", h.Gate}, {"energy 0.99", h.Energy}, {fmt.Sprintf("energy %.4f", h.EqualEnergy), h.EqualBytes}, {"oracle", h.Oracle}} {
 			fmt.Fprintf(w, "  %-13s %.4f %.4f  %.4f %.4f  %.4f  %.2f\n", row.name, row.s.Bytes.Median, row.s.Bytes.Worst,
 				row.s.Err.Median, row.s.Err.Worst, row.s.TotalBytes, row.s.MeanRank)
 		}
