@@ -38,8 +38,11 @@ threshold (default, and at equal total bytes) before it is stored.
 The artifact is bound to the model fingerprint of --model, --dtype and
 --weights-id (as the adapter verb's). A progress line goes to stderr.
 With --checkpoint FILE the run saves its samples and training state
-there when interrupted (and when training ends) and resumes from it when
-started again with the same flags. The first SIGINT or SIGTERM stops the
+there when interrupted (and when training and measuring end) and resumes
+from it when started again: the samples serve any run with the same
+model, data, contexts, context length, r_max and seed; the training state
+only one with the same training flags too (otherwise training starts over
+on the saved samples). The first SIGINT or SIGTERM stops the
 run before its next context or step: the checkpoint is saved, nothing is
 stored (exit 130).`
 
@@ -83,21 +86,29 @@ func (f *rankgateFlags) check() error {
 	return nil
 }
 
-// key names the flags a checkpoint depends on (all but --heldout and
-// --checkpoint).
-func (f *rankgateFlags) key() string {
-	return fmt.Sprintf("%s|%s|%s|%s|%d|%d|%d|%d|%d|%d|%g|%g|%d", f.model.path, f.model.dtype, f.model.weights, f.data,
-		f.contexts, f.length, f.rmax, f.hidden, f.steps, f.batch, f.lambda, f.lr, f.seed)
+// dataKey names the flags a checkpoint's samples depend on; trainKey
+// those its training state depends on as well.
+func (f *rankgateFlags) dataKey() string {
+	return fmt.Sprintf("%s|%s|%s|%s|%d|%d|%d|%d", f.model.path, f.model.dtype, f.model.weights, f.data,
+		f.contexts, f.length, f.rmax, f.seed)
 }
 
-// rankgateCheckpoint is a saved run.
+func (f *rankgateFlags) trainKey() string {
+	return fmt.Sprintf("%d|%d|%d|%g|%g", f.hidden, f.steps, f.batch, f.lambda, f.lr)
+}
+
+// rankgateCheckpoint is a saved run: the samples, drawn once for its data
+// flags, and the training state for its training flags.
 type rankgateCheckpoint struct {
-	Key     string
-	Samples []*rankgate.Sample
-	Drawn   int // contexts drawn
-	Skipped int // of them, left out: a span's SVD failed (rankgate.ErrSpanSVD)
-	State   *rankgate.State
-	Losses  []float64
+	DataKey, TrainKey string
+	Samples           []*rankgate.Sample
+	Drawn             int // contexts drawn
+	Skipped           int // of them, left out: a span's SVD failed (rankgate.ErrSpanSVD)
+	State             *rankgate.State
+	Losses            []float64
+	// Held-out samples, contexts drawn and left out.
+	Heldout                []*rankgate.Sample
+	HeldDrawn, HeldSkipped int
 }
 
 // rankgateCommand is the rankgate verb; *ran is set when its body runs.
@@ -205,7 +216,7 @@ func runRankGate(ctx context.Context, e *env, f *rankgateFlags) error {
 		if err != nil {
 			return err
 		}
-		if r.Heldout, err = f.measure(ctx, m, files, gate, p); err != nil {
+		if r.Heldout, err = f.measure(ctx, m, files, gate, ck, p); err != nil {
 			return err
 		}
 	}
@@ -246,21 +257,27 @@ func (f *rankgateFlags) draw(ctx context.Context, m *llama.Model, files *train.B
 
 // measure compares the gate with the energy threshold on held-out
 // contexts.
-func (f *rankgateFlags) measure(ctx context.Context, m *llama.Model, files *train.ByteFiles, gate *store.RankGate, p *progress) (*rankgateHeldout, error) {
-	var samples []*rankgate.Sample
-	skipped := 0
-	for i := range f.heldout {
-		p.step(fmt.Sprintf("held-out context %d/%d", i+1, f.heldout))
-		s, err := rankgate.Contexts(ctx, m, files, rand.New(rand.NewPCG(f.seed, 1<<32|uint64(i))), 1, f.length, f.rmax, segment.Options{})
+func (f *rankgateFlags) measure(ctx context.Context, m *llama.Model, files *train.ByteFiles, gate *store.RankGate, ck *rankgateCheckpoint, p *progress) (*rankgateHeldout, error) {
+	if ck.HeldDrawn > f.heldout {
+		// Saved for more held-out contexts than asked: draw them again.
+		ck.Heldout, ck.HeldDrawn, ck.HeldSkipped = nil, 0, 0
+	}
+	for ; ck.HeldDrawn < f.heldout; ck.HeldDrawn++ {
+		p.step(fmt.Sprintf("held-out context %d/%d", ck.HeldDrawn+1, f.heldout))
+		s, err := rankgate.Contexts(ctx, m, files, rand.New(rand.NewPCG(f.seed, 1<<32|uint64(ck.HeldDrawn))), 1, f.length, f.rmax, segment.Options{})
 		if errors.Is(err, rankgate.ErrSpanSVD) {
-			skipped++
+			ck.HeldSkipped++
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, f.save(ck, err)
 		}
-		samples = append(samples, s...)
+		ck.Heldout = append(ck.Heldout, s...)
 	}
+	if err := f.save(ck, nil); err != nil {
+		return nil, err
+	}
+	samples, skipped := ck.Heldout, ck.HeldSkipped
 	if len(samples) == 0 {
 		return nil, fmt.Errorf("no held-out samples (%d of %d contexts left out: a span's SVD failed)", skipped, f.heldout)
 	}
@@ -276,7 +293,7 @@ func (f *rankgateFlags) measure(ctx context.Context, m *llama.Model, files *trai
 // load reads --checkpoint, or starts afresh when there is none (or no
 // file yet).
 func (f *rankgateFlags) load() (*rankgateCheckpoint, error) {
-	ck := &rankgateCheckpoint{Key: f.key()}
+	ck := &rankgateCheckpoint{DataKey: f.dataKey(), TrainKey: f.trainKey()}
 	if f.checkpoint == "" {
 		return ck, nil
 	}
@@ -292,8 +309,12 @@ func (f *rankgateFlags) load() (*rankgateCheckpoint, error) {
 	if err := gob.NewDecoder(r).Decode(&got); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", f.checkpoint, err)
 	}
-	if got.Key != ck.Key {
-		return nil, fmt.Errorf("%w: checkpoint %s is of other flags (%s)", errUsage, f.checkpoint, got.Key)
+	if got.DataKey != ck.DataKey {
+		return nil, fmt.Errorf("%w: checkpoint %s is of other data flags (%s)", errUsage, f.checkpoint, got.DataKey)
+	}
+	if got.TrainKey != ck.TrainKey {
+		// The samples serve other training flags: training starts over.
+		got.TrainKey, got.State, got.Losses = ck.TrainKey, nil, nil
 	}
 	return &got, nil
 }

@@ -91,5 +91,10 @@ func TestRankGateTrain(t *testing.T) {
 	if got := storedGate(t, dir, model); !bytes.Equal(got, want) {
 		t.Fatal("the resumed run stored another gate than the unbroken one")
 	}
-	kvtrain(t, args(dir, "--checkpoint", ck, "--lambda", "0.25")...).want(t, exitUsage)
+	// Other data flags refuse the checkpoint; other training flags retrain
+	// on its samples.
+	kvtrain(t, args(dir, "--checkpoint", ck, "--context-len", "48")...).want(t, exitUsage)
+	if r := kvtrain(t, args(dir, "--checkpoint", ck, "--lambda", "0.25")...).want(t, exitOK); strings.Contains(r.stderr, "context 1/") {
+		t.Fatalf("retraining drew contexts again: %q", r.stderr)
+	}
 }
