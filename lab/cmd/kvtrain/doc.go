@@ -21,6 +21,15 @@
 // is written at most every ten seconds. kvstore adapter ls, export and
 // import list and move stored adapters.
 //
+// rankgate trains SeKV's rank gate g_phi (lab/rankgate) on --contexts
+// prefilled byte cuts of the non-_test .go files under --data and stores
+// it as the model's store.ArtifactRankGate; --heldout N first measures it
+// against the energy threshold on cuts of the _test.go files. With
+// --checkpoint FILE an interrupted run saves its samples and Adam state
+// and a rerun with the same flags resumes from them:
+//
+//	kvtrain rankgate --dir STORE --model CKPT --data "$(go env GOROOT)/src" --checkpoint rg.ckpt [--heldout 16]
+//
 // The store is opened before training, so that a mistyped --dir fails at
 // once (--create makes a new store there), and held, locked, until the
 // adapter is stored.

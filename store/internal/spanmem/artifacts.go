@@ -15,11 +15,12 @@ import (
 //	ArtifactRouterWPCA  [layers][kv_heads][d'][head_dim]  default W, fitted by PCA (stored by store.PutSpanMemory)
 //	ArtifactRouterBias  [layers][kv_heads]                router bias b (default 0)
 //	ArtifactTau         [layers][kv_heads]                zoom threshold tau (default reconstruct.DefaultTau)
-//	ArtifactRank        [layers][kv_heads]                rank gate: fixed factor rank per (layer, head); 0 = energy threshold
+//	ArtifactRank        [layers][kv_heads]                fixed factor rank per (layer, head); 0 = energy threshold
 //
-// SeKV's rank gate is a small network of the singular-value spectrum; its
-// training is the framework's job, and what kvstore keeps is its per
-// (layer, head) decision.
+// SeKV's rank gate g_phi, a small network of a span's singular spectrum
+// shared by all (layer, head)s, is ArtifactRankGate (rankgate.go draws its
+// bytes; lab/rankgate trains it). A fixed ArtifactRank of a head wins over
+// the gate, and the gate over the energy threshold.
 const (
 	ArtifactRouterW    = "sekv/router-w"
 	ArtifactRouterWPCA = "sekv/router-w-pca"
@@ -77,7 +78,8 @@ type Artifact struct {
 
 // Artifacts is where Build finds a model's SeKV artifacts (the store's
 // catalog, for the store). Build asks for ArtifactRouterW, then
-// ArtifactRouterWPCA, then the per-head ArtifactRank.
+// ArtifactRouterWPCA, then the per-head ArtifactRank, then
+// ArtifactRankGate.
 type Artifacts interface {
 	// Artifact returns the artifact stored under name, found false (and
 	// no error) when there is none.

@@ -35,8 +35,9 @@ type Options struct {
 	ProjectionDim int
 	// SVD bounds the factors: MaxRank (r_max, default 32) and Energy
 	// (default 0.99) choose each span's rank unless the model has an
-	// ArtifactRank, whose per (layer, head) rank then applies. Rank is
-	// ignored; Seed is mixed with (layer, head, span, K|V).
+	// ArtifactRank, whose per (layer, head) rank then applies, or else an
+	// ArtifactRankGate, whose gates then choose it. Rank is ignored; Seed
+	// is mixed with (layer, head, span, K|V).
 	SVD reconstruct.SVDOptions
 	// FactorDType is the storage dtype of factors; 0 means the model's.
 	FactorDType format.DType
@@ -72,6 +73,9 @@ func Build(in *Input, opts *Options, art Artifacts) (*Memory, error) {
 		return nil, err
 	}
 	if b.ranks, err = art.HeadValues(ArtifactRank); err != nil {
+		return nil, err
+	}
+	if b.gate, err = rankGate(art); err != nil {
 		return nil, err
 	}
 	if err := b.heads(); err != nil {
@@ -121,6 +125,7 @@ type build struct {
 	pre   [][]float32 // per layer, pre-RoPE keys [KVHeads][tokens][HeadDim]
 	projs []*segment.Projection
 	ranks []float32 // per group, or nil
+	gate  *RankGate // ArtifactRankGate, or nil
 }
 
 func newBuild(in *Input, o *Options) (*build, error) {
@@ -266,11 +271,11 @@ func (b *build) head(g int) error {
 			continue
 		}
 		o := b.svdOptions(g, s)
-		if out.K[s], err = reconstruct.SVD(b.rows(b.pre[l], h, sp.Start, sp.End), sp.Len(), spec.HeadDim, o); err != nil {
+		if out.K[s], err = b.factor(b.rows(b.pre[l], h, sp.Start, sp.End), sp.Len(), spec.HeadDim, o, l, false); err != nil {
 			return fmt.Errorf("span %d keys: %w", s, err)
 		}
 		o.Seed ^= 0x9e3779b97f4a7c15
-		if out.V[s], err = reconstruct.SVD(b.rows(b.in.V[l], h, sp.Start, sp.End), sp.Len(), spec.HeadDim, o); err != nil {
+		if out.V[s], err = b.factor(b.rows(b.in.V[l], h, sp.Start, sp.End), sp.Len(), spec.HeadDim, o, l, true); err != nil {
 			return fmt.Errorf("span %d values: %w", s, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -77,7 +78,7 @@ func TestBuildFitsW(t *testing.T) {
 	if err := m.Check(); err != nil {
 		t.Fatalf("built memory does not check: %v", err)
 	}
-	if want := []string{ArtifactRouterW, ArtifactRouterWPCA, ArtifactRank}; len(art.asked) != 3 || art.asked[0] != want[0] || art.asked[1] != want[1] || art.asked[2] != want[2] {
+	if want := []string{ArtifactRouterW, ArtifactRouterWPCA, ArtifactRank, ArtifactRankGate}; !slices.Equal(art.asked, want) {
 		t.Fatalf("asked for %v, want %v", art.asked, want)
 	}
 	p := m.Projection
@@ -98,7 +99,7 @@ func TestBuildFitsW(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Projection.Name != ArtifactRouterW || w.Projection.Fitted != nil || w.Projection.Hash != p.Hash || len(stored.asked) != 2 {
+	if w.Projection.Name != ArtifactRouterW || w.Projection.Fitted != nil || w.Projection.Hash != p.Hash || len(stored.asked) != 3 {
 		t.Fatalf("with a stored W: projection %q, fitted %v, asked %v", w.Projection.Name, w.Projection.Fitted != nil, stored.asked)
 	}
 	if got, want := w.Heads[3].Summaries[0].Proj, m.Heads[3].Summaries[0].Proj; len(got) != 4 || got[0] != want[0] {
