@@ -153,19 +153,22 @@ func (db *DB) load() error {
 
 // preloadModels bounds the model specs Open reads into the DB's cache
 // (catalog.LoadModels), so that a restore's first model lookup after Open
-// is not a catalog read (7-10 µs just after Open, half a µs cached).
+// is not a catalog read (7-10 µs just after Open, half a µs cached). The
+// scan adds 20-40 µs to Open for a store of one model.
 const preloadModels = 256
 
 // preopenMax bounds the blob files Open opens and maps ahead of their first
-// read (the newest ones), and so what that adds to Open: about 20-60 µs a
-// file on a loaded two-core VM.
-const preopenMax = 1024
+// read (the newest ones), and so what that adds to Open: 40-70 µs a file
+// on a loaded two-core VM (2.5-3.4 ms for 64 files), so at most about
+// 15 ms; 256 files are 256 GiB at the default BlobFileSize. Older files
+// are opened by their first read, as before.
+const preopenMax = 256
 
 // preopenFiles opens and maps the newest catalogued blob files, at most
 // preopenMax (bloblog.File.Preopen), so that the first read of a packet
 // after Open does not pay for its file's open, header check and mapping:
-// in llamacpp's BenchmarkRestore that was a third of the fixed cost a
-// 256-token restore just after Open paid over a warm one. The handles and
+// in llamacpp's BenchmarkRestore at 256 tokens that was 77 µs of the
+// 190 µs PrepareAssemble took just after Open (1 µs warm). The handles and
 // mappings are those the files' first reads would have made, kept until
 // Close as before; a file that fails to open is left for its first read
 // to report.
