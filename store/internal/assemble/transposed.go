@@ -10,8 +10,9 @@ import (
 
 // fillTransposed places the values of chunk i of packet p into a
 // format.KVLayoutTransposedV V buffer, [kv_heads*head_dim][tokens]: each
-// head's rows in runs of tokens, every run scattered one dimension at a
-// time so that the writes within a destination row are sequential. A raw
+// head's rows in runs of tokens, every run scattered a few dimensions at
+// a time (scatterTransposed) so that the writes within a destination row
+// are sequential. A raw
 // chunk streams as fillPaged's do (verified whole when mapped, CRC'd on
 // the way when not); a compressed or pruned one is verified whole, decoded
 // into scratch and its selected rows scattered.
