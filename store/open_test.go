@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/store/internal/bloblog"
 )
 
 // writeFile writes a copy of b to path on fs (Pebble's MemFS scribbles
@@ -183,5 +186,77 @@ func TestOptions(t *testing.T) {
 	}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOpenPreopensFiles: Open opens (and, on the OS's file system, maps)
+// every catalogued blob file and caches every model spec before the first
+// read, in read-write and read-only opens, so that the first read pays for
+// neither; a blob file missing at Open does not fail it, and its packets'
+// reads report ErrCorruption as before.
+func TestOpenPreopensFiles(t *testing.T) {
+	dir := t.TempDir()
+	spec := testSpec(format.DTypeF16, 2, 2, 8)
+	o := &Options{BlobFileSize: 24 << 10, Logger: quiet}
+	db, err := Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []format.PacketID
+	for i := range 6 {
+		id, err := db.Put(context.Background(), randPacket(spec, "ns", 300, uint64(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ro := range []bool{false, true} {
+		o := *o
+		o.ReadOnly = ro
+		db, err := Open(dir, &o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(db.files) < 2 {
+			t.Fatalf("read-only %v: %d blob files, want several", ro, len(db.files))
+		}
+		for num, f := range db.files {
+			if !f.IsOpen() {
+				t.Errorf("read-only %v: blob file %d not open after Open", ro, num)
+			}
+		}
+		if _, ok := db.models.Load(spec.Fingerprint()); !ok {
+			t.Errorf("read-only %v: model spec not cached by Open", ro)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	db, err = Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := v.Header().BlobFile
+	v.Release()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, blobsDirName, bloblog.FileName(num))); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = Open(dir, o); err != nil {
+		t.Fatalf("Open with blob file %d missing: %v", num, err)
+	}
+	defer db.Close()
+	if _, err := db.Get(context.Background(), "ns", spec.Fingerprint(), ids[0]); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("Get of a packet in the missing blob file %d: %v, want ErrCorruption", num, err)
 	}
 }

@@ -2,6 +2,7 @@ package assemble
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/kvstore/kvstore/internal/rowcopy"
@@ -42,16 +43,41 @@ type worker struct {
 	dec  []byte   // one decoded compressed chunk (decoded.go)
 }
 
-// workers keeps workers' scratch between runs: a run that reads its
-// chunks (the first read of a packet after Open, or a file not mapped)
-// would otherwise allocate and fault in a new 256 KiB buffer each time.
-// A decoded chunk's buffer, as large as a chunk, is not kept.
-var workers = sync.Pool{New: func() any { return new(worker) }}
+// idle keeps workers' scratch between runs, at most GOMAXPROCS of them:
+// a run that reads its chunks (every read of a small packet, the first
+// read of a larger one after Open, or a file not mapped) would otherwise
+// allocate a new 256 KiB buffer and fault its pages in, which the first
+// pread into it paid for. Not a sync.Pool: a garbage collection empties
+// one, and a store's Open makes enough garbage that the first restore
+// after it found the pool empty (llamacpp's BenchmarkRestore). A decoded
+// chunk's buffer, as large as a chunk, is not kept.
+var idle struct {
+	sync.Mutex
+	w []*worker
+}
 
-// put returns w to workers.
+// getWorker takes an idle worker, or a new one.
+func getWorker() *worker {
+	idle.Lock()
+	defer idle.Unlock()
+	n := len(idle.w)
+	if n == 0 {
+		return new(worker)
+	}
+	w := idle.w[n-1]
+	idle.w[n-1] = nil
+	idle.w = idle.w[:n-1]
+	return w
+}
+
+// put makes w idle again, unless GOMAXPROCS workers already are.
 func (w *worker) put() {
 	w.dec = nil
-	workers.Put(w)
+	idle.Lock()
+	defer idle.Unlock()
+	if len(idle.w) < runtime.GOMAXPROCS(0) {
+		idle.w = append(idle.w, w)
+	}
 }
 
 func (w *worker) buf(p *[]byte, n int) []byte {

@@ -143,7 +143,7 @@ func (r *run) fail(err error) {
 
 // work takes items until none is left or the run stops.
 func (r *run) work() {
-	w := workers.Get().(*worker)
+	w := getWorker()
 	defer w.put()
 	per := 2 * len(r.a.packets)
 	for !r.stop.Load() {

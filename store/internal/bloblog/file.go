@@ -220,6 +220,33 @@ func (f *File) Span(off, n uint64) ([]byte, error) {
 	return m[off : off+n : off+n], nil
 }
 
+// Preopen does, once, what the file's first read would: it opens the
+// read handle, checks the blob header and, when the file is mapped, maps
+// it (at least the reserve: see remapLocked). The store's Open calls it
+// for the files it registers, so that the first read after Open finds
+// them open and mapped. A failure is not returned and changes nothing:
+// the first read tries again and reports it, as it would have.
+func (f *File) Preopen() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.openLocked() != nil || !f.mapped || len(f.maps) > 0 {
+		return
+	}
+	st, err := f.rd.Stat()
+	if err != nil {
+		return
+	}
+	f.size = uint64(st.Size())
+	_ = f.remapLocked(f.size)
+}
+
+// IsOpen reports whether the read handle is open (Preopen, or a read).
+func (f *File) IsOpen() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rd != nil
+}
+
 // remapLocked adds a mapping of at least need bytes. Older mappings stay
 // until the file is closed: views may still use them.
 func (f *File) remapLocked(need uint64) error {

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 
@@ -70,6 +71,27 @@ func (c *Catalog) Stored(ns string, model format.Fingerprint, id format.PacketID
 	}
 	_, other, err = c.Header(ns, id)
 	return false, other, err
+}
+
+// LoadModels fills cache (as CachedModel does) with up to max of the
+// catalogued model specs, in key order, so that the first lookup of a
+// model after Open is not a catalog read. A spec that does not decode, or
+// is filed under another fingerprint, is skipped: Model reports it when
+// it is asked for. Only a failed scan is an error.
+func (c *Catalog) LoadModels(cache *sync.Map, max int) error {
+	p := []byte{TagModel}
+	n := 0
+	return c.Scan(p, PrefixEnd(p), func(k, v []byte) (bool, error) {
+		m, err := format.DecodeModelSpec(v)
+		if err != nil {
+			return true, nil
+		}
+		if fp := m.Fingerprint(); bytes.Equal(k, ModelKey(fp)) {
+			cache.Store(fp, m)
+			n++
+		}
+		return n < max, nil
+	})
 }
 
 // CachedModel is Model through cache (fingerprint -> *format.ModelSpec,

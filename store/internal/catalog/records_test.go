@@ -177,3 +177,66 @@ func TestCachedModel(t *testing.T) {
 		t.Fatalf("served %d layers, not the cached spec's", got.Layers)
 	}
 }
+
+// TestLoadModels: LoadModels caches every catalogued model spec, at most
+// max of them, and skips a value that does not decode or is filed under
+// another fingerprint (Model still reports those).
+func TestLoadModels(t *testing.T) {
+	c, err := openMem(t, vfs.NewMem(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	spec := func(layers int) *format.ModelSpec {
+		return &format.ModelSpec{Architecture: "test", Layers: layers, KVHeads: 1, HeadDim: 8, DType: format.DTypeF32,
+			RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 10000}, WeightsID: "w"}
+	}
+	m2, m3, m4 := spec(2), spec(3), spec(4)
+	b := c.DB.NewBatch()
+	for _, m := range []*format.ModelSpec{m2, m3} {
+		if err := c.AddModel(b, m.Fingerprint(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wrong := format.Fingerprint{0xff} // m4's spec under another fingerprint
+	v, err := format.EncodeModelSpec(m4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Set(ModelKey(wrong), v, nil)
+	bad := format.Fingerprint{0xfe}
+	_ = b.Set(ModelKey(bad), []byte("not a spec"), nil)
+	if err := c.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Close()
+	var cache sync.Map
+	if err := c.LoadModels(&cache, 10); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	cache.Range(func(k, v any) bool {
+		n++
+		if fp := k.(format.Fingerprint); fp != v.(*format.ModelSpec).Fingerprint() || (fp != m2.Fingerprint() && fp != m3.Fingerprint()) {
+			t.Errorf("cached %s -> spec of %d layers", fp.Short(), v.(*format.ModelSpec).Layers)
+		}
+		return true
+	})
+	if n != 2 {
+		t.Fatalf("%d specs cached, want 2", n)
+	}
+	for _, fp := range []format.Fingerprint{wrong, bad} {
+		if _, _, err := c.CachedModel(&cache, fp); !errors.Is(err, format.ErrCorruption) {
+			t.Errorf("model %s after LoadModels: %v, want ErrCorruption", fp.Short(), err)
+		}
+	}
+	var one sync.Map
+	if err := c.LoadModels(&one, 1); err != nil {
+		t.Fatal(err)
+	}
+	n = 0
+	one.Range(func(any, any) bool { n++; return true })
+	if n != 1 {
+		t.Fatalf("LoadModels with max 1 cached %d specs", n)
+	}
+}
