@@ -268,7 +268,6 @@ func (r *recorder) rows(a *llama.StepAttention) ([]rowSet, error) {
 	return r.fixedRows.rows(a)
 }
 
-
 // methods is LongMethods with the routed span methods c configures before
 // MethodSnapKVQuery.
 func (c *LongConfig) methods() []string {

@@ -178,3 +178,45 @@ func to64(x []float32) []float64 {
 	}
 	return out
 }
+
+// Put stores p's artifacts in db for model fp (store.PutArtifact), where
+// span memory's Routing of that model finds them.
+func (p *Params) Put(db *store.DB, fp format.Fingerprint) error {
+	arts, err := p.Artifacts()
+	if err != nil {
+		return err
+	}
+	for _, a := range arts {
+		if err := db.PutArtifact(fp, a.Name, a.Data, a.Meta); err != nil {
+			return fmt.Errorf("router: storing %s: %w", a.Name, err)
+		}
+	}
+	return nil
+}
+
+// Get reads the router artifacts of model fp from db: W, bias and tau.
+// Errors wrap store.ErrNotFound when one is missing.
+func Get(db *store.DB, fp format.Fingerprint) ([]Artifact, error) {
+	metas := map[string]store.ArtifactMeta{}
+	if err := db.Artifacts(func(i store.ArtifactInfo) error {
+		if i.Model == fp {
+			metas[i.Name] = i.Meta
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var out []Artifact
+	for _, name := range []string{store.ArtifactRouterW, store.ArtifactRouterBias, store.ArtifactTau} {
+		meta, ok := metas[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: router artifact %s of model %s", store.ErrNotFound, name, fp.Short())
+		}
+		data, err := db.GetArtifact(fp, name)
+		if err != nil {
+			return nil, fmt.Errorf("router: %s: %w", name, err)
+		}
+		out = append(out, Artifact{name, data, meta})
+	}
+	return out, nil
+}
