@@ -21,6 +21,10 @@ const (
 	MethodSpanOracle     = "span+oracle"
 )
 
+// ErrSpanBuild marks a context whose span memory could not be built (an
+// SVD that did not converge), as RouterExamples returns it.
+var ErrSpanBuild = errSpanBuild
+
 // teacher is full attention over a prefilled context, for the zoom
 // targets and the oracle: per decode step and layer, each span's share of
 // the attention of the query heads of each KV head.

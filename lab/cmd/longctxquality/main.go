@@ -34,14 +34,16 @@ func main() {
 	tail := flag.Int("tail", 512, "natural windows: scored last tokens")
 	budgets := flag.String("budgets", "0.05,0.10,0.25", "GPU budgets, fractions of the context KV")
 	seed := flag.Uint64("seed", 1, "seed of the needles and of the files' order")
+	var ro routerFlags
+	ro.define()
 	flag.Parse()
-	if err := run(*needles, *multi, *keys, *files, *window, *tail, *budgets, *seed); err != nil {
+	if err := run(*needles, *multi, *keys, *files, *window, *tail, *budgets, *seed, &ro); err != nil {
 		fmt.Fprintln(os.Stderr, "longctxquality:", err)
 		os.Exit(1)
 	}
 }
 
-func run(needles, multi, keys, files, window, tail int, budgetList string, seed uint64) error {
+func run(needles, multi, keys, files, window, tail int, budgetList string, seed uint64, ro *routerFlags) error {
 	var budgets []float64
 	for _, f := range strings.Split(budgetList, ",") {
 		b, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
@@ -70,7 +72,10 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 		return fmt.Errorf("no held-out file of %d bytes under %s", window, root)
 	}
 	rand.New(rand.NewPCG(seed, 0x66696c65)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-	lc := quality.LongConfig{Model: m, Budgets: budgets}
+	lc := quality.LongConfig{Model: m, Budgets: budgets, Oracle: ro.oracle}
+	if lc.Routers, err = ro.load(m, p); err != nil {
+		return err
+	}
 	fmt.Printf("gocode-2k, windows of %d tokens, held-out _test.go files of %s (%d of >= %d bytes, seed %d)\n\n", window, root, len(all), window, seed)
 	start := time.Now()
 	progress := func(what string, n int) func(int, *quality.Needle, error) {
@@ -98,6 +103,9 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 				r.DepthTop1[0], r.DepthTop1[1], r.DepthTop1[2], rowsCell(r.Rows, r.OverBudget))
 		}
 		fmt.Println()
+		if ro.spread {
+			printSpread(rows)
+		}
 	}
 	if files > 0 {
 		fs := all[len(all)-min(files, len(all)):] // the shuffled list's other end from the needles' filler
