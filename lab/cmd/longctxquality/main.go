@@ -106,6 +106,9 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 		if ro.spread {
 			printSpread(rows)
 		}
+		if err := ro.writeScores(c.title, rows); err != nil {
+			return err
+		}
 	}
 	if files > 0 {
 		fs := all[len(all)-min(files, len(all)):] // the shuffled list's other end from the needles' filler

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -20,13 +21,15 @@ import (
 type routerFlags struct {
 	dir, weights string
 	oracle       bool
-	spread       bool // print each needle table's median and worst needle
+	spread       bool   // print each needle table's median and worst needle
+	scores       string // write each needle table's rows, with every needle's scores, as JSON lines here
 }
 
 func (r *routerFlags) define() {
 	flag.StringVar(&r.dir, "routers", "", "store directory holding trained router artifacts (kvtrain router --dir): adds span+trained and span+trained+sum")
 	flag.StringVar(&r.weights, "routers-weights-id", "", "weights id the routers are stored under (default llama2.c:<model file name>:<size>, kvtrain's)")
 	flag.BoolVar(&r.spread, "spread", false, "after each needle table, the median and worst needle of each method")
+	flag.StringVar(&r.scores, "scores", "", "append each needle table's rows, every needle's scores with them, to this file as JSON lines")
 	flag.BoolVar(&r.oracle, "oracle", false, "add span+oracle: span memory zoomed by the teacher's attention mass, the ceiling of routing")
 }
 
@@ -54,6 +57,22 @@ func (r *routerFlags) load(m *llama.Model, path string) ([]router.Artifact, erro
 		return nil, fmt.Errorf("-routers %s: %w", r.dir, err)
 	}
 	return arts, nil
+}
+
+// writeScores appends rows to the -scores file as one JSON line.
+func (r *routerFlags) writeScores(title string, rows []quality.NeedleRow) error {
+	if r.scores == "" {
+		return nil
+	}
+	f, err := os.OpenFile(r.scores, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := json.NewEncoder(f).Encode(map[string]any{"table": title, "rows": rows}); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // printSpread prints each row's median and worst needle: top-1 per byte
