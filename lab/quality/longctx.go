@@ -164,7 +164,7 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
 				}
 				meth, run.Rows = keptRows(cache, set), float64(maxKept(set))
-			case MethodSpanTrained, MethodSpanTrainedSum, MethodSpanOracle:
+			case MethodSpanTrained, MethodSpanTrainedSum, MethodSpanTrainedWindow, MethodSpanOracle:
 				sm, dm, err := c.routedSpan(name, s, h, b, cache, &trained)
 				if err != nil {
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)

@@ -19,7 +19,14 @@ const (
 	MethodSpanTrained    = "span+trained"
 	MethodSpanTrainedSum = "span+trained+sum"
 	MethodSpanOracle     = "span+oracle"
+	// MethodSpanTrainedWindow is span+trained with the context's last
+	// rows resident, WindowShare of the budget, counted in it.
+	MethodSpanTrainedWindow = "span+trained+window"
 )
+
+// WindowShare is MethodSpanTrainedWindow's recent window, a fraction of
+// the budget's rows.
+const WindowShare = 0.25
 
 // ErrSpanBuild marks a context whose span memory could not be built (an
 // SVD that did not converge), as RouterExamples returns it.
@@ -190,10 +197,74 @@ func (c *LongConfig) routedSpan(name string, s *spanStore, h []float32, b int, c
 		*trained = rt
 	}
 	sm := newSpanMethod(s, h, b, c.Span.AnchorShare, name == MethodSpanTrainedSum)
+	var meth method = sm
+	if name == MethodSpanTrainedWindow {
+		meth = newWindowed(sm, cache, int(WindowShare*float64(b)), b)
+	}
 	rt := **trained
-	rt.SpanTokens = sm.rt.SpanTokens // this budget's anchors
+	rt.SpanTokens = sm.rt.SpanTokens // this budget's anchors (and window)
 	sm.rt = rt
-	return sm, sm, nil
+	return sm, meth, nil
+}
+
+// windowed is span memory (without summaries) with the context's last
+// rows resident at full resolution: they leave the zoom budget, and a
+// zoomed span adds only its rows outside the window.
+type windowed struct {
+	*spanMethod
+	k, v [][]float32 // per group, the window's rows from the prefilled cache
+}
+
+func newWindowed(sm *spanMethod, c *llama.Cache, w, b int) *windowed {
+	meta, hd, n := sm.s.meta, sm.s.hd, c.Len()
+	var toks []int
+	for t := max(0, n-w); t < n; t++ {
+		if !sm.resident[t] {
+			sm.resident[t] = true
+			toks = append(toks, t)
+		}
+	}
+	for sp, info := range meta.Spans {
+		if !info.Factored {
+			continue
+		}
+		sm.rt.SpanTokens[sp] = 0
+		for t := info.Start; t < info.End; t++ {
+			if !sm.resident[t] {
+				sm.rt.SpanTokens[sp]++
+			}
+		}
+	}
+	sm.fixedRows += float64(len(toks))
+	left := float64(b) - sm.fixedRows
+	sm.over, sm.zoom = left < 0, 0
+	if left >= 1 {
+		sm.zoom = int64(math.Floor(left)) * int64(meta.KVHeads)
+	}
+	wd := &windowed{spanMethod: sm, k: make([][]float32, meta.Layers*meta.KVHeads), v: make([][]float32, meta.Layers*meta.KVHeads)}
+	for l, kv := range c.Layers {
+		for g := range meta.KVHeads {
+			gi := l*meta.KVHeads + g
+			for _, t := range toks {
+				wd.k[gi] = append(wd.k[gi], kv.K[(g*n+t)*hd:(g*n+t+1)*hd]...)
+				wd.v[gi] = append(wd.v[gi], kv.V[(g*n+t)*hd:(g*n+t+1)*hd]...)
+			}
+		}
+	}
+	return wd
+}
+
+func (w *windowed) rows(a *llama.StepAttention) ([]rowSet, error) {
+	out, err := w.spanMethod.rows(a)
+	if err != nil {
+		return nil, err
+	}
+	for g := range out {
+		gi := a.Layer*len(out) + g
+		out[g].k = append(out[g].k, w.k[gi]...)
+		out[g].v = append(out[g].v, w.v[gi]...)
+	}
+	return out, nil
 }
 
 // RouterExamples prefills ctx, builds its span memory as the long-context
@@ -277,7 +348,7 @@ func (r *recorder) rows(a *llama.StepAttention) ([]rowSet, error) {
 func (c *LongConfig) methods() []string {
 	var extra []string
 	if c.Routers != nil {
-		extra = append(extra, MethodSpanTrained, MethodSpanTrainedSum)
+		extra = append(extra, MethodSpanTrained, MethodSpanTrainedSum, MethodSpanTrainedWindow)
 	}
 	if c.Oracle {
 		extra = append(extra, MethodSpanOracle)

@@ -80,7 +80,7 @@ func TestRouterExamples(t *testing.T) {
 			t.Errorf("%s: NaN log-prob", r.Method)
 		}
 	}
-	for _, name := range []string{MethodSpanTrained, MethodSpanTrainedSum, MethodSpanOracle} {
+	for _, name := range []string{MethodSpanTrained, MethodSpanTrainedSum, MethodSpanTrainedWindow, MethodSpanOracle} {
 		if !seen[name] {
 			t.Errorf("no %s run", name)
 		}
