@@ -75,6 +75,12 @@
 // rows, span memory's anchors, zoomed rows and summaries (span memory's
 // zoom rows are a layer's, shared by its KV heads: one may hold more than
 // B while another holds less; its count is the layer's mean per head).
+// With LongConfig.Routers (trained router artifacts, lab/router) they also
+// run span memory routed by them (span+trained, span+trained+sum, and
+// span+trained+window with a recent window resident), and with
+// LongConfig.Oracle span memory zoomed by the teacher's attention mass
+// (span+oracle, the ceiling of routing); RouterExamples builds the
+// routers' training examples (routed.go).
 //
 // # GPU zoom path
 //

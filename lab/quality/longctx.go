@@ -6,7 +6,9 @@ import (
 	"math"
 
 	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/lab/router"
 	"github.com/kvstore/kvstore/prune"
+	"github.com/kvstore/kvstore/store"
 )
 
 // Long-context methods besides Row's (MethodWindow, MethodTop, MethodSpan,
@@ -33,6 +35,11 @@ type LongConfig struct {
 	// Span configures span memory: Segment, Energy, MaxRank, FactorDType,
 	// AnchorShare, Tau as Config's (its other fields are not read).
 	Span Config
+	// Routers, when not nil, are trained router artifacts
+	// (lab/router.Params.Artifacts) for MethodSpanTrained and
+	// MethodSpanTrainedSum; Oracle adds MethodSpanOracle (routed.go).
+	Routers []router.Artifact
+	Oracle  bool
 }
 
 func (c *LongConfig) defaults() error {
@@ -127,9 +134,10 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 		return nil, fmt.Errorf("%w: %w", errSpanBuild, err)
 	}
 	defer s.close()
+	var trained *store.Routing
 	for _, f := range c.Budgets {
 		b := max(1, int(math.Floor(f*float64(n))))
-		for _, name := range LongMethods {
+		for _, name := range c.methods() {
 			run := methodRun{Budget: f, Method: name, Limit: float64(b)}
 			var meth method
 			switch name {
@@ -156,6 +164,20 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
 				}
 				meth, run.Rows = keptRows(cache, set), float64(maxKept(set))
+			case MethodSpanTrained, MethodSpanTrainedSum, MethodSpanTrainedWindow, MethodSpanOracle:
+				sm, dm, err := c.routedSpan(name, s, h, b, cache, &trained)
+				if err != nil {
+					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
+				}
+				if dm == nil {
+					continue
+				}
+				if run.Logits, err = decode(m, dm, cont, n); err != nil {
+					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
+				}
+				run.Rows, run.Over = max(sm.stats.maxRows, sm.fixedRows), sm.over
+				out = append(out, run)
+				continue
 			case MethodSpan, MethodSpanSum:
 				sm := newSpanMethod(s, h, b, c.Span.AnchorShare, name == MethodSpanSum)
 				meth, run.Over = sm, sm.over

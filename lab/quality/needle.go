@@ -198,6 +198,8 @@ type NeedleRow struct {
 	// OverBudget: more than the budget's rows for some needle.
 	Rows       float64
 	OverBudget bool
+	// Scores are the needles' own scores, in needle order.
+	Scores []NeedleScore
 	// DepthTop1 is Top1 over the needles whose recalled definition lies in
 	// each third of [0, 0.9) of the window; DepthNeedles their counts.
 	DepthTop1    [3]float64
@@ -260,6 +262,7 @@ func RunNeedles(cfg NeedleConfig) (rows []NeedleRow, skipped int, err error) {
 			s := scoreNeedle(nd, r.Logits)
 			row := &rows[j]
 			row.Needles++
+			row.Scores = append(row.Scores, s)
 			row.LogProb += s.LogProb
 			third := min(2, int(nd.Depth/0.3))
 			row.DepthTop1[third] += s.Top1

@@ -1,10 +1,23 @@
 // Command kvtrain trains what kvstore serves, apart from the operations
-// CLI (tools/kvstore), which never runs a model's gradient. Its one verb
-// today trains a KV Packet adapter (package adapter) on a llama2.c
-// checkpoint with lab/train and stores it in a store:
+// CLI (tools/kvstore), which never runs a model's gradient. Its verbs train
+// a KV Packet adapter (package adapter) on a llama2.c checkpoint with
+// lab/train, and SeKV's span-memory routers with lab/router, and store
+// them in a store:
 //
 //	kvtrain adapter --dir STORE [--create] --model CKPT [--json] [flags]
 //	go run ./lab/cmd/kvtrain adapter --dir STORE --create --model ../shared/testdata/stories260K.bin
+//	kvtrain router --dir STORE [--create] --model CKPT [--checkpoint FILE] [flags]
+//	go run ./lab/cmd/kvtrain router --dir STORE --create --model ../shared/testdata/gocode-2k.bin
+//
+// router (router.go's long help says the rest) builds its examples from
+// windows of the non-test .go files of GOROOT/src, with needles, trains W,
+// bias and tau per (layer, KV head) with Adam and stores them as the
+// store's router artifacts (sekv/router-w, sekv/router-bias, sekv/tau) for
+// the model fingerprint, where span memory's routing picks them up. Its
+// state is checkpointed (--checkpoint) as it goes; a run with an existing
+// checkpoint resumes from it; SIGINT or SIGTERM saves it and exits 130
+// with nothing stored. lab/cmd/longctxquality -routers STORE measures the
+// stored routers (span+trained).
 //
 // adapter draws --requests training requests (--docs-min to --docs-max
 // documents of --doc-len tokens and a --question-len question, from the
@@ -44,7 +57,8 @@
 //	0    success
 //	1    training or storing failed
 //	2    bad usage: unknown command, bad flag or argument
-//	130  interrupted by SIGINT or SIGTERM: nothing was stored
+//	130  interrupted by SIGINT or SIGTERM: nothing was stored (router:
+//	     its checkpoint saved)
 //
 // The parser is cobra (with pflag), as kvstore's.
 package main

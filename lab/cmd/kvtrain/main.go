@@ -74,13 +74,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func newRoot(e *env, ran *bool) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kvtrain",
-		Short: "train what kvstore serves (KV Packet adapters) and store it",
+		Short: "train what kvstore serves (KV Packet adapters, span-memory routers) and store it",
 		Long: `kvtrain trains what kvstore serves and stores it: "kvtrain adapter" trains
-a KV Packet adapter on a llama2.c checkpoint, "kvtrain rankgate" SeKV's
-rank gate. Flags may come before or after the command.
+a KV Packet adapter on a llama2.c checkpoint, "kvtrain router" SeKV's
+span-memory routers, "kvtrain rankgate" SeKV's rank gate. Flags may come
+before or after the command.
 
 Exit codes: 0 success, 1 failure, 2 bad usage, 130 interrupted (SIGINT or
-SIGTERM; nothing stored).`,
+SIGTERM; nothing stored; router and rankgate save their checkpoints).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          cobra.NoArgs,
@@ -94,6 +95,7 @@ SIGTERM; nothing stored).`,
 	pf.BoolVar(&e.json, "json", false, "print the report as JSON")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %v", errUsage, err) })
 	root.AddCommand(adapterCommand(e, ran))
+	root.AddCommand(routerCommand(e, ran))
 	root.AddCommand(rankgateCommand(e, ran))
 	return root
 }

@@ -43,15 +43,17 @@ func main() {
 	gpuZoom := flag.Bool("gpuzoom", false, "instead of the tables: span memory's zoom through the GPU path against the host path, on -needles single needles (CUDA device with KVSTORE_GPU=1, else the CPU device)")
 	arena := flag.Float64("arena", 0.5, "-gpuzoom: device budget for factor blocks, a share of the context's factor bytes")
 	lookahead := flag.Int("lookahead", 0, "-gpuzoom: spans per KV head prefetched beyond the zoomed ones")
+	var ro routerFlags
+	ro.define()
 	flag.Parse()
 	zoom = gpuZoomFlags{*gpuZoom, *arena, *lookahead}
-	if err := run(*needles, *multi, *keys, *files, *window, *tail, *budgets, *seed); err != nil {
+	if err := run(*needles, *multi, *keys, *files, *window, *tail, *budgets, *seed, &ro); err != nil {
 		fmt.Fprintln(os.Stderr, "longctxquality:", err)
 		os.Exit(1)
 	}
 }
 
-func run(needles, multi, keys, files, window, tail int, budgetList string, seed uint64) error {
+func run(needles, multi, keys, files, window, tail int, budgetList string, seed uint64, ro *routerFlags) error {
 	var budgets []float64
 	for _, f := range strings.Split(budgetList, ",") {
 		b, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
@@ -80,7 +82,10 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 		return fmt.Errorf("no held-out file of %d bytes under %s", window, root)
 	}
 	rand.New(rand.NewPCG(seed, 0x66696c65)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-	lc := quality.LongConfig{Model: m, Budgets: budgets}
+	lc := quality.LongConfig{Model: m, Budgets: budgets, Oracle: ro.oracle}
+	if lc.Routers, err = ro.load(m, p); err != nil {
+		return err
+	}
 	if zoom.on {
 		return runGPUZoom(quality.NeedleConfig{LongConfig: lc, Files: all, Window: window, Needles: needles, Seed: seed}, zoom.arena, zoom.lookahead)
 	}
@@ -111,6 +116,12 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 				r.DepthTop1[0], r.DepthTop1[1], r.DepthTop1[2], rowsCell(r.Rows, r.OverBudget))
 		}
 		fmt.Println()
+		if ro.spread {
+			printSpread(rows)
+		}
+		if err := ro.writeScores(c.title, rows); err != nil {
+			return err
+		}
 	}
 	if files > 0 {
 		fs := all[len(all)-min(files, len(all)):] // the shuffled list's other end from the needles' filler

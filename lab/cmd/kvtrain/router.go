@@ -1,0 +1,353 @@
+package main
+
+import (
+	"context"
+	"encoding/gob"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/lab/quality"
+	"github.com/kvstore/kvstore/lab/router"
+	"github.com/kvstore/kvstore/lab/train"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+const routerLong = `Trains SeKV's zoom-in routers (per layer and KV head: the projection W,
+the bias and the threshold tau; the base model frozen) on a long-context
+llama2.c checkpoint and stores them as the store's router artifacts
+(sekv/router-w, sekv/router-bias, sekv/tau) for the model fingerprint,
+where span memory's routing finds them.
+
+Training windows are cut from the non-test .go files under --data
+(default GOROOT/src; _test.go files, testdata and vendor left out, so
+held-out evaluation on _test.go files stays unseen): --needles windows
+carry a needle (a const definition at a random depth in [0, 0.9) and its
+recall line at the end, lab/quality's format) and --text windows are
+plain code whose last --tail tokens are decoded. Each window is
+prefilled, its span memory built, and the decode steps run with full
+attention: the examples are the steps' pre-RoPE queries and the
+teacher's attention mass per span (lab/quality.RouterExamples). The loss
+is lab/router's zoom BCE against that mass plus --budget-weight times a
+budget penalty towards zooming --share of the zoomable rows, minimised
+by Adam for --steps steps at --lr.
+
+The run's state (the examples built so far, the routers and Adam's
+moments) is saved to --checkpoint every --checkpoint-every steps, after
+each window, and when it stops; a run started with an existing
+--checkpoint resumes from it (the data flags must match). A progress
+line goes to stderr. The first SIGINT or SIGTERM stops the run before
+its next window or step, saves the checkpoint and stores nothing (exit
+130).`
+
+// routerFlags are router's flags, parsed.
+type routerFlags struct {
+	model                         modelFlags
+	data, checkpoint              string
+	needles, text, window, tail   int
+	steps, checkpointEvery        int
+	lr, budgetWeight, share, temp float64
+	seed                          uint64
+}
+
+func (f *routerFlags) define(fs *pflag.FlagSet) {
+	f.model.define(fs)
+	fs.StringVar(&f.data, "data", "", "directory of the training .go files; _test.go files are left out (default GOROOT/src)")
+	fs.StringVar(&f.checkpoint, "checkpoint", "kvtrain-router.ckpt", "checkpoint file: resumed from when it exists, written as the run goes")
+	fs.IntVar(&f.needles, "needles", 24, "training windows with a needle")
+	fs.IntVar(&f.text, "text", 8, "training windows of plain code")
+	fs.IntVar(&f.window, "window", 2048, "window tokens")
+	fs.IntVar(&f.tail, "tail", 64, "plain windows: decoded last tokens")
+	fs.IntVar(&f.steps, "steps", 300, "Adam steps (full batch)")
+	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 50, "steps between checkpoints")
+	fs.Float64Var(&f.lr, "lr", 0.01, "Adam learning rate")
+	fs.Float64Var(&f.budgetWeight, "budget-weight", 1, "weight of the budget penalty")
+	fs.Float64Var(&f.share, "share", 0.05, "budget penalty's target: the share of the zoomable rows zoomed")
+	fs.Float64Var(&f.temp, "temp", 0.01, "temperature of the soft zoom decisions of the budget penalty")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the windows")
+}
+
+func (f *routerFlags) check() error {
+	switch {
+	case f.needles < 0 || f.text < 0 || f.needles+f.text < 1:
+		return fmt.Errorf("%w: --needles and --text must be >= 0, one of them >= 1", errUsage)
+	case f.window < 64 || f.tail < 1 || f.tail >= f.window/2:
+		return fmt.Errorf("%w: --window must be >= 64, --tail in [1, window/2)", errUsage)
+	case f.steps < 0 || f.checkpointEvery < 0 || !(f.lr > 0) || f.budgetWeight < 0 || !(f.share >= 0 && f.share <= 1) || !(f.temp > 0):
+		return fmt.Errorf("%w: --steps, --checkpoint-every, --budget-weight >= 0, --lr, --temp > 0, --share in [0, 1]", errUsage)
+	case f.checkpoint == "":
+		return fmt.Errorf("%w: --checkpoint is required", errUsage)
+	}
+	return nil
+}
+
+// dataKey is what the examples depend on: a checkpoint built with other
+// data flags is refused.
+func (f *routerFlags) dataKey(fp format.Fingerprint) string {
+	return fmt.Sprintf("%s needles=%d text=%d window=%d tail=%d seed=%d data=%s", fp, f.needles, f.text, f.window, f.tail, f.seed, f.data)
+}
+
+// routerCheckpoint is a router run's saved state.
+type routerCheckpoint struct {
+	Key      string
+	Windows  int // windows whose examples are built (left out ones too)
+	Skipped  int // windows left out: span memory not built
+	Examples []router.Example
+	Init     [][]float32   // the untrained projections, from the first window
+	State    *router.State // nil until training starts
+	Shape    [4]int        // layers, kv heads, dim, head dim
+}
+
+func (c *routerCheckpoint) save(path string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	err = gob.NewEncoder(tmp).Encode(c)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return nil
+}
+
+// loadRouterCheckpoint reads path; nil, nil when there is none.
+func loadRouterCheckpoint(path string) (*routerCheckpoint, error) {
+	fh, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer fh.Close()
+	var c routerCheckpoint
+	if err := gob.NewDecoder(fh).Decode(&c); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return &c, nil
+}
+
+// routerCommand is the router verb; *ran is set when its body runs.
+func routerCommand(e *env, ran *bool) *cobra.Command {
+	var f routerFlags
+	cmd := &cobra.Command{
+		Use:   "router --dir STORE [--create] --model CKPT",
+		Short: "train SeKV span-memory routers on a long-context llama2.c checkpoint and store them",
+		Long:  routerLong,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			*ran = true
+			return runRouter(cmd.Context(), e, &f)
+		},
+	}
+	f.define(cmd.Flags())
+	return cmd
+}
+
+// routerReport is what router prints.
+type routerReport struct {
+	Model     string   `json:"model_fingerprint"`
+	Artifacts []string `json:"artifacts"`
+	Windows   int      `json:"windows"`
+	Skipped   int      `json:"windows_left_out"`
+	Steps     int      `json:"steps"`
+	FirstLoss float64  `json:"first_loss"`
+	Loss      float64  `json:"loss"`
+	Spent     float64  `json:"zoom_share"`
+}
+
+func (r *routerReport) write(w io.Writer, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintf(w, "routers    %s\nmodel      %s\nwindows    %d (%d left out)\nloss       %.5f (start) -> %.5f after %d steps, soft zoom share %.3f\n",
+		strings.Join(r.Artifacts, " "), r.Model, r.Windows, r.Skipped, r.FirstLoss, r.Loss, r.Steps, r.Spent)
+	return nil
+}
+
+// runRouter builds the examples f asks for (or resumes them), trains the
+// routers and stores them.
+func runRouter(ctx context.Context, e *env, f *routerFlags) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	m, fp, err := f.model.load()
+	if err != nil {
+		return err
+	}
+	db, err := openStore(e)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if f.data == "" {
+		if f.data, err = quality.GoSrcDir(""); err != nil {
+			return err
+		}
+	}
+	ck, err := loadRouterCheckpoint(f.checkpoint)
+	if err != nil {
+		return err
+	}
+	key := f.dataKey(fp)
+	switch {
+	case ck == nil:
+		ck = &routerCheckpoint{Key: key}
+	case ck.Key != key:
+		return fmt.Errorf("%w: checkpoint %s was built for %q, not %q", errUsage, f.checkpoint, ck.Key, key)
+	}
+	p := newProgress(e.stderr, "kvtrain router")
+	defer p.done()
+	if err := routerExamples(ctx, m, f, ck, p); err != nil {
+		return err
+	}
+	if ck.State == nil {
+		params, err := router.New(ck.Shape[0], ck.Shape[1], ck.Shape[2], ck.Shape[3], ck.Init)
+		if err != nil {
+			return err
+		}
+		ck.State = router.NewState(params)
+	}
+	lo := router.Options{Budget: f.budgetWeight, Share: f.share, Temp: f.temp}
+	first, err := router.Loss(ck.State.Params, ck.Examples, lo)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	var last *router.Grad
+	err = router.Train(ctx, ck.State, ck.Examples, router.TrainOptions{Loss: lo, Steps: f.steps, LR: f.lr,
+		CheckpointEvery: f.checkpointEvery,
+		Checkpoint:      func(*router.State) error { return ck.save(f.checkpoint) },
+		Progress: func(s *router.State, g *router.Grad) {
+			last = g
+			p.step(fmt.Sprintf("step %d/%d, loss %.5f, bce %.5f, zoom share %.3f, %v", s.Step, f.steps, g.Loss, g.BCE, g.Spent, time.Since(start).Round(time.Second)))
+		}})
+	p.done()
+	if err != nil {
+		return err
+	}
+	if last == nil {
+		if last, err = router.Loss(ck.State.Params, ck.Examples, lo); err != nil {
+			return err
+		}
+	}
+	arts, err := ck.State.Params.Artifacts()
+	if err != nil {
+		return err
+	}
+	if err := ck.State.Params.Put(db, fp); err != nil {
+		return err
+	}
+	if err := db.Close(); err != nil {
+		return err
+	}
+	r := &routerReport{Model: fp.String(), Windows: ck.Windows - ck.Skipped, Skipped: ck.Skipped, Steps: ck.State.Step,
+		FirstLoss: first.Loss, Loss: last.Loss, Spent: last.Spent}
+	for _, a := range arts {
+		r.Artifacts = append(r.Artifacts, a.Name)
+	}
+	return r.write(e.stdout, e.json)
+}
+
+// routerExamples builds the examples of the windows ck has not built yet,
+// saving ck after each; once ctx is done it saves ck and returns ctx's
+// error, wrapped.
+func routerExamples(ctx context.Context, m *llama.Model, f *routerFlags, ck *routerCheckpoint, p *progress) error {
+	total := f.needles + f.text
+	if ck.Windows >= total {
+		return nil
+	}
+	files, err := train.LoadByteFiles(f.data, ".go", func(path string) bool { return !strings.HasSuffix(path, "_test.go") }, f.window+256)
+	if err != nil {
+		return err
+	}
+	lc := quality.LongConfig{Model: m}
+	for i := ck.Windows; i < total; i++ {
+		if err := ctx.Err(); err != nil {
+			if serr := ck.save(f.checkpoint); serr != nil {
+				return serr
+			}
+			return fmt.Errorf("stopped before window %d: %w", i+1, err)
+		}
+		p.stage(fmt.Sprintf("window %d/%d: prefill, span memory, teacher", i+1, total))
+		ctxToks, cont, err := routerWindow(files, f, i)
+		if err != nil {
+			return err
+		}
+		exs, init, err := lc.RouterExamples(ctxToks, cont)
+		switch {
+		case errors.Is(err, quality.ErrSpanBuild):
+			ck.Skipped++
+		case err != nil:
+			return fmt.Errorf("window %d: %w", i+1, err)
+		default:
+			ck.Examples = append(ck.Examples, exs...)
+			if ck.Init == nil {
+				ck.Init = init
+				ck.Shape = [4]int{m.Layers, m.KVHeads, len(init[0]) / m.HeadDim(), m.HeadDim()}
+			}
+		}
+		ck.Windows = i + 1
+		if err := ck.save(f.checkpoint); err != nil {
+			return err
+		}
+	}
+	if ck.Init == nil {
+		return fmt.Errorf("every one of %d windows left out: span memory not built", total)
+	}
+	return nil
+}
+
+// routerWindow is training window i (its own seeded draw, so that a
+// resumed run draws the same): a needle for i < --needles, else plain code
+// whose last --tail tokens are the continuation.
+func routerWindow(files *train.ByteFiles, f *routerFlags, i int) (ctx, cont []int, err error) {
+	rng := rand.New(rand.NewPCG(f.seed, uint64(i)))
+	chunk, err := files.Chunk(rng, f.window+256)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := make([]byte, len(chunk))
+	for j, c := range chunk {
+		b[j] = byte(c)
+		if c == quality.GoBOS {
+			b[j] = ' '
+		}
+	}
+	// Start at a line start, as a file does.
+	if nl := strings.IndexByte(string(b[:256]), '\n'); nl >= 0 {
+		b = b[nl+1:]
+	}
+	if i >= f.needles {
+		toks := []int{quality.GoBOS}
+		for _, c := range b[:f.window-1] {
+			toks = append(toks, int(c))
+		}
+		n := f.window - f.tail
+		return toks[:n], toks[n:], nil
+	}
+	nd, err := quality.NewNeedle(b, f.window, 1, 0.9*rng.Float64(), rng)
+	if err != nil {
+		return nil, nil, fmt.Errorf("window %d: %w", i+1, err)
+	}
+	return nd.Tokens[:nd.Context], nd.Tokens[nd.Context:], nil
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/internal/testenv"
+	"github.com/kvstore/kvstore/lab/router"
+	"github.com/kvstore/kvstore/store"
+)
+
+// routerArgs is a small router run on gocode-2k: 256-token windows, two
+// with a needle, one of plain code.
+func routerArgs(t *testing.T, dir, ckpt string, steps string) []string {
+	model := testenv.ModelFile(t, "gocode-2k.bin")
+	testenv.GoToolchain(t)
+	return []string{"router", "--dir", dir, "--model", model, "--window", "256", "--needles", "2", "--text", "1", "--tail", "16",
+		"--steps", steps, "--checkpoint", ckpt}
+}
+
+// storedRouters reads the router artifacts of gocode-2k's f32 fingerprint
+// from the store in dir.
+func storedRouters(t *testing.T, dir string) ([]router.Artifact, format.Fingerprint) {
+	t.Helper()
+	mf := modelFlags{path: testenv.ModelFile(t, "gocode-2k.bin"), dtype: "f32"}
+	_, fp, err := mf.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(dir, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	arts, err := router.Get(db, fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return arts, fp
+}
+
+// router builds its examples, trains, reports and stores W, bias and tau
+// for the model's fingerprint; run again with more steps it resumes from
+// its checkpoint (no window built again) and ends where one uninterrupted
+// run of as many steps does.
+func TestRouterTrainResume(t *testing.T) {
+	dir, ckpt := t.TempDir(), filepath.Join(t.TempDir(), "ckpt")
+	args := append([]string{"--json", "--create"}, routerArgs(t, dir, ckpt, "6")...)
+	r := kvtrain(t, args...).want(t, exitOK)
+	var rep routerReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v: %q", err, r.stdout)
+	}
+	want := []string{store.ArtifactRouterW, store.ArtifactRouterBias, store.ArtifactTau}
+	if !slices.Equal(rep.Artifacts, want) || rep.Steps != 6 || rep.Windows+rep.Skipped != 3 || rep.Windows < 1 ||
+		!(rep.Loss < rep.FirstLoss) || rep.Model != fingerprint(t, testenv.ModelFile(t, "gocode-2k.bin")) {
+		t.Fatalf("report %+v", rep)
+	}
+	if !strings.Contains(r.stderr, "kvtrain router: window 3/3") || !strings.Contains(r.stderr, "kvtrain router: step 1/6, loss ") {
+		t.Fatalf("progress: %q", r.stderr)
+	}
+	arts, _ := storedRouters(t, dir)
+	if _, err := router.FromArtifacts(arts, 4, 2, 64); err != nil {
+		t.Fatal(err)
+	}
+
+	r = kvtrain(t, routerArgs(t, dir, ckpt, "12")...).want(t, exitOK)
+	if strings.Contains(r.stderr, "window") || !strings.Contains(r.stderr, "step 7/12") || !strings.Contains(r.stdout, "after 12 steps") {
+		t.Fatalf("resumed run: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	resumed, _ := storedRouters(t, dir)
+
+	dir2, ckpt2 := t.TempDir(), filepath.Join(t.TempDir(), "ckpt")
+	kvtrain(t, append([]string{"--create"}, routerArgs(t, dir2, ckpt2, "12")...)...).want(t, exitOK)
+	whole, _ := storedRouters(t, dir2)
+	for i := range whole {
+		if !slices.Equal(whole[i].Data, resumed[i].Data) {
+			t.Fatalf("%s: the resumed run stored other values than the uninterrupted one", whole[i].Name)
+		}
+	}
+
+	// A checkpoint of other data flags is refused.
+	args = routerArgs(t, dir, ckpt, "12")
+	args[slices.Index(args, "--needles")+1] = "3"
+	if r := kvtrain(t, args...).want(t, exitUsage); !strings.Contains(r.stderr, "was built for") {
+		t.Fatalf("stderr %q", r.stderr)
+	}
+}
+
+// The built binary stops on SIGINT after its first step: exit 130, one
+// "interrupted:" line, the checkpoint saved with the steps taken, nothing
+// stored.
+func TestRouterBinaryInterrupt(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "kvtrain")
+	if out, err := exec.Command(testenv.GoToolchain(t), "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dir, ckpt := t.TempDir(), filepath.Join(t.TempDir(), "ckpt")
+	cmd := exec.Command(bin, append([]string{"--create"}, routerArgs(t, dir, ckpt, "100000000")...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stderr)
+	slow := time.AfterFunc(5*time.Minute, func() { cmd.Process.Kill() })
+	var before []string
+	for stepped := false; !stepped; {
+		if !lines.Scan() {
+			t.Fatalf("kvtrain ended before its first step: stderr %q; exit %d", before, wait(cmd))
+		}
+		before = append(before, lines.Text())
+		stepped = strings.Contains(lines.Text(), "step 1/")
+	}
+	slow.Stop()
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	late := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+	var rest []string
+	for lines.Scan() {
+		rest = append(rest, lines.Text())
+	}
+	code := wait(cmd)
+	if !late.Stop() {
+		t.Fatalf("still running 30 s after the signal; stderr after it: %q", rest)
+	}
+	if code != exitInterrupted || len(rest) != 1 || !strings.HasPrefix(rest[0], "interrupted: kvtrain router: router: stopped at step ") ||
+		!strings.HasSuffix(rest[0], "context canceled") {
+		t.Fatalf("exit %d, stderr after the signal: %q", code, rest)
+	}
+	ck, err := loadRouterCheckpoint(ckpt)
+	if err != nil || ck == nil || ck.State == nil || ck.State.Step < 1 || ck.Windows != 3 {
+		t.Fatalf("checkpoint after the interrupt: %+v, %v", ck, err)
+	}
+	db, err := store.Open(dir, &store.Options{MustExist: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	n := 0
+	if err := db.Artifacts(func(store.ArtifactInfo) error { n++; return nil }); err != nil || n != 0 {
+		t.Fatalf("%d artifacts stored after the interrupt, %v", n, err)
+	}
+	if _, err := os.Stat(ckpt); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/lab/quality"
+	"github.com/kvstore/kvstore/lab/router"
+	"github.com/kvstore/kvstore/store"
+)
+
+// routerFlags select the routed span methods: -routers, a store that
+// "kvtrain router" wrote trained routers to (span+trained,
+// span+trained+sum), and -oracle (span+oracle).
+type routerFlags struct {
+	dir, weights string
+	oracle       bool
+	spread       bool   // print each needle table's median and worst needle
+	scores       string // write each needle table's rows, with every needle's scores, as JSON lines here
+}
+
+func (r *routerFlags) define() {
+	flag.StringVar(&r.dir, "routers", "", "store directory holding trained router artifacts (kvtrain router --dir): adds span+trained and span+trained+sum")
+	flag.StringVar(&r.weights, "routers-weights-id", "", "weights id the routers are stored under (default llama2.c:<model file name>:<size>, kvtrain's)")
+	flag.BoolVar(&r.spread, "spread", false, "after each needle table, the median and worst needle of each method")
+	flag.StringVar(&r.scores, "scores", "", "append each needle table's rows, every needle's scores with them, to this file as JSON lines")
+	flag.BoolVar(&r.oracle, "oracle", false, "add span+oracle: span memory zoomed by the teacher's attention mass, the ceiling of routing")
+}
+
+// load reads the trained routers of model m (its checkpoint at path), nil
+// when -routers is not given.
+func (r *routerFlags) load(m *llama.Model, path string) ([]router.Artifact, error) {
+	if r.dir == "" {
+		return nil, nil
+	}
+	weights := r.weights
+	if weights == "" {
+		st, err := os.Stat(path)
+		if err != nil {
+			return nil, err
+		}
+		weights = fmt.Sprintf("llama2.c:%s:%d", filepath.Base(path), st.Size())
+	}
+	db, err := store.Open(r.dir, &store.Options{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("-routers %s: %w", r.dir, err)
+	}
+	defer db.Close()
+	arts, err := router.Get(db, m.Spec(format.DTypeF32, weights).Fingerprint())
+	if err != nil {
+		return nil, fmt.Errorf("-routers %s: %w", r.dir, err)
+	}
+	return arts, nil
+}
+
+// writeScores appends rows to the -scores file as one JSON line.
+func (r *routerFlags) writeScores(title string, rows []quality.NeedleRow) error {
+	if r.scores == "" {
+		return nil
+	}
+	f, err := os.OpenFile(r.scores, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := json.NewEncoder(f).Encode(map[string]any{"table": title, "rows": rows}); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// printSpread prints each row's median and worst needle: top-1 per byte
+// and log-prob per byte.
+func printSpread(rows []quality.NeedleRow) {
+	fmt.Println("| budget | method | top-1 median | top-1 worst | log-prob median | log-prob worst |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, r := range rows {
+		var top, lp []float64
+		for _, s := range r.Scores {
+			top, lp = append(top, s.Top1), append(lp, s.LogProb)
+		}
+		fmt.Printf("| %s | %s | %.2f | %.2f | %.2f | %.2f |\n", budget(r.Budget), r.Method, median(top), slices.Min(top), median(lp), slices.Min(lp))
+	}
+	fmt.Println()
+}
+
+func median(x []float64) float64 {
+	s := slices.Sorted(slices.Values(x))
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}

@@ -1,0 +1,88 @@
+package quality
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/kvstore/kvstore/lab/router"
+)
+
+// TestRouterExamples builds the router examples of a short needle: one per
+// (layer, KV head), a step per decoded token, each step's teacher mass a
+// share of attention (in [0, 1], summing over the spans to at most 1: the
+// decoded rows hold the rest).
+// Routers trained briefly on them and stored as artifacts then route
+// span+trained, and span+oracle zooms by the teacher: every routed method
+// keeps within its budget.
+func TestRouterExamples(t *testing.T) {
+	m, files := longCtxOrSkip(t, 512)
+	filler, err := goBytes(files[0], 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd, err := NewNeedle(filler, 512, 1, 0.2, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := LongConfig{Model: m, Budgets: []float64{0.25}}
+	exs, init, err := lc.RouterExamples(nd.Tokens[:nd.Context], nd.Tokens[nd.Context:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exs) != m.Layers*m.KVHeads || len(init) != len(exs) {
+		t.Fatalf("%d examples, %d projections for %d groups", len(exs), len(init), m.Layers*m.KVHeads)
+	}
+	cont := len(nd.Tokens) - nd.Context
+	for g, ex := range exs {
+		if len(ex.Steps) != cont {
+			t.Fatalf("group %d: %d steps for %d tokens", g, len(ex.Steps), cont)
+		}
+		for _, st := range ex.Steps {
+			var sum float64
+			for _, v := range st.Mass {
+				if !(v >= 0 && v <= 1) {
+					t.Fatalf("group %d: mass %v", g, v)
+				}
+				sum += v
+			}
+			if sum > 1+1e-9 || sum <= 0 {
+				t.Fatalf("group %d: masses sum to %v", g, sum)
+			}
+		}
+	}
+	dim := len(init[0]) / m.HeadDim()
+	p, err := router.New(m.Layers, m.KVHeads, dim, m.HeadDim(), init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := router.NewState(p)
+	if err := router.Train(t.Context(), st, exs, router.TrainOptions{Steps: 5, Loss: router.Options{Budget: 1, Share: 0.1}}); err != nil {
+		t.Fatal(err)
+	}
+	if lc.Routers, err = st.Params.Artifacts(); err != nil {
+		t.Fatal(err)
+	}
+	lc.Oracle = true
+	runs, err := lc.runMethods(nd.Tokens[:nd.Context], nd.Tokens[nd.Context:], nd.Query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range runs {
+		seen[r.Method] = true
+		if r.Rows > r.Limit && r.Method != MethodSpanSum && r.Method != MethodSpanTrainedSum {
+			t.Errorf("%s: %v rows over the budget's %v", r.Method, r.Rows, r.Limit)
+		}
+		s := scoreNeedle(nd, r.Logits)
+		t.Logf("%-16s top-1 %.2f log-prob %.2f rows %v/%v", r.Method, s.Top1, s.LogProb, r.Rows, r.Limit)
+		if math.IsNaN(s.LogProb) {
+			t.Errorf("%s: NaN log-prob", r.Method)
+		}
+	}
+	for _, name := range []string{MethodSpanTrained, MethodSpanTrainedSum, MethodSpanTrainedWindow, MethodSpanOracle} {
+		if !seen[name] {
+			t.Errorf("no %s run", name)
+		}
+	}
+}

@@ -1,0 +1,275 @@
+package router
+
+import (
+	"fmt"
+	"math"
+)
+
+// Example is one (layer, KV head) of one training context: its spans'
+// summary keys and zoom costs, and the decode steps that route over them.
+type Example struct {
+	// Group is layer*KVHeads + head.
+	Group int
+	// Keys are the spans' summary keys, pre-RoPE, Spans x HeadDim.
+	Keys []float64
+	// Tokens is per span the rows a zoom adds (0: the span cannot be
+	// zoomed, as an unfactored one; it is left out of the loss).
+	Tokens []int
+	// Steps are the decode steps.
+	Steps []Step
+}
+
+// Step is one decode step of one (layer, KV head).
+type Step struct {
+	// Queries are the pre-RoPE queries of the KV head's query heads,
+	// heads x HeadDim.
+	Queries []float64
+	// Mass is per span the teacher's attention mass: full attention of the
+	// step over the whole context (and the decoded rows before it), summed
+	// over the span's rows, averaged over the query heads (so in [0, 1]).
+	Mass []float64
+}
+
+// Options weigh the loss terms.
+type Options struct {
+	// Zoom weighs the zoom BCE (0: 1).
+	Zoom float64
+	// Budget weighs the budget penalty (0: none) and Share is its target:
+	// the share of the zoomable rows zoomed, Temp the temperature of the
+	// soft zoom decisions (0: 0.01).
+	Budget, Share, Temp float64
+}
+
+func (o Options) withDefaults() Options {
+	if o.Zoom == 0 {
+		o.Zoom = 1
+	}
+	if o.Temp == 0 {
+		o.Temp = 0.01
+	}
+	return o
+}
+
+// Grad is the gradient of the loss, shaped as Params.
+type Grad struct {
+	W          [][]float64
+	Bias, Tau  []float64
+	Loss       float64
+	BCE, Spent float64 // the mean zoom BCE and the mean soft zoom share
+}
+
+func newGrad(p *Params) *Grad {
+	g := &Grad{W: make([][]float64, p.Groups()), Bias: make([]float64, p.Groups()), Tau: make([]float64, p.Groups())}
+	for i := range g.W {
+		g.W[i] = make([]float64, p.Dim*p.HeadDim)
+	}
+	return g
+}
+
+// Loss is the mean over the examples' steps of
+//
+//	Zoom * mean_s BCE(alpha_s, Mass_s) + Budget * (sum_s zt_s n_s / sum_s n_s - Share)^2
+//
+// over the zoomable spans s (n_s = Tokens[s] > 0), with alpha_s the
+// router's score and zt_s = sigmoid((alpha_s - tau)/Temp) the soft zoom
+// decision the straight-through estimator differentiates in place of the
+// hard z_s = [alpha_s > tau]. The max over query heads is differentiated
+// through its argmax. It returns the loss and its gradient.
+func Loss(p *Params, exs []Example, o Options) (*Grad, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	o = o.withDefaults()
+	gr := newGrad(p)
+	steps := 0
+	for _, ex := range exs {
+		steps += len(ex.Steps)
+	}
+	if steps == 0 {
+		return nil, fmt.Errorf("%w: loss of no steps", ErrInvalidArgument)
+	}
+	for i := range exs {
+		if err := exampleLoss(p, &exs[i], o, gr, 1/float64(steps)); err != nil {
+			return nil, fmt.Errorf("example %d: %w", i, err)
+		}
+	}
+	return gr, nil
+}
+
+// exampleLoss adds one example's steps, each weighted w, to gr.
+func exampleLoss(p *Params, ex *Example, o Options, gr *Grad, w float64) error {
+	hd, dim := p.HeadDim, p.Dim
+	spans := len(ex.Tokens)
+	if ex.Group < 0 || ex.Group >= p.Groups() || len(ex.Keys) != spans*hd {
+		return fmt.Errorf("%w: group %d of %d, %d key floats for %d spans", ErrInvalidArgument, ex.Group, p.Groups(), len(ex.Keys), spans)
+	}
+	W := p.W[ex.Group]
+	proj := func(x []float64) []float64 {
+		out := make([]float64, dim)
+		for k := range out {
+			var acc float64
+			for j, v := range W[k*hd : (k+1)*hd] {
+				acc += v * x[j]
+			}
+			out[k] = acc
+		}
+		return out
+	}
+	var total float64
+	pk := make([][]float64, spans) // W k_s
+	zoomable := 0
+	for s, n := range ex.Tokens {
+		if n > 0 {
+			pk[s] = proj(ex.Keys[s*hd : (s+1)*hd])
+			total += float64(n)
+			zoomable++
+		}
+	}
+	if zoomable == 0 {
+		return nil
+	}
+	gW := gr.W[ex.Group]
+	dpk := make([][]float64, spans) // dL/d(W k_s), accumulated over steps
+	for s := range dpk {
+		if pk[s] != nil {
+			dpk[s] = make([]float64, dim)
+		}
+	}
+	for _, st := range ex.Steps {
+		heads := len(st.Queries) / hd
+		if heads == 0 || len(st.Queries) != heads*hd || len(st.Mass) != spans {
+			return fmt.Errorf("%w: step of %d query floats, %d masses for %d spans", ErrInvalidArgument, len(st.Queries), len(st.Mass), spans)
+		}
+		pq := make([][]float64, heads)
+		dpq := make([][]float64, heads)
+		for h := range pq {
+			pq[h] = proj(st.Queries[h*hd : (h+1)*hd])
+			dpq[h] = make([]float64, dim)
+		}
+		// Forward: logits, scores, soft decisions.
+		x := make([]float64, spans)
+		arg := make([]int, spans)
+		var spent float64
+		alpha := make([]float64, spans)
+		zt := make([]float64, spans)
+		for s := range x {
+			if pk[s] == nil {
+				continue
+			}
+			x[s] = math.Inf(-1)
+			for h := range pq {
+				if d := dot(pq[h], pk[s]); d > x[s] {
+					x[s], arg[s] = d, h
+				}
+			}
+			x[s] += p.Bias[ex.Group]
+			alpha[s] = sigmoid(x[s])
+			zt[s] = sigmoid((alpha[s] - p.Tau[ex.Group]) / o.Temp)
+			spent += zt[s] * float64(ex.Tokens[s])
+		}
+		spent /= total
+		dev := spent - o.Share
+		gr.Loss += w * o.Budget * dev * dev
+		gr.Spent += w * spent
+		// Backward.
+		dSpent := w * o.Budget * 2 * dev
+		for s := range x {
+			if pk[s] == nil {
+				continue
+			}
+			y := st.Mass[s]
+			a := alpha[s]
+			bce := y*softplus(-x[s]) + (1-y)*softplus(x[s]) // -(y ln a + (1-y) ln(1-a)), stable
+			gr.Loss += w * o.Zoom * bce / float64(zoomable)
+			gr.BCE += w * bce / float64(zoomable)
+			dx := w * o.Zoom * (a - y) / float64(zoomable)
+			// zt = sigmoid((alpha - tau)/T): dzt/dalpha = zt(1-zt)/T.
+			dz := dSpent * float64(ex.Tokens[s]) / total * zt[s] * (1 - zt[s]) / o.Temp
+			gr.Tau[ex.Group] -= dz
+			dx += dz * a * (1 - a)
+			gr.Bias[ex.Group] += dx
+			h := arg[s]
+			for k := range dim {
+				dpq[h][k] += dx * pk[s][k]
+				dpk[s][k] += dx * pq[h][k]
+			}
+		}
+		for h := range pq {
+			q := st.Queries[h*hd : (h+1)*hd]
+			for k := range dim {
+				if dpq[h][k] == 0 {
+					continue
+				}
+				row := gW[k*hd : (k+1)*hd]
+				for j := range row {
+					row[j] += dpq[h][k] * q[j]
+				}
+			}
+		}
+	}
+	for s := range dpk {
+		if dpk[s] == nil {
+			continue
+		}
+		ks := ex.Keys[s*hd : (s+1)*hd]
+		for k := range dim {
+			row := gW[k*hd : (k+1)*hd]
+			for j := range row {
+				row[j] += dpk[s][k] * ks[j]
+			}
+		}
+	}
+	return nil
+}
+
+// Scores are the router's alpha per span for one step (NaN for the spans
+// that cannot be zoomed), in float64: what reconstruct.Router.Route
+// computes in float32 with Scale 1.
+func Scores(p *Params, ex *Example, st *Step) []float64 {
+	hd, dim := p.HeadDim, p.Dim
+	W := p.W[ex.Group]
+	proj := func(x []float64) []float64 {
+		out := make([]float64, dim)
+		for k := range out {
+			out[k] = dot(W[k*hd:(k+1)*hd], x)
+		}
+		return out
+	}
+	heads := len(st.Queries) / hd
+	pq := make([][]float64, heads)
+	for h := range pq {
+		pq[h] = proj(st.Queries[h*hd : (h+1)*hd])
+	}
+	out := make([]float64, len(ex.Tokens))
+	for s, n := range ex.Tokens {
+		if n == 0 {
+			out[s] = math.NaN()
+			continue
+		}
+		pk := proj(ex.Keys[s*hd : (s+1)*hd])
+		x := math.Inf(-1)
+		for h := range pq {
+			x = max(x, dot(pq[h], pk))
+		}
+		out[s] = sigmoid(x + p.Bias[ex.Group])
+	}
+	return out
+}
+
+func dot(a, b []float64) float64 {
+	var s float64
+	for i, v := range a {
+		s += v * b[i]
+	}
+	return s
+}
+
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+// softplus is ln(1 + e^x), without overflow or cancellation.
+func softplus(x float64) float64 {
+	if x > 0 {
+		return x + math.Log1p(math.Exp(-x))
+	}
+	return math.Log1p(math.Exp(x))
+}
