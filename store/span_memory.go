@@ -160,6 +160,10 @@ type SpanOptions struct {
 	// factors would take as much room as its rows in bf16 or more, or where
 	// the dtype cannot hold them.
 	FactorDType format.DType
+	// FactorAll keeps the factors of every span the segmentation factors,
+	// even where they take more room than its rows in bf16: for
+	// measurements of factors on models whose rows do not compress.
+	FactorAll bool
 }
 
 // DefaultSpanFactorDType is SpanOptions' FactorDType when left 0: f16.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/prune"
+	"github.com/kvstore/kvstore/store"
 )
 
 // Long-context methods besides Row's (MethodWindow, MethodTop, MethodSpan,
@@ -33,6 +34,9 @@ type LongConfig struct {
 	// Span configures span memory: Segment, Energy, MaxRank, FactorDType,
 	// AnchorShare, Tau as Config's (its other fields are not read).
 	Span Config
+	// SpanSize, when not nil, is given each context's stored span memory
+	// size (store.SpanSize: stored bytes against its raw bf16 rows).
+	SpanSize func(store.SpanSize)
 }
 
 func (c *LongConfig) defaults() error {
@@ -127,6 +131,9 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 		return nil, fmt.Errorf("%w: %w", errSpanBuild, err)
 	}
 	defer s.close()
+	if c.SpanSize != nil {
+		c.SpanSize(s.size)
+	}
 	for _, f := range c.Budgets {
 		b := max(1, int(math.Floor(f*float64(n))))
 		for _, name := range LongMethods {

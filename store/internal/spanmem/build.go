@@ -41,6 +41,10 @@ type Options struct {
 	// FactorDType is the storage dtype of factors; 0 means
 	// DefaultFactorDType.
 	FactorDType format.DType
+	// FactorAll keeps the factors of every span the segmentation factors,
+	// even where they take more room than its rows in bf16 (see settle):
+	// for measurements of factors on models whose rows do not compress.
+	FactorAll bool
 }
 
 // DefaultFactorDType is the factors' dtype when Options leave it 0: f16,
@@ -86,7 +90,9 @@ func Build(in *Input, opts *Options, art Artifacts) (*Memory, error) {
 	if err := b.heads(); err != nil {
 		return nil, err
 	}
-	b.settle()
+	if !b.opts.FactorAll {
+		b.settle()
+	}
 	if err := b.resident(); err != nil {
 		return nil, err
 	}
