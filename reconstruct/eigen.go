@@ -218,13 +218,25 @@ func (w *eigenWork) orient(n int) {
 // ql diagonalises the tridiagonal (d, e) by implicit QL with Wilkinson
 // shifts (tqli of Numerical Recipes, the QL half of LAPACK's dsteqr),
 // rotating the rows of w.vt along. e[i] couples d[i] and d[i+1].
+//
+// e[m] is dropped when it is at most 2^-53 of its neighbours on the
+// diagonal (LAPACK's test), or at most 2^-53 of T's largest element
+// (tridiagMax), at most 2^-53 ||T||: either moves no eigenvalue by more
+// than the n 2^-53 ||A|| that sym promises. The relative test alone
+// never ends on a block of zero eigenvalues such as the Gram matrix of a
+// span that ends in a run of one row has (at layer 0 a value row is a
+// function of its token alone, and indentation repeats a token): every
+// sweep scales that block's diagonal and off-diagonal down together, by
+// about the unit roundoff, so that neither becomes small against the
+// other before the iteration gives up.
 func (w *eigenWork) ql(n int) bool {
 	d, e := w.d[:n], w.e[:n]
+	floor := 0x1p-53 * tridiagMax(d, e[:max(n-1, 0)])
 	for l := 0; l < n; l++ {
 		for iter := 0; ; iter++ {
 			m := l
 			for ; m < n-1; m++ {
-				if math.Abs(e[m]) <= 0x1p-53*(math.Abs(d[m])+math.Abs(d[m+1])) {
+				if a := math.Abs(e[m]); a <= floor || a <= 0x1p-53*(math.Abs(d[m])+math.Abs(d[m+1])) {
 					break
 				}
 			}
@@ -267,4 +279,18 @@ func (w *eigenWork) ql(n int) bool {
 		}
 	}
 	return true
+}
+
+// tridiagMax is the largest magnitude among d and e, the diagonal and
+// off-diagonal of a symmetric tridiagonal T: at most ||T||_2, and at
+// least a third of it.
+func tridiagMax(d, e []float64) float64 {
+	var big float64
+	for _, v := range d {
+		big = max(big, math.Abs(v))
+	}
+	for _, v := range e {
+		big = max(big, math.Abs(v))
+	}
+	return big
 }

@@ -128,6 +128,11 @@ func TestEigenSym(t *testing.T) {
 	repeated[0], repeated[11] = 5, 0
 	cases = append(cases, tc{"repeated", repeated})
 	cases = append(cases, tc{"zero", make([]float64, 5)})
+	// A Gram matrix of a span whose rows repeat: a block of zero
+	// eigenvalues, which rounding leaves at about 2^-53 ||A||.
+	null := make([]float64, 25)
+	copy(null, []float64{9, 4, 2, 1, 0.5})
+	cases = append(cases, tc{"null block", null}, tc{"gram of a run", null})
 	// The fast path where it is expected: where the wanted eigenvalues
 	// are apart from the others (no vector wanted at all, or only the
 	// isolated top one of repeated); the QL iteration for vectors of
@@ -136,7 +141,7 @@ func TestEigenSym(t *testing.T) {
 		switch name {
 		case "random", "graded":
 			return true
-		case "repeated":
+		case "repeated", "null block", "gram of a run":
 			return r <= 1
 		case "zero":
 			return false
@@ -146,6 +151,14 @@ func TestEigenSym(t *testing.T) {
 	for _, c := range cases {
 		n := len(c.lam)
 		a := eigenTestMatrix(rng, c.lam)
+		if c.name == "gram of a run" {
+			// The Gram matrix of a span ending in 21 copies of one row:
+			// its null block is exactly structured, not rotated noise.
+			n = 25
+			b := svdRepeatedRows(rng, n, 64, 5, true)
+			a = make([]float64, n*n)
+			gramF32(a, b, n, 64)
+		}
 		for _, r := range []int{0, 1, n} {
 			var w eigenWork
 			checkEigen(t, c.name, a, n, r, 0x1p-29, 0x1p-28, w.sym)

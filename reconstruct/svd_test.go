@@ -1,10 +1,13 @@
 package reconstruct
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -541,5 +544,198 @@ func TestSVDSweep(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// svdLoadF32 reads testdata/name, rows*cols little-endian float32.
+func svdLoadF32(t *testing.T, name string, rows, cols int) []float32 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != 4*rows*cols {
+		t.Fatalf("%s: %d bytes, want %d for %dx%d float32", name, len(b), 4*rows*cols, rows, cols)
+	}
+	a := make([]float32, rows*cols)
+	for i := range a {
+		a[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return a
+}
+
+// svdCheckFull checks factors of a at every rank SVD may keep (Energy 1,
+// up to 32): no error, S descending and non-negative, f valid, the error
+// within 1.1x the optimal error of its rank plus float32 noise (1e-5
+// ||A||), the factors orthonormal to 1e-5 and the rank at most want (the
+// numerical rank, or min(rows, cols, 32)).
+func svdCheckFull(t *testing.T, a []float32, rows, cols, want int) *Factors {
+	t.Helper()
+	f, err := SVD(a, rows, cols, SVDOptions{Energy: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if f.Rank > want {
+		t.Errorf("rank %d, want at most %d", f.Rank, want)
+	}
+	for i := 1; i < f.Rank; i++ {
+		if f.S[i] > f.S[i-1] || f.S[i] < 0 {
+			t.Fatalf("singular values not descending: %v", f.S)
+		}
+	}
+	norm := svdNorm(a)
+	opt := svdOptimalError(t, a, rows, cols, f.Rank)
+	if got := svdError(a, f); got > 1.1*opt+1e-5*norm {
+		t.Errorf("rank %d: error %v, optimal %v (||A|| %v)", f.Rank, got, opt, norm)
+	}
+	svdCheckOrthonormal(t, f, 1e-5)
+	return f
+}
+
+// TestSVDRepeatedRows: spans whose rows repeat (values of layer 0, a
+// function of the token alone) have Gram matrices with a block of zero
+// eigenvalues, on which the QL iteration's relative deflation test alone
+// never converged. The fixture is such a span of gocode-2k (see
+// testdata/README.md); the generated ones repeat a few random rows, on
+// every path of SVD: the exact one, wide and tall range finders.
+func TestSVDRepeatedRows(t *testing.T) {
+	t.Run("fixture 25x64", func(t *testing.T) {
+		a := svdLoadF32(t, "values-layer0-25x64.f32", 25, 64)
+		f := svdCheckFull(t, a, 25, 64, 11) // 11 distinct rows
+		if f.Rank < 10 {
+			t.Errorf("rank %d of 11 distinct rows", f.Rank)
+		}
+		g, err := SVD(a, 25, 64, SVDOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	rng := rand.New(rand.NewPCG(31, 7))
+	for _, tc := range []struct {
+		rows, cols, distinct int
+		run                  bool
+	}{
+		{21, 64, 10, true}, {25, 64, 11, true}, {31, 64, 13, true}, {34, 64, 5, true}, {40, 64, 12, true},
+		{25, 128, 8, true}, {64, 128, 20, true}, {96, 128, 9, true}, {200, 64, 17, true}, {300, 128, 40, true},
+		{25, 64, 11, false}, {40, 64, 12, false}, {64, 128, 20, false}, {200, 64, 17, false}, {48, 16, 3, false},
+	} {
+		name := fmt.Sprintf("%dx%d of %d rows", tc.rows, tc.cols, tc.distinct)
+		if tc.run {
+			name += ", the last repeated"
+		}
+		t.Run(name, func(t *testing.T) {
+			a := svdRepeatedRows(rng, tc.rows, tc.cols, tc.distinct, tc.run)
+			svdCheckFull(t, a, tc.rows, tc.cols, min(tc.distinct, tc.cols, 32))
+		})
+	}
+}
+
+// svdRepeatedRows returns a rows x cols matrix of distinct random rows,
+// each row past them a copy of one: with run, the last one, as a span
+// ending in a run of one token (indentation) has; otherwise random ones,
+// the rows shuffled.
+func svdRepeatedRows(rng *rand.Rand, rows, cols, distinct int, run bool) []float32 {
+	a := make([]float32, rows*cols)
+	for i := range a[:distinct*cols] {
+		a[i] = float32(rng.NormFloat64())
+	}
+	for r := distinct; r < rows; r++ {
+		src := distinct - 1
+		if !run {
+			src = rng.IntN(distinct)
+		}
+		copy(a[r*cols:(r+1)*cols], a[src*cols:(src+1)*cols])
+	}
+	if !run {
+		rng.Shuffle(rows, func(i, j int) {
+			for c := range cols {
+				a[i*cols+c], a[j*cols+c] = a[j*cols+c], a[i*cols+c]
+			}
+		})
+	}
+	return a
+}
+
+// TestSVDAdversarial runs SVD on matrices built to stress the small
+// eigensolver: repeated singular values, rank deficiency, zero columns and
+// rows, a single non-zero element, and scales near float32's limits.
+func TestSVDAdversarial(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 3))
+	gauss := func(rows, cols int) []float32 {
+		a := make([]float32, rows*cols)
+		for i := range a {
+			a[i] = float32(rng.NormFloat64())
+		}
+		return a
+	}
+	scaled := func(a []float32, e int) []float32 {
+		out := make([]float32, len(a))
+		for i, v := range a {
+			out[i] = float32(math.Ldexp(float64(v), e))
+		}
+		return out
+	}
+	flat := func(n int, s float64) []float64 {
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = s
+		}
+		return out
+	}
+	type tc struct {
+		name             string
+		a                []float32
+		rows, cols, want int
+	}
+	var cases []tc
+	for _, sh := range []struct{ rows, cols int }{{25, 64}, {40, 64}, {64, 128}, {200, 64}, {12, 10}} {
+		m := min(sh.rows, sh.cols)
+		name := fmt.Sprintf("%dx%d", sh.rows, sh.cols)
+		cases = append(cases,
+			tc{name + " equal sigmas", svdTestMatrix(rng, sh.rows, sh.cols, flat(m, 3), 0), sh.rows, sh.cols, min(m, 32)},
+			tc{name + " two plateaus", svdTestMatrix(rng, sh.rows, sh.cols, append(flat(m/2, 5), flat(m-m/2, 1)...), 0), sh.rows, sh.cols, min(m, 32)},
+			tc{name + " rank 3", svdTestMatrix(rng, sh.rows, sh.cols, []float64{4, 2, 1}, 0), sh.rows, sh.cols, 3},
+			tc{name + " rank 1", svdTestMatrix(rng, sh.rows, sh.cols, []float64{7}, 0), sh.rows, sh.cols, 1},
+			tc{name + " plateau then zero", svdTestMatrix(rng, sh.rows, sh.cols, flat(m/3, 2), 0), sh.rows, sh.cols, m / 3},
+		)
+		z := gauss(sh.rows, sh.cols)
+		for r := range sh.rows {
+			for c := 0; c < sh.cols; c += 2 {
+				z[r*sh.cols+c] = 0 // every other column
+			}
+		}
+		cases = append(cases, tc{name + " zero columns", z, sh.rows, sh.cols, min(sh.rows, (sh.cols+1)/2, 32)})
+		zr := gauss(sh.rows, sh.cols)
+		for r := 1; r < sh.rows; r++ {
+			if r%3 != 0 {
+				clear(zr[r*sh.cols : (r+1)*sh.cols])
+			}
+		}
+		cases = append(cases, tc{name + " zero rows", zr, sh.rows, sh.cols, min((sh.rows+2)/3, sh.cols, 32)})
+		one := make([]float32, sh.rows*sh.cols)
+		one[(sh.rows/2)*sh.cols+sh.cols/3] = -2.5
+		cases = append(cases, tc{name + " one element", one, sh.rows, sh.cols, 1})
+		same := make([]float32, sh.rows*sh.cols)
+		row := gauss(1, sh.cols)
+		for r := range sh.rows {
+			copy(same[r*sh.cols:], row)
+		}
+		cases = append(cases, tc{name + " all rows equal", same, sh.rows, sh.cols, 1})
+		key := svdTestMatrix(rng, sh.rows, sh.cols, keyLikeSpectrum(m), 0.03)
+		for _, e := range []int{-120, -90, 90, 120} {
+			cases = append(cases, tc{fmt.Sprintf("%s key-like x 2^%d", name, e), scaled(key, e), sh.rows, sh.cols, min(m, 32)})
+		}
+		cases = append(cases, tc{name + " rank 3 x 2^-120", scaled(svdTestMatrix(rng, sh.rows, sh.cols, []float64{4, 2, 1}, 0), -120), sh.rows, sh.cols, 3})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			svdCheckFull(t, c.a, c.rows, c.cols, c.want)
+		})
 	}
 }

@@ -130,18 +130,28 @@ func (w *eigenWork) byTwisted(a []float64, n int, vals, vecs []float64, r int, s
 // d[i] and d[i+1]; e2 is destroyed): the Pal-Walker-Kahan variant of
 // implicit QL with Wilkinson shifts (LAPACK's dsterf, its QL half), which
 // works on the squares of the off-diagonal and needs no square root in
-// its inner loop. It deflates where e[m] <= tol (|d[m]| + |d[m+1]|) (tol
-// 2^-53 is eigenWork.ql's bound) and solves a trailing 2 x 2 block
-// directly. It reports false after eigenMaxIter iterations on one
-// eigenvalue.
+// its inner loop. It deflates where e[m] <= tol (|d[m]| + |d[m+1]|) or
+// e[m] <= tol max(|d|, |e|) <= tol ||T|| (tol 2^-53 is eigenWork.ql's
+// bound; see there why the second test is needed) and solves a trailing
+// 2 x 2 block directly. It reports false after eigenMaxIter iterations
+// on one eigenvalue.
 func rootFreeQL(d, e2 []float64, tol float64) bool {
 	n := len(d)
+	var big, e2Big float64
+	for _, v := range d {
+		big = max(big, math.Abs(v))
+	}
+	for _, v := range e2[:max(n-1, 0)] {
+		e2Big = max(e2Big, v)
+	}
+	// (tol times T's largest element)^2, as in eigenWork.ql.
+	floor := tol * tol * max(big*big, e2Big)
 	l := 0
 	for iter := 0; l < n; {
 		m := l
 		for ; m < n-1; m++ {
 			t := math.Abs(d[m]) + math.Abs(d[m+1])
-			if e2[m] <= tol*tol*t*t {
+			if e2[m] <= floor || e2[m] <= tol*tol*t*t {
 				break
 			}
 		}

@@ -43,6 +43,17 @@ func TestRootFreeQL(t *testing.T) {
 	// The shift from the top 2 x 2 is -1 = d[2]: gamma and p start at
 	// exactly 0, dsterf's special case (dsterfSweep).
 	cases = append(cases, tc{"zero p", []float64{0, 0, -1}, []float64{1, 0.5, 0}})
+	// The tridiagonal of the Gram matrix of a span ending in a run of one
+	// row: a block of zero eigenvalues (see eigenWork.ql).
+	{
+		const n = 25
+		g := make([]float64, n*n)
+		gramF32(g, svdRepeatedRows(rng, n, 64, 5, true), n, 64)
+		var w eigenWork
+		w.d, w.e, w.tau, w.tmp = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+		w.tridiagonalize(g, n)
+		cases = append(cases, tc{"null block", w.d, w.e})
+	}
 	for _, c := range cases {
 		n := len(c.d)
 		e2 := make([]float64, n)

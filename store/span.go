@@ -18,7 +18,9 @@ import (
 // un-rotated at their positions, the context is segmented by surprisal,
 // every span is summarised per (layer, KV head) and its summary key
 // projected by W, and each factored span's pre-RoPE keys and values get
-// truncated SVD factors.
+// truncated SVD factors, kept only where they take less room than the
+// span's rows in bf16 (the span's rows stay resident otherwise; see
+// SpanMemory.Size).
 //
 // W is the trained ArtifactRouterW when stored, else a default
 // ArtifactRouterWPCA stored earlier, else it is fitted here by PCA of this

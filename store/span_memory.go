@@ -10,7 +10,8 @@ import (
 // SpanMemory is SeKV's memory of one long context, as BuildSpanMemory
 // makes it and PutSpanMemory stores it: the context cut into spans, the
 // resident rows kept at full resolution (anchors and the tokens of spans
-// too short to factor), and per (layer, KV head) a summary of every span
+// too short to factor or whose factors would not be smaller than their
+// rows in bf16), and per (layer, KV head) a summary of every span
 // and truncated SVD factors of every factored span's pre-RoPE keys and
 // values.
 type SpanMemory struct {
@@ -42,6 +43,31 @@ type SpanMemory struct {
 // spec, segmentation, resident rows, heads and projection agree. Errors
 // wrap ErrInvalidArgument.
 func (m *SpanMemory) Check() error { return toSpanMemory(m).Check() }
+
+// SpanSize is the room a span memory takes once stored (SpanMemory.Size),
+// against the raw rows it stands for.
+type SpanSize struct {
+	// Extent is its extent in the blob log: resident rows, factor blocks,
+	// padding and trailer.
+	Extent int64
+	// Records is its catalog values: the root record and one record per
+	// (layer, KV head) with the span summaries (not their keys, nor a W
+	// fitted with it, stored once per model).
+	Records int64
+	// RawBF16 is the context's K and V rows in bf16: Tokens x Layers x
+	// KVHeads x HeadDim x 2 x 2 bytes.
+	RawBF16 int64
+}
+
+// Stored is Extent + Records, what PutSpanMemory writes for m.
+func (s SpanSize) Stored() int64 { return s.Extent + s.Records }
+
+// Size measures m as PutSpanMemory would store it. Errors wrap
+// ErrInvalidArgument where m does not check.
+func (m *SpanMemory) Size() (SpanSize, error) {
+	s, err := toSpanMemory(m).Size()
+	return SpanSize(s), err
+}
 
 // fromSpanMemory is spanmem's memory as the store's; nil stays nil.
 func fromSpanMemory(m *spanmem.Memory) *SpanMemory {
@@ -129,9 +155,19 @@ type SpanOptions struct {
 	// ArtifactRank, whose per (layer, head) rank then applies. Rank is
 	// ignored; Seed is mixed with (layer, head, span, K|V).
 	SVD reconstruct.SVDOptions
-	// FactorDType is the storage dtype of factors; 0 means the model's.
+	// FactorDType is the storage dtype of factors; 0 means
+	// DefaultSpanFactorDType. A span keeps its rows resident where its
+	// factors would take as much room as its rows in bf16 or more, or where
+	// the dtype cannot hold them.
 	FactorDType format.DType
+	// FactorAll keeps the factors of every span the segmentation factors,
+	// even where they take more room than its rows in bf16: for
+	// measurements of factors on models whose rows do not compress.
+	FactorAll bool
 }
+
+// DefaultSpanFactorDType is SpanOptions' FactorDType when left 0: f16.
+const DefaultSpanFactorDType = spanmem.DefaultFactorDType
 
 // toSpanOptions is o as spanmem's (the same fields).
 func toSpanOptions(o *SpanOptions) *spanmem.Options { return (*spanmem.Options)(o) }

@@ -28,8 +28,18 @@ var spanModelCfg = llama.Config{Dim: 64, Hidden: 64, Layers: 2, Heads: 4, KVHead
 var spanSegment = segment.Options{MinSpan: 8, MaxSpan: 16, MinFactored: 12}
 
 // spanFixture prefills tokens of a random model at base and returns the
-// model and the cache as a SpanInput stored in dtype dt.
+// model and the cache as a SpanInput stored in dtype dt. The text is two
+// tokens in an irregular order: every hidden state lies in the span of
+// their embeddings and values, so that each span's pre-RoPE keys and
+// values have rank at most 4 and its factors take less room than its
+// rows (BuildSpanMemory keeps rows resident otherwise).
 func spanFixture(t testing.TB, tokens int, base int64, dt format.DType) (*llama.Model, *SpanInput) {
+	return spanFixtureText(t, tokens, base, dt, func(i int) int { return (i*i*7 + i*3 + 1) % 13 / 7 })
+}
+
+// spanFixtureText is spanFixture with token i of the text id(i) mod the
+// vocabulary.
+func spanFixtureText(t testing.TB, tokens int, base int64, dt format.DType, id func(int) int) (*llama.Model, *SpanInput) {
 	t.Helper()
 	m, err := llama.Random(spanModelCfg, 11)
 	if err != nil {
@@ -37,7 +47,7 @@ func spanFixture(t testing.TB, tokens int, base int64, dt format.DType) (*llama.
 	}
 	ids := make([]int, tokens)
 	for i := range ids {
-		ids[i] = (i*i*7 + i*3 + 1) % m.Vocab
+		ids[i] = id(i) % m.Vocab
 	}
 	res, err := m.Forward(ids, base, nil, llama.ForwardOptions{})
 	if err != nil {
@@ -305,7 +315,9 @@ func TestSpanMemoryResidentRows(t *testing.T) {
 func TestSpanMemoryArtifacts(t *testing.T) {
 	db, _, _ := openSpanDB(t, false)
 	defer db.Close()
-	_, in := spanFixture(t, 64, 0, format.DTypeF32)
+	// Varied text, so that the spans left to the energy rule need more
+	// than rank 4.
+	_, in := spanFixtureText(t, 64, 0, format.DTypeF32, func(i int) int { return i*i*7 + i*3 + 1 })
 	fp := in.Model.Fingerprint()
 	first := buildSpans(t, db, in, SpanOptions{ProjectionDim: 4})
 	if _, err := db.PutSpanMemory(context.Background(), "ns", "a", first); err != nil {
@@ -606,4 +618,56 @@ func subset(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// TestSpanMemorySize: Size's extent is the one PutSpanMemory writes, its
+// raw bf16 size the context's K and V rows at two bytes, and a memory of
+// rows that compress (the fixture's) keeps every factored span smaller
+// than its rows in bf16.
+func TestSpanMemorySize(t *testing.T) {
+	db, _, _ := openSpanDB(t, false)
+	defer db.Close()
+	_, in := spanFixture(t, 200, 0, format.DTypeBF16)
+	m := buildSpans(t, db, in, SpanOptions{})
+	if m.FactorDType != DefaultSpanFactorDType || DefaultSpanFactorDType != format.DTypeF16 {
+		t.Fatalf("factor dtype %v, default %v; want f16", m.FactorDType, DefaultSpanFactorDType)
+	}
+	size, err := m.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &m.Model
+	if want := int64(200 * spec.Layers * spec.KVHeads * spec.HeadDim * 4); size.RawBF16 != want {
+		t.Errorf("raw bf16 %d bytes, want %d", size.RawBF16, want)
+	}
+	if _, err := db.PutSpanMemory(context.Background(), "ns", "sized", m); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := db.spanMeta("ns", "sized")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uint64(size.Extent) != meta.ExtentLength || size.Records <= 0 || size.Stored() != size.Extent+size.Records {
+		t.Errorf("size %+v, stored extent %d bytes", size, meta.ExtentLength)
+	}
+	factored := 0
+	for s, sp := range m.Segmentation.Spans {
+		if !sp.Factored {
+			continue
+		}
+		factored++
+		var bytes int64
+		for _, h := range m.Heads {
+			bytes += spanmem.FactorBytes(h.K[s].Rows, h.K[s].Cols, h.K[s].Rank, m.FactorDType)
+			bytes += spanmem.FactorBytes(h.V[s].Rows, h.V[s].Cols, h.V[s].Rank, m.FactorDType)
+		}
+		if raw := int64(sp.Len() * spec.Layers * spec.KVHeads * spec.HeadDim * 4); bytes >= raw {
+			t.Errorf("span %d: %d bytes of factors for %d of bf16 rows", s, bytes, raw)
+		}
+	}
+	if factored == 0 {
+		t.Error("the fixture factors no span")
+	}
+	t.Logf("%d of %d spans factored: stored %d bytes (extent %d, records %d), raw bf16 %d", factored, len(m.Segmentation.Spans),
+		size.Stored(), size.Extent, size.Records, size.RawBF16)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/segment"
+	"github.com/kvstore/kvstore/store"
 )
 
 // Config is one measurement.
@@ -30,8 +31,15 @@ type Config struct {
 	// default 0.99; 1: always r_max). MaxRank is r_max (0: 32).
 	Energy  float64
 	MaxRank int
-	// FactorDType is the stored factors' dtype (0: f32, SeKV's choice).
+	// FactorDType is the stored factors' dtype (0: f16, the store's
+	// default; SeKV keeps f32).
 	FactorDType format.DType
+	// SizeRule builds span memory with the store's rule: a span keeps its
+	// factors only where they take less room than its rows in bf16. Off,
+	// every span the segmentation factors is factored, as in SeKV: the
+	// random and small models measured here have rows that do not
+	// compress, and their spans would all stay resident.
+	SizeRule bool
 	// AnchorShare bounds the resident anchors to this fraction of the
 	// budget (0: 0.5).
 	AnchorShare float64
@@ -59,7 +67,7 @@ func (c *Config) ensureDefaults() {
 		c.AnchorShare = DefaultAnchorShare
 	}
 	if c.FactorDType == 0 {
-		c.FactorDType = format.DTypeF32
+		c.FactorDType = store.DefaultSpanFactorDType
 	}
 }
 

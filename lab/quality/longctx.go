@@ -40,6 +40,9 @@ type LongConfig struct {
 	// MethodSpanTrainedSum; Oracle adds MethodSpanOracle (routed.go).
 	Routers []router.Artifact
 	Oracle  bool
+	// SpanSize, when not nil, is given each context's stored span memory
+	// size (store.SpanSize: stored bytes against its raw bf16 rows).
+	SpanSize func(store.SpanSize)
 }
 
 func (c *LongConfig) defaults() error {
@@ -135,6 +138,9 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 	}
 	defer s.close()
 	var trained *store.Routing
+	if c.SpanSize != nil {
+		c.SpanSize(s.size)
+	}
 	for _, f := range c.Budgets {
 		b := max(1, int(math.Floor(f*float64(n))))
 		for _, name := range c.methods() {

@@ -26,6 +26,7 @@ type spanStore struct {
 	hd         int
 	resK, resV [][]float32       // per layer, [KVHeads][resident][hd], post-RoPE at their positions
 	recon      map[[3]int]rowSet // (layer, head, span) -> reconstructed rows
+	size       store.SpanSize    // of the stored memory
 }
 
 // newSpanStore builds, stores and opens the span memory of a prefilled
@@ -49,9 +50,12 @@ func (s *spanStore) build(m *llama.Model, c *llama.Cache, h []float32, cfg *Conf
 	for _, kv := range c.Layers {
 		in.K, in.V = append(in.K, kv.K), append(in.V, kv.V)
 	}
-	mem, err := s.db.BuildSpanMemory(in, &store.SpanOptions{Segment: cfg.Segment, FactorDType: cfg.FactorDType,
+	mem, err := s.db.BuildSpanMemory(in, &store.SpanOptions{Segment: cfg.Segment, FactorDType: cfg.FactorDType, FactorAll: !cfg.SizeRule,
 		SVD: reconstruct.SVDOptions{Energy: cfg.Energy, MaxRank: cfg.MaxRank}})
 	if err != nil {
+		return err
+	}
+	if s.size, err = mem.Size(); err != nil {
 		return err
 	}
 	if _, err := s.db.PutSpanMemory(context.Background(), "quality", "context", mem); err != nil {

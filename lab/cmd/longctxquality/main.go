@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/kvstore/kvstore/internal/testenv"
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/lab/quality"
+	"github.com/kvstore/kvstore/store"
 )
 
 func main() {
@@ -45,15 +47,16 @@ func main() {
 	lookahead := flag.Int("lookahead", 0, "-gpuzoom: spans per KV head prefetched beyond the zoomed ones")
 	var ro routerFlags
 	ro.define()
+	sizeRule := flag.Bool("sizerule", false, "build span memory with the store's rule: factors only where smaller than the span's bf16 rows")
 	flag.Parse()
 	zoom = gpuZoomFlags{*gpuZoom, *arena, *lookahead}
-	if err := run(*needles, *multi, *keys, *files, *window, *tail, *budgets, *seed, &ro); err != nil {
+	if err := run(*needles, *multi, *keys, *files, *window, *tail, *budgets, *seed, &ro, *sizeRule); err != nil {
 		fmt.Fprintln(os.Stderr, "longctxquality:", err)
 		os.Exit(1)
 	}
 }
 
-func run(needles, multi, keys, files, window, tail int, budgetList string, seed uint64, ro *routerFlags) error {
+func run(needles, multi, keys, files, window, tail int, budgetList string, seed uint64, ro *routerFlags, sizeRule bool) error {
 	var budgets []float64
 	for _, f := range strings.Split(budgetList, ",") {
 		b, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
@@ -82,7 +85,9 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 		return fmt.Errorf("no held-out file of %d bytes under %s", window, root)
 	}
 	rand.New(rand.NewPCG(seed, 0x66696c65)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-	lc := quality.LongConfig{Model: m, Budgets: budgets, Oracle: ro.oracle}
+	var sizes []store.SpanSize // of the current table's contexts
+	lc := quality.LongConfig{Model: m, Budgets: budgets, Oracle: ro.oracle, Span: quality.Config{SizeRule: sizeRule},
+		SpanSize: func(s store.SpanSize) { sizes = append(sizes, s) }}
 	if lc.Routers, err = ro.load(m, p); err != nil {
 		return err
 	}
@@ -103,6 +108,7 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 		if c.n == 0 {
 			continue
 		}
+		sizes = sizes[:0]
 		rows, skipped, err := quality.RunNeedles(quality.NeedleConfig{LongConfig: lc, Files: all, Window: window, Needles: c.n, Keys: c.k,
 			Seed: seed, Progress: progress(c.title, c.n)})
 		if err != nil {
@@ -116,6 +122,7 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 				r.DepthTop1[0], r.DepthTop1[1], r.DepthTop1[2], rowsCell(r.Rows, r.OverBudget))
 		}
 		fmt.Println()
+		fmt.Println(sizeLine(sizes))
 		if ro.spread {
 			printSpread(rows)
 		}
@@ -125,6 +132,7 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	}
 	if files > 0 {
 		fs := all[len(all)-min(files, len(all)):] // the shuffled list's other end from the needles' filler
+		sizes = sizes[:0]
 		rows, skipped, err := quality.RunLongText(quality.LongTextConfig{LongConfig: lc, Files: fs, Window: window, Tail: tail,
 			Progress: func(i int, f string, err error) {
 				fmt.Fprintf(os.Stderr, "text %d/%d %s %v %v\n", i+1, len(fs), f, time.Since(start).Round(time.Second), errText(err))
@@ -139,6 +147,7 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 			fmt.Printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %s |\n", budget(r.Budget), r.Method, r.MedianKL(), r.WorstKL(), r.MedianTop1(), r.WorstTop1(), rowsCell(r.Rows, r.OverBudget))
 		}
 		fmt.Println()
+		fmt.Println(sizeLine(sizes))
 	}
 	fmt.Fprintf(os.Stderr, "done in %v\n", time.Since(start).Round(time.Second))
 	return nil
@@ -151,6 +160,29 @@ type gpuZoomFlags struct {
 	on        bool
 	arena     float64
 	lookahead int
+}
+
+// sizeLine says how large the stored span memories were against the raw
+// bf16 KV of their contexts: stored bytes (store.SpanSize: resident rows,
+// factors, summaries, records) over Tokens x Layers x KVHeads x HeadDim x
+// 2 x 2, the median and the largest ratio, and the sums.
+func sizeLine(sizes []store.SpanSize) string {
+	if len(sizes) == 0 {
+		return "Span memory size: no memory built\n"
+	}
+	ratios := make([]float64, len(sizes))
+	var stored, raw int64
+	for i, s := range sizes {
+		ratios[i] = float64(s.Stored()) / float64(s.RawBF16)
+		stored, raw = stored+s.Stored(), raw+s.RawBF16
+	}
+	slices.Sort(ratios)
+	med := ratios[len(ratios)/2]
+	if len(ratios)%2 == 0 {
+		med = (ratios[len(ratios)/2-1] + med) / 2
+	}
+	return fmt.Sprintf("Span memory size: stored bytes / raw bf16 KV bytes %.3f median, %.3f largest over %d contexts (%d / %d bytes in all)\n",
+		med, ratios[len(ratios)-1], len(sizes), stored, raw)
 }
 
 func errText(err error) string {

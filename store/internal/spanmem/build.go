@@ -39,16 +39,29 @@ type Options struct {
 	// ArtifactRankGate, whose gates then choose it. Rank is ignored; Seed
 	// is mixed with (layer, head, span, K|V).
 	SVD reconstruct.SVDOptions
-	// FactorDType is the storage dtype of factors; 0 means the model's.
+	// FactorDType is the storage dtype of factors; 0 means
+	// DefaultFactorDType.
 	FactorDType format.DType
+	// FactorAll keeps the factors of every span the segmentation factors,
+	// even where they take more room than its rows in bf16 (see settle):
+	// for measurements of factors on models whose rows do not compress.
+	FactorAll bool
 }
+
+// DefaultFactorDType is the factors' dtype when Options leave it 0: f16,
+// whose 11-bit significand holds U's and Vt's elements (all within
+// [-1, 1]) eight times finer than bf16's 8 bits. A span whose singular
+// values f16 cannot hold (above 65504) keeps its rows (see settle).
+const DefaultFactorDType = format.DTypeF16
 
 // Build builds the span memory of a context from its KV cache, reading
 // the model's SeKV artifacts from art: keys are un-rotated at their
 // positions (reconstruct.Unapply), the context is segmented by surprisal
 // (segment.Split), every span is summarised per (layer, KV head) and its
 // summary key projected by W, and each factored span's pre-RoPE keys and
-// values get truncated SVD factors.
+// values get truncated SVD factors, kept only where they take less room
+// than the span's rows in bf16 (settle): otherwise the span's rows stay
+// resident.
 //
 // W is the trained ArtifactRouterW when stored, else a default
 // ArtifactRouterWPCA stored earlier, else it is fitted here by PCA of this
@@ -80,6 +93,9 @@ func Build(in *Input, opts *Options, art Artifacts) (*Memory, error) {
 	}
 	if err := b.heads(); err != nil {
 		return nil, err
+	}
+	if !b.opts.FactorAll {
+		b.settle()
 	}
 	if err := b.resident(); err != nil {
 		return nil, err
@@ -139,7 +155,7 @@ func newBuild(in *Input, o *Options) (*build, error) {
 		return nil, err
 	}
 	if o.FactorDType == 0 {
-		o.FactorDType = spec.DType
+		o.FactorDType = DefaultFactorDType
 	}
 	if !o.FactorDType.Float() {
 		return nil, fmt.Errorf("%w: span options: factor dtype %v", ErrInvalidArgument, o.FactorDType)
@@ -281,6 +297,87 @@ func (b *build) head(g int) error {
 	}
 	b.m.Heads[g] = out
 	return nil
+}
+
+// settle keeps a factored span's factors only where they are smaller
+// than its rows in bf16, and makes the others resident: every stored
+// byte the choice adds is counted against the span. Its factors are, per
+// (layer, KV head) and K|V, a factor encoding in the factor dtype padded
+// to the next block (format.ChunkAlignment); its anchors' rows are stored
+// resident besides them, in the model's dtype, with their resident-row
+// index entries. Left resident, the span costs its rows and their index
+// entries, and nothing else: its summaries and head-record entries are
+// stored either way. The bar is the rows in bf16, whatever the model's
+// dtype, so that factors never take more room than the KV they replace at
+// 16 bits. The choice is per span, not per (span, layer, KV head): the
+// root record marks a span factored or resident for every head, and
+// resident rows are stored for all heads of a layer at once. A span whose
+// factors the factor dtype cannot hold (f16 past 65504) stays resident too.
+func (b *build) settle() {
+	spec, seg := b.in.Model, b.m.Segmentation
+	anchor := make(map[int]bool, len(seg.Anchors))
+	for _, t := range seg.Anchors {
+		anchor[t] = true
+	}
+	// One token's rows, K and V, every layer and KV head.
+	token := int64(2 * spec.Layers * spec.KVHeads * spec.HeadDim)
+	changed := false
+	for s, sp := range seg.Spans {
+		if !sp.Factored {
+			continue
+		}
+		anchors := int64(0)
+		for t := sp.Start; t < sp.End; t++ {
+			if anchor[t] {
+				anchors++
+			}
+		}
+		cost := anchors * (token*int64(spec.DType.Size()) + 4)
+		fits := true
+		for _, h := range b.m.Heads {
+			for _, f := range []*reconstruct.Factors{h.K[s], h.V[s]} {
+				cost += FactorBytes(f.Rows, f.Cols, f.Rank, b.opts.FactorDType)
+				fits = fits && representable(f, b.opts.FactorDType)
+			}
+		}
+		if fits && cost < int64(sp.Len())*token*2 {
+			continue
+		}
+		seg.Spans[s].Factored = false
+		for g := range b.m.Heads {
+			b.m.Heads[g].K[s], b.m.Heads[g].V[s] = nil, nil
+		}
+		changed = true
+	}
+	if changed {
+		b.m.Resident = residentRows(seg)
+	}
+}
+
+// FactorBytes is the room one factor block takes in an extent: the
+// factor encoding of a rows x cols matrix of that rank in dt, padded to
+// the next format.ChunkAlignment.
+func FactorBytes(rows, cols, rank int, dt format.DType) int64 {
+	n := int64(format.FactorHeaderSize) + int64(rows*rank+rank+rank*cols)*int64(dt.Size())
+	return (n + format.ChunkAlignment - 1) / format.ChunkAlignment * format.ChunkAlignment
+}
+
+// maxF16 is the largest finite f16 value; larger float32 values round to
+// infinity, but for those below 65520.
+const maxF16 = 65504
+
+// representable reports whether dt holds every element of f: all but f16
+// hold every finite float32, and U's and Vt's elements are within [-1, 1].
+func representable(f *reconstruct.Factors, dt format.DType) bool {
+	if dt != format.DTypeF16 {
+		return true
+	}
+	for _, v := range f.S {
+		if v > maxF16 {
+			return false
+		}
+	}
+	return true
 }
 
 // svdOptions are the SVD options of span s of group g: the rank gate's

@@ -14,7 +14,8 @@ import (
 // Memory is SeKV's memory of one long context, as Build makes it and
 // the store's PutSpanMemory stores it: the context cut into spans, the
 // resident rows kept at full resolution (anchors and the tokens of spans
-// too short to factor), and per (layer, KV head) a summary of every span
+// too short to factor or whose factors would not be smaller than their
+// rows in bf16), and per (layer, KV head) a summary of every span
 // and truncated SVD factors of every factored span's pre-RoPE keys and
 // values.
 type Memory struct {
@@ -129,4 +130,50 @@ func (p *ProjectionRef) checkFitted(spec *format.ModelSpec) error {
 		return fmt.Errorf("%w: span memory: fitted W does not match its hash or dim %d", ErrInvalidArgument, p.Dim)
 	}
 	return nil
+}
+
+// Size is the room a span memory takes once stored, against the rows it
+// stands for.
+type Size struct {
+	// Extent is its extent in the blob log: resident rows, factor blocks,
+	// the padding between and after them, the trailer.
+	Extent int64
+	// Records is its catalog values: the root record and one per (layer,
+	// KV head), with their summaries (the keys, and a W it fitted, stored
+	// once per model, are not counted).
+	Records int64
+	// RawBF16 is the context's K and V rows in bf16:
+	// Tokens x Layers x KVHeads x HeadDim x 2 x 2 bytes.
+	RawBF16 int64
+}
+
+// Stored is Extent + Records.
+func (s Size) Stored() int64 { return s.Extent + s.Records }
+
+// Size lays m out as PutSpanMemory would and measures it. Errors wrap
+// ErrInvalidArgument (m does not check, or does not encode).
+func (m *Memory) Size() (Size, error) {
+	if err := m.Check(); err != nil {
+		return Size{}, err
+	}
+	e, err := LayoutExtent(m)
+	if err != nil {
+		return Size{}, err
+	}
+	meta := e.Meta(m, format.ContextID{}, 0, format.BlobHeaderSize) // any valid place: the sizes do not depend on it
+	root, err := meta.Encode()
+	if err != nil {
+		return Size{}, err
+	}
+	spec := &m.Model
+	s := Size{Extent: int64(e.Length), Records: int64(len(root)),
+		RawBF16: int64(m.Tokens) * int64(spec.Layers*spec.KVHeads*spec.HeadDim) * 2 * 2}
+	for g := range m.Heads {
+		h, err := e.Head(m, g).Encode(meta)
+		if err != nil {
+			return Size{}, err
+		}
+		s.Records += int64(len(h))
+	}
+	return s, nil
 }
