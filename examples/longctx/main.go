@@ -48,6 +48,7 @@ func main() {
 	flag.StringVar(&cfg.model, "model", "gocode", "gocode (gocode-hd64.bin), stories (stories260K.bin), random, or the path of a llama2.c checkpoint (.bin); a named real model not found in -testdata falls back to random")
 	flag.StringVar(&cfg.testdata, "testdata", "", "directory of gocode-hd64.bin and stories260K.bin (default $KVSTORE_TESTDATA, else ../shared/testdata)")
 	flag.BoolVar(&cfg.random, "random", false, "same as -model random")
+	flag.BoolVar(&cfg.sizeRule, "size-rule", false, "build with the store's default size rule (a span keeps its factors only where they are smaller than its rows in bf16); off, every span is factored (store.SpanOptions.FactorAll), so the zoom path shows on these small models, whose spans mostly do not compress")
 	flag.Parse()
 	if _, err := run(os.Stdout, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "longctx:", err)
@@ -64,6 +65,7 @@ type config struct {
 	testdata      string // where gocode and stories are looked for ("": defaultTestdata)
 	random        bool   // -model random
 	minSpanRandom int    // segmentation of the random model (0: 64)
+	sizeRule      bool   // -size-rule: the store's size rule instead of FactorAll
 }
 
 // result is what run measured, for tests.
@@ -128,7 +130,7 @@ func run(w io.Writer, cfg config) (*result, error) {
 			seg.MinSpan = cfg.minSpanRandom
 		}
 	}
-	r, err := storeMemory(w, db, m, pre, seg, res)
+	r, err := storeMemory(w, db, m, pre, seg, cfg.sizeRule, res)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +170,7 @@ func run(w io.Writer, cfg config) (*result, error) {
 
 // storeMemory builds the span memory of a prefilled context, stores it and
 // opens it for reading.
-func storeMemory(w io.Writer, db *store.DB, m *llama.Model, pre *llama.Result, seg segment.Options, res *result) (*store.SpanReader, error) {
+func storeMemory(w io.Writer, db *store.DB, m *llama.Model, pre *llama.Result, seg segment.Options, sizeRule bool, res *result) (*store.SpanReader, error) {
 	n := pre.Cache.Len()
 	spec := m.Spec(format.DTypeF32, "longctx-example")
 	in := &store.SpanInput{Model: spec, Surprisal: make([]float32, n)}
@@ -179,7 +181,7 @@ func storeMemory(w io.Writer, db *store.DB, m *llama.Model, pre *llama.Result, s
 	for _, kv := range pre.Cache.Layers {
 		in.K, in.V = append(in.K, kv.K), append(in.V, kv.V)
 	}
-	mem, err := db.BuildSpanMemory(in, &store.SpanOptions{Segment: seg})
+	mem, err := db.BuildSpanMemory(in, &store.SpanOptions{Segment: seg, FactorAll: !sizeRule})
 	if err != nil {
 		return nil, err
 	}
