@@ -29,7 +29,9 @@ func spectrumGate(r int) *RankGate {
 func TestSpanMemoryRankGate(t *testing.T) {
 	db, _, _ := openSpanDB(t, false)
 	defer db.Close()
-	model, in := spanFixture(t, 100, 7, format.DTypeF32)
+	// Varied text and every span factored: the gate must see spectra of
+	// several shapes (the default fixture's rows have rank at most 4).
+	model, in := spanFixtureText(t, 100, 7, format.DTypeF32, func(i int) int { return i*i*7 + i*3 + 1 })
 	spec := in.Model
 	g := spectrumGate(spec.HeadDim)
 	data, meta, err := EncodeRankGate(g)
@@ -39,7 +41,7 @@ func TestSpanMemoryRankGate(t *testing.T) {
 	if err := db.PutArtifact(spec.Fingerprint(), ArtifactRankGate, data, meta); err != nil {
 		t.Fatal(err)
 	}
-	m := buildSpans(t, db, in, SpanOptions{FactorDType: format.DTypeF32})
+	m := buildSpans(t, db, in, SpanOptions{FactorDType: format.DTypeF32, FactorAll: true})
 	r := putOpenSpan(t, db, m, "ctx-1")
 	defer r.Release()
 	hd, n := spec.HeadDim, m.Tokens

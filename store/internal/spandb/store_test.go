@@ -242,7 +242,8 @@ func memory(t *testing.T, fx *fixture, tokens, seed int) *spanmem.Memory {
 	for _, kv := range res.Cache.Layers {
 		in.K, in.V = append(in.K, kv.K), append(in.V, kv.V)
 	}
-	o := spanmem.Options{Segment: segment.Options{MinSpan: 8, MaxSpan: 16, MinFactored: 12}, ProjectionDim: 4}
+	o := spanmem.Options{Segment: segment.Options{MinSpan: 8, MaxSpan: 16, MinFactored: 12}, ProjectionDim: 4,
+		FactorAll: true} // random rows do not compress; the tests need factored spans
 	var arts spanmem.Artifacts = noArtifacts{}
 	if fx != nil {
 		arts = fx.h.Artifacts(in.Model)
