@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/kvstore/kvstore/format"
@@ -174,4 +175,32 @@ func LoadGoCode(pkg string, n, docBytes int) (m *llama.Model, name string, text 
 		name = fmt.Sprintf(" (first %d bytes of each)", docBytes)
 	}
 	return m, "gocode-hd64 (real weights), held-out " + GoTextName(dir, files) + name, text, nil
+}
+
+// LoadGoCode2k loads gocode-2k (testenv.ModelPath) and returns it with the
+// path it was read from.
+func LoadGoCode2k() (*llama.Model, string, error) {
+	p, ok := testenv.ModelPath("gocode-2k.bin")
+	if !ok {
+		return nil, p, fmt.Errorf("gocode-2k not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
+	}
+	m, err := llama.Load(p)
+	return m, p, err
+}
+
+// ParseFloats parses a comma-separated list of numbers, as the lab
+// commands' budget and keep-ratio flags give them ("" is none).
+func ParseFloats(list string) ([]float64, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	var out []float64
+	for _, f := range strings.Split(list, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil {
+			return nil, fmt.Errorf("list %q: %w", list, err)
+		}
+		out = append(out, x)
+	}
+	return out, nil
 }

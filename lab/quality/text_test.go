@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -28,5 +29,27 @@ func TestLoadStories(t *testing.T) {
 	}
 	if m, err := LoadStories(false); err == nil || m != nil || errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a bad file: %v, %v; want the loader's error", m, err)
+	}
+}
+
+func TestParseFloats(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []float64
+		bad  bool
+	}{
+		{"", nil, false},
+		{"0.1", []float64{0.1}, false},
+		{"0.05, 0.10,0.25", []float64{0.05, 0.1, 0.25}, false},
+		{"0.1,x", nil, true},
+		{"0.1,,0.2", nil, true},
+	}
+	for _, c := range cases {
+		t.Run(c.in, func(t *testing.T) {
+			got, err := ParseFloats(c.in)
+			if (err != nil) != c.bad || !slices.Equal(got, c.want) {
+				t.Fatalf("ParseFloats(%q) = %v, %v; want %v (error %v)", c.in, got, err, c.want, c.bad)
+			}
+		})
 	}
 }

@@ -16,12 +16,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/kvstore/kvstore/internal/testenv"
-	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/lab/quality"
 	"github.com/kvstore/kvstore/llamacpp"
 )
@@ -40,19 +36,11 @@ func main() {
 }
 
 func run(needles, window int, budgetList string, seed uint64, threads int) error {
-	var budgets []float64
-	for _, f := range strings.Split(budgetList, ",") {
-		b, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil {
-			return err
-		}
-		budgets = append(budgets, b)
+	budgets, err := quality.ParseFloats(budgetList)
+	if err != nil {
+		return err
 	}
-	p, ok := testenv.ModelPath("gocode-2k.bin")
-	if !ok {
-		return fmt.Errorf("gocode-2k not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
-	}
-	m, err := llama.Load(p)
+	m, p, err := quality.LoadGoCode2k()
 	if err != nil {
 		return err
 	}

@@ -23,12 +23,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/kvstore/kvstore/internal/testenv"
-	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/lab/quality"
 	"github.com/kvstore/kvstore/store"
 )
@@ -57,19 +53,11 @@ func main() {
 }
 
 func run(needles, multi, keys, files, window, tail int, budgetList string, seed uint64, ro *routerFlags, sizeRule bool) error {
-	var budgets []float64
-	for _, f := range strings.Split(budgetList, ",") {
-		b, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil {
-			return err
-		}
-		budgets = append(budgets, b)
+	budgets, err := quality.ParseFloats(budgetList)
+	if err != nil {
+		return err
 	}
-	p, ok := testenv.ModelPath("gocode-2k.bin")
-	if !ok {
-		return fmt.Errorf("gocode-2k not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
-	}
-	m, err := llama.Load(p)
+	m, p, err := quality.LoadGoCode2k()
 	if err != nil {
 		return err
 	}

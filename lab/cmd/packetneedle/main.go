@@ -22,13 +22,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/kvstore/kvstore/adapter"
-	"github.com/kvstore/kvstore/internal/testenv"
-	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/lab/quality"
 )
 
@@ -78,19 +75,11 @@ type options struct {
 }
 
 func run(o options) error {
-	var keeps []float64
-	for _, f := range strings.Split(o.keeps, ",") {
-		k, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil {
-			return err
-		}
-		keeps = append(keeps, k)
+	keeps, err := quality.ParseFloats(o.keeps)
+	if err != nil {
+		return err
 	}
-	p, ok := testenv.ModelPath("gocode-2k.bin")
-	if !ok {
-		return fmt.Errorf("gocode-2k not found at %q (set KVSTORE_TESTDATA or KVSTORE_TESTMODEL)", p)
-	}
-	m, err := llama.Load(p)
+	m, _, err := quality.LoadGoCode2k()
 	if err != nil {
 		return err
 	}
