@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 
 	"github.com/kvstore/kvstore/format"
@@ -90,29 +89,15 @@ func RunGPUZoom(cfg GPUZoomConfig) (rows []GPUZoomRow, skipped int, err error) {
 	for j, f := range cfg.Budgets {
 		rows[j].Budget = f
 	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6e656564)) // RunNeedles's needles
-	for i := range cfg.Needles {
-		f := cfg.Files[i%len(cfg.Files)]
-		filler, err := goBytes(f, cfg.Window)
-		if err != nil {
-			return nil, skipped, err
+	// RunNeedles's needles.
+	skipped, err = cfg.eachNeedle(func(nd *Needle) error {
+		if err := cfg.runNeedle(nd, rows); err != nil {
+			return fmt.Errorf("gpu zoom: %w", err)
 		}
-		nd, err := NewNeedle(filler, cfg.Window, cfg.Keys, (float64(i)+0.5)/float64(cfg.Needles)*0.9, rng)
-		if err != nil {
-			return nil, skipped, fmt.Errorf("quality: needle %d (%s): %w", i, f, err)
-		}
-		err = cfg.runNeedle(nd, rows)
-		if errors.Is(err, errSpanBuild) {
-			skipped++
-		} else if err != nil {
-			return nil, skipped, fmt.Errorf("quality: gpu zoom: needle %d (%s): %w", i, f, err)
-		}
-		if cfg.Progress != nil {
-			cfg.Progress(i, nd, err)
-		}
-	}
-	if skipped == cfg.Needles {
-		return nil, skipped, fmt.Errorf("%w: every needle left out", errSpanBuild)
+		return nil
+	})
+	if err != nil {
+		return nil, skipped, err
 	}
 	for j := range rows {
 		r := &rows[j]

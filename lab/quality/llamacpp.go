@@ -4,10 +4,8 @@ package quality
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -108,35 +106,15 @@ func RunLlamaNeedles(cfg LlamaNeedleConfig) (rows []LlamaNeedleRow, skipped int,
 	if e == nil || e.Layers != m.Layers || e.KVHeads != m.KVHeads || e.HeadDim() != m.HeadDim() || e.Vocab != m.Vocab {
 		return nil, 0, fmt.Errorf("%w: quality: llama.cpp model does not match the lab model", format.ErrInvalidArgument)
 	}
-	if len(cfg.Files) == 0 || cfg.Needles < 1 {
-		return nil, 0, fmt.Errorf("%w: quality: needles: %d files, %d needles", format.ErrInvalidArgument, len(cfg.Files), cfg.Needles)
-	}
 	lc, err := e.NewContext(llamacpp.ContextOptions{Ctx: cfg.Window + 64, Batch: 64, Threads: max(cfg.Threads, 1), Cache: llamacpp.CacheF32})
 	if err != nil {
 		return nil, 0, err
 	}
 	defer lc.Close()
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6e656564))
-	for i := range cfg.Needles {
-		f := cfg.Files[i%len(cfg.Files)]
-		filler, err := goBytes(f, cfg.Window)
-		if err != nil {
-			return nil, skipped, err
-		}
-		nd, err := NewNeedle(filler, cfg.Window, cfg.Keys, (float64(i)+0.5)/float64(cfg.Needles)*0.9, rng)
-		if err != nil {
-			return nil, skipped, fmt.Errorf("quality: needle %d (%s): %w", i, f, err)
-		}
+	skipped, err = cfg.eachNeedle(func(nd *Needle) error {
 		runs, err := cfg.runLlama(lc, nd)
-		if errors.Is(err, errSpanBuild) {
-			skipped++
-			if cfg.Progress != nil {
-				cfg.Progress(i, nd, err)
-			}
-			continue
-		}
 		if err != nil {
-			return nil, skipped, fmt.Errorf("quality: needle %d (%s): %w", i, f, err)
+			return err
 		}
 		if rows == nil {
 			for _, r := range runs {
@@ -156,12 +134,10 @@ func RunLlamaNeedles(cfg LlamaNeedleConfig) (rows []LlamaNeedleRow, skipped int,
 			row.Over = row.Over || r.over || r.rows > r.limit
 			row.MaxDiff = max(row.MaxDiff, r.diff)
 		}
-		if cfg.Progress != nil {
-			cfg.Progress(i, nd, nil)
-		}
-	}
-	if rows == nil {
-		return nil, skipped, fmt.Errorf("%w: every needle left out", errSpanBuild)
+		return nil
+	})
+	if err != nil {
+		return nil, skipped, err
 	}
 	for j := range rows {
 		rows[j].LogProb /= float64(rows[j].Needles)

@@ -228,30 +228,10 @@ func RunNeedles(cfg NeedleConfig) (rows []NeedleRow, skipped int, err error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, 0, err
 	}
-	if len(cfg.Files) == 0 || cfg.Needles < 1 {
-		return nil, 0, fmt.Errorf("%w: quality: needles: %d files, %d needles", format.ErrInvalidArgument, len(cfg.Files), cfg.Needles)
-	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6e656564))
-	for i := range cfg.Needles {
-		f := cfg.Files[i%len(cfg.Files)]
-		filler, err := goBytes(f, cfg.Window)
-		if err != nil {
-			return nil, skipped, err
-		}
-		nd, err := NewNeedle(filler, cfg.Window, cfg.Keys, (float64(i)+0.5)/float64(cfg.Needles)*0.9, rng)
-		if err != nil {
-			return nil, skipped, fmt.Errorf("quality: needle %d (%s): %w", i, f, err)
-		}
+	skipped, err = cfg.eachNeedle(func(nd *Needle) error {
 		runs, err := cfg.runMethods(nd.Tokens[:nd.Context], nd.Tokens[nd.Context:], nd.Query)
-		if errors.Is(err, errSpanBuild) {
-			skipped++
-			if cfg.Progress != nil {
-				cfg.Progress(i, nd, err)
-			}
-			continue
-		}
 		if err != nil {
-			return nil, skipped, fmt.Errorf("quality: needle %d (%s): %w", i, f, err)
+			return err
 		}
 		if rows == nil {
 			for _, r := range runs {
@@ -274,12 +254,10 @@ func RunNeedles(cfg NeedleConfig) (rows []NeedleRow, skipped int, err error) {
 			row.Rows = max(row.Rows, r.Rows/float64(nd.Context))
 			row.OverBudget = row.OverBudget || r.Over || r.Rows > r.Limit
 		}
-		if cfg.Progress != nil {
-			cfg.Progress(i, nd, nil)
-		}
-	}
-	if rows == nil {
-		return nil, skipped, fmt.Errorf("%w: every needle left out", errSpanBuild)
+		return nil
+	})
+	if err != nil {
+		return nil, skipped, err
 	}
 	for j := range rows {
 		rows[j].LogProb /= float64(rows[j].Needles)
@@ -296,3 +274,41 @@ func RunNeedles(cfg NeedleConfig) (rows []NeedleRow, skipped int, err error) {
 // Chance is the top-1 of a uniform guess among the 26 lowercase letters a
 // needle's value is drawn from.
 const Chance = 1.0 / 26
+
+// eachNeedle makes cfg's needles in order (filler from Files in turn, the
+// recalled definition at depth (i+0.5)/Needles*0.9, one seeded generator
+// for all, so every runner measures the same needles) and calls run on
+// each. A needle whose span memory could not be built (run's error wraps
+// errSpanBuild) is left out and counted in skipped; any other error ends
+// the loop. Progress, when set, is told of every needle. It is an error
+// wrapping errSpanBuild if every needle was left out.
+func (cfg *NeedleConfig) eachNeedle(run func(nd *Needle) error) (skipped int, err error) {
+	if len(cfg.Files) == 0 || cfg.Needles < 1 {
+		return 0, fmt.Errorf("%w: quality: needles: %d files, %d needles", format.ErrInvalidArgument, len(cfg.Files), cfg.Needles)
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6e656564))
+	for i := range cfg.Needles {
+		f := cfg.Files[i%len(cfg.Files)]
+		filler, err := goBytes(f, cfg.Window)
+		if err != nil {
+			return skipped, err
+		}
+		nd, err := NewNeedle(filler, cfg.Window, cfg.Keys, (float64(i)+0.5)/float64(cfg.Needles)*0.9, rng)
+		if err != nil {
+			return skipped, fmt.Errorf("quality: needle %d (%s): %w", i, f, err)
+		}
+		err = run(nd)
+		if errors.Is(err, errSpanBuild) {
+			skipped++
+		} else if err != nil {
+			return skipped, fmt.Errorf("quality: needle %d (%s): %w", i, f, err)
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(i, nd, err)
+		}
+	}
+	if skipped == cfg.Needles {
+		return skipped, fmt.Errorf("%w: every needle left out", errSpanBuild)
+	}
+	return skipped, nil
+}
