@@ -34,8 +34,9 @@ import (
 // Bytes per token are the stored bytes of the packet's chunks, as its
 // header in the store records them (scales and offsets included; a chunk
 // the codec would not make smaller is stored raw), over its N tokens; a
-// pruned packet's include its positions chunk (4 bytes per kept row per
-// (layer, KV head)). The codecs see a pruned packet's compacted rows: the
+// pruned packet's include its positions chunk (a bitmap of the kept
+// local positions, one bit per context row per (layer, KV head), padded;
+// docs/format.md "Pruned packets"). The codecs see a pruned packet's compacted rows: the
 // int8/int4 key groups span kept rows only, and the low-rank codec
 // un-rotates kept keys at rows 0..k-1 rather than at their positions
 // (store/internal/packet), which costs it rank.
