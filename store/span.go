@@ -13,6 +13,15 @@ import (
 	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
+// ErrSpanNotSmaller: BuildSpanMemory would make a span memory that takes
+// more room once stored (SpanMemory.Size: Stored) than the context's rows
+// in the model's dtype (Raw, the raw bf16 rows for a 16-bit model): its
+// rows do not compress enough to pay for what every memory carries (the
+// summaries and records, the extent's padding and trailer), as for short
+// contexts and rows of noise. Store the context as a packet (Put) instead;
+// SpanOptions.FactorAll builds the memory anyway.
+var ErrSpanNotSmaller = spanmem.ErrNotSmaller
+
 // BuildSpanMemory builds the span memory of a context from its KV cache
 // (spanmem.Build), reading the model's SeKV artifacts from db: keys are
 // un-rotated at their positions, the context is segmented by surprisal,

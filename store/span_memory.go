@@ -57,6 +57,10 @@ type SpanSize struct {
 	// RawBF16 is the context's K and V rows in bf16: Tokens x Layers x
 	// KVHeads x HeadDim x 2 x 2 bytes.
 	RawBF16 int64
+	// Raw is the same rows in the model's dtype: RawBF16 for a 16-bit
+	// model, twice it for f32. BuildSpanMemory (without
+	// SpanOptions.FactorAll) makes no memory whose Stored is more.
+	Raw int64
 }
 
 // Stored is Extent + Records, what PutSpanMemory writes for m.
