@@ -27,9 +27,13 @@ var ErrSpanNotSmaller = spanmem.ErrNotSmaller
 // un-rotated at their positions, the context is segmented by surprisal,
 // every span is summarised per (layer, KV head) and its summary key
 // projected by W, and each factored span's pre-RoPE keys and values get
-// truncated SVD factors, kept only where they take less room than the
-// span's rows in bf16 (the span's rows stay resident otherwise; see
-// SpanMemory.Size).
+// truncated SVD factors. A span keeps them only where that makes the
+// memory smaller, counting every byte it stores (factors, anchors'
+// rows, its summaries and record entries; see SpanMemory.Size), and they
+// take less room than its rows in bf16; its rows stay resident otherwise,
+// and neighbouring resident spans become one. A memory still larger than
+// the context's rows in the model's dtype is refused: ErrSpanNotSmaller.
+// SpanOptions.FactorAll turns all of that off.
 //
 // W is the trained ArtifactRouterW when stored, else a default
 // ArtifactRouterWPCA stored earlier, else it is fitted here by PCA of this
@@ -37,7 +41,7 @@ var ErrSpanNotSmaller = spanmem.ErrNotSmaller
 // (ProjectionRef.Fitted) for PutSpanMemory to store, so that every later
 // memory of the model routes with the same W. It is deterministic: the
 // same input, options and artifacts give the same memory. in's slices are
-// only read. Errors wrap ErrInvalidArgument.
+// only read. Errors wrap ErrInvalidArgument, but for ErrSpanNotSmaller.
 func (db *DB) BuildSpanMemory(in *SpanInput, opts *SpanOptions) (*SpanMemory, error) {
 	if err := db.enter(); err != nil {
 		return nil, err

@@ -15,10 +15,10 @@ import (
 // Memory is SeKV's memory of one long context, as Build makes it and
 // the store's PutSpanMemory stores it: the context cut into spans, the
 // resident rows kept at full resolution (anchors and the tokens of spans
-// too short to factor or whose factors would not be smaller than their
-// rows in bf16), and per (layer, KV head) a summary of every span
-// and truncated SVD factors of every factored span's pre-RoPE keys and
-// values.
+// too short to factor or whose factors would not make the memory smaller;
+// neighbouring resident spans are one span), and per (layer, KV head) a
+// summary of every span and truncated SVD factors of every factored
+// span's pre-RoPE keys and values.
 type Memory struct {
 	Model        format.ModelSpec
 	Tokens       int
