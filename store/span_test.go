@@ -640,7 +640,9 @@ func subset(a, b []int) bool {
 // rank 4 or less, 16-dim heads) over 400 tokens and more, the memory is
 // built, at most its raw bf16 rows with every stored byte counted (Size's
 // extent is the one PutSpanMemory writes, its records the ones it
-// writes), every factored span smaller than its rows in bf16; a context
+// writes), every factored span smaller than its rows in bf16; with noise
+// in tokens 200 to 400 their spans stay resident as one span, and the
+// memory reads back as built; a context
 // of 16 tokens cannot pay for a memory's fixed bytes (its rows take 4 KiB
 // in bf16, the least an extent takes, before any record), and rows of
 // noise do not compress: both are refused (ErrSpanNotSmaller), and built
@@ -656,6 +658,32 @@ func TestSpanMemorySize(t *testing.T) {
 		}
 		checkSpanSize(t, db, m, fmt.Sprintf("sized-%d", tokens))
 	}
+	// Noise in the middle: its spans stay resident, merged into one, and
+	// the memory reads back as built.
+	_, mixed := spanFixture(t, 600, 0, format.DTypeBF16)
+	rng := rand.New(rand.NewPCG(5, 6))
+	hd := mixed.Model.HeadDim
+	for _, x := range append(slices.Clone(mixed.K), mixed.V...) {
+		for h := range mixed.Model.KVHeads {
+			for i := (h*600 + 200) * hd; i < (h*600+400)*hd; i++ {
+				x[i] = float32(rng.NormFloat64())
+			}
+		}
+	}
+	m, err := db.BuildSpanMemory(mixed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSpanSize(t, db, m, "ctx-1")
+	merged := false
+	for _, sp := range m.Segmentation.Spans {
+		merged = merged || (!sp.Factored && sp.Start <= 200 && sp.End >= 400)
+	}
+	if !merged {
+		t.Errorf("no one resident span holds the noise, tokens 200 to 400: spans %v", m.Segmentation.Spans)
+	}
+	checkSpanReader(t, db, m, mixed)
+
 	_, short := spanFixture(t, 16, 0, format.DTypeBF16)
 	noise := spanNoise(t, 600)
 	for _, in := range []*SpanInput{short, noise} {

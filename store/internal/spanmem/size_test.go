@@ -244,7 +244,8 @@ func sizeOfChoice(all *Memory, factored []bool) int64 {
 // memory of every choice that keeps factors only where they and the
 // span's anchors take less room than its rows in bf16 (all 2^n choices
 // of up to 13 such spans tried), to within what is not linear in the
-// choice: the padding of the resident blocks and of the extent to 4 KiB.
+// choice: the padding of the resident blocks and of the extent to 4 KiB;
+// and every span's summary, merged ones' too, is its rows'.
 func TestSettleSmallest(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 3))
 	seg := segment.Options{MinSpan: 8, MaxSpan: 24, MinFactored: 12}
@@ -290,6 +291,28 @@ func TestSettleSmallest(t *testing.T) {
 			if got > best+slack {
 				t.Errorf("settle's choice takes %d bytes, the smallest %d", got, best)
 			}
+			checkSummaries(t, b)
 		})
+	}
+}
+
+// checkSummaries checks that every span of b's memory has the summary of
+// its pre-RoPE keys and values (segment.Summarize), runs of resident spans
+// merged into one included.
+func checkSummaries(t *testing.T, b *build) {
+	t.Helper()
+	spec, n := b.in.Model, len(b.in.Surprisal)
+	for g, h := range b.m.Heads {
+		l, kv := g/spec.KVHeads, g%spec.KVHeads
+		for s, sp := range b.m.Segmentation.Spans {
+			want, err := segment.Summarize(b.rows(b.pre[l], kv, sp.Start, sp.End), b.rows(b.in.V[l], kv, sp.Start, sp.End),
+				spec.HeadDim, b.in.Surprisal[sp.Start:sp.End], b.projs[g])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h.Summaries[s]; fmt.Sprint(got.Key, got.Value, got.Proj) != fmt.Sprint(want.Key, want.Value, want.Proj) {
+				t.Fatalf("group %d span %d [%d, %d) of %d: summary is not its rows'", g, s, sp.Start, sp.End, n)
+			}
+		}
 	}
 }
