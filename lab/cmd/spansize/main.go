@@ -11,7 +11,9 @@
 // -dtype, with the store's defaults (the size rule) and with every span
 // the segmentation factors kept factored (SpanOptions.FactorAll), and
 // measured by SpanMemory.Size: stored bytes (extent and catalog records)
-// over the raw bf16 rows, per context, then median and largest.
+// over the raw bf16 rows, per context, then median and largest (and over
+// the raw rows in -dtype, what the store keeps its memories within, when
+// that is not a 16-bit dtype).
 package main
 
 import (
@@ -96,5 +98,11 @@ func run(contexts, window int, seed uint64, dtype string) error {
 	fmt.Printf("\nstored / raw bf16, store defaults: median %.3f, largest %.3f (%d of %d built, %d refused)\n", med, worst,
 		contexts-refused, contexts, refused)
 	fmt.Printf("stored / raw bf16, every span factored (FactorAll): median %.3f, largest %.3f\n", amed, aworst)
+	if dt.Size() != 2 {
+		// Raw is the rows in the spec's dtype, a fixed multiple of RawBF16.
+		f := 2 / float64(dt.Size())
+		fmt.Printf("stored / raw %v: store defaults median %.3f, largest %.3f; every span factored median %.3f, largest %.3f\n",
+			dt, med*f, worst*f, amed*f, aworst*f)
+	}
 	return nil
 }
