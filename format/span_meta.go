@@ -164,6 +164,25 @@ type HeadMeta struct {
 	Summaries []SpanSummary
 }
 
+// SpanMetaLen is the length of a framed SpanMeta (Encode) of spans spans,
+// resident rows, anchors, layers and a W name of nameLen bytes.
+func SpanMetaLen(spans, resident, anchors, layers, nameLen int) int {
+	return FrameSize + spanMetaFixed + spanEntrySize*spans + 4*(resident+anchors) + spanLayerSize*layers + nameLen
+}
+
+// HeadMetaLen is the length of a framed HeadMeta (Encode) of spans spans
+// with summaries of head dim headDim and projection dim projDim.
+func HeadMetaLen(spans, headDim, projDim int) int {
+	return FrameSize + headFixed + spans*HeadMetaSpanLen(headDim, projDim)
+}
+
+// HeadMetaSpanLen is what one span adds to a HeadMeta: its entry and its
+// summary (2*headDim + projDim f32).
+func HeadMetaSpanLen(headDim, projDim int) int { return headEntrySize + 4*(2*headDim+projDim) }
+
+// SpanMetaSpanLen is what one span adds to a SpanMeta: its entry.
+const SpanMetaSpanLen = spanEntrySize
+
 // PayloadEnd is where the trailer starts: no block may reach past it.
 func (m *SpanMeta) PayloadEnd() uint64 { return m.ExtentLength - TrailerSize }
 

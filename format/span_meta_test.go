@@ -58,6 +58,9 @@ func TestSpanMetaRoundTrip(t *testing.T) {
 	if len(v) != FrameSize+spanMetaFixed+3*spanEntrySize+4*(17+5)+2*spanLayerSize+len(m.Projection) {
 		t.Fatalf("root of %d bytes", len(v))
 	}
+	if n := SpanMetaLen(3, 17, 5, 2, len(m.Projection)); len(v) != n {
+		t.Fatalf("root of %d bytes, SpanMetaLen %d", len(v), n)
+	}
 	got, err := DecodeSpanMeta(v)
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +71,9 @@ func TestSpanMetaRoundTrip(t *testing.T) {
 	hv, err := testHeadMeta(m).Encode(m)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := HeadMetaLen(3, 8, 4); len(hv) != n || n != FrameSize+headFixed+3*HeadMetaSpanLen(8, 4) {
+		t.Fatalf("head of %d bytes, HeadMetaLen %d", len(hv), n)
 	}
 	h, err := DecodeHeadMeta(hv, got)
 	if err != nil || h.Layer != 1 || len(h.Summaries) != 3 || h.K[0].Rank != 3 || h.V[1].Rank != 2 || h.K[2] != (FactorBlock{}) {

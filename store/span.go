@@ -13,14 +13,27 @@ import (
 	"github.com/kvstore/kvstore/store/internal/spanmem"
 )
 
+// ErrSpanNotSmaller: BuildSpanMemory would make a span memory that takes
+// more room once stored (SpanMemory.Size: Stored) than the context's rows
+// in the model's dtype (Raw, the raw bf16 rows for a 16-bit model): its
+// rows do not compress enough to pay for what every memory carries (the
+// summaries and records, the extent's padding and trailer), as for short
+// contexts and rows of noise. Store the context as a packet (Put) instead;
+// SpanOptions.FactorAll builds the memory anyway.
+var ErrSpanNotSmaller = spanmem.ErrNotSmaller
+
 // BuildSpanMemory builds the span memory of a context from its KV cache
 // (spanmem.Build), reading the model's SeKV artifacts from db: keys are
 // un-rotated at their positions, the context is segmented by surprisal,
 // every span is summarised per (layer, KV head) and its summary key
 // projected by W, and each factored span's pre-RoPE keys and values get
-// truncated SVD factors, kept only where they take less room than the
-// span's rows in bf16 (the span's rows stay resident otherwise; see
-// SpanMemory.Size).
+// truncated SVD factors. A span keeps them only where that makes the
+// memory smaller, counting every byte it stores (factors, anchors'
+// rows, its summaries and record entries; see SpanMemory.Size), and they
+// take less room than its rows in bf16; its rows stay resident otherwise,
+// and neighbouring resident spans become one. A memory still larger than
+// the context's rows in the model's dtype is refused: ErrSpanNotSmaller.
+// SpanOptions.FactorAll turns all of that off.
 //
 // W is the trained ArtifactRouterW when stored, else a default
 // ArtifactRouterWPCA stored earlier, else it is fitted here by PCA of this
@@ -28,7 +41,7 @@ import (
 // (ProjectionRef.Fitted) for PutSpanMemory to store, so that every later
 // memory of the model routes with the same W. It is deterministic: the
 // same input, options and artifacts give the same memory. in's slices are
-// only read. Errors wrap ErrInvalidArgument.
+// only read. Errors wrap ErrInvalidArgument, but for ErrSpanNotSmaller.
 func (db *DB) BuildSpanMemory(in *SpanInput, opts *SpanOptions) (*SpanMemory, error) {
 	if err := db.enter(); err != nil {
 		return nil, err

@@ -10,10 +10,10 @@ import (
 // SpanMemory is SeKV's memory of one long context, as BuildSpanMemory
 // makes it and PutSpanMemory stores it: the context cut into spans, the
 // resident rows kept at full resolution (anchors and the tokens of spans
-// too short to factor or whose factors would not be smaller than their
-// rows in bf16), and per (layer, KV head) a summary of every span
-// and truncated SVD factors of every factored span's pre-RoPE keys and
-// values.
+// too short to factor or whose factors would not make the memory smaller;
+// neighbouring resident spans are one span), and per (layer, KV head) a
+// summary of every span and truncated SVD factors of every factored
+// span's pre-RoPE keys and values.
 type SpanMemory struct {
 	// Model is the spec of the model the context's KV cache came from.
 	Model format.ModelSpec
@@ -57,6 +57,10 @@ type SpanSize struct {
 	// RawBF16 is the context's K and V rows in bf16: Tokens x Layers x
 	// KVHeads x HeadDim x 2 x 2 bytes.
 	RawBF16 int64
+	// Raw is the same rows in the model's dtype: RawBF16 for a 16-bit
+	// model, twice it for f32. BuildSpanMemory (without
+	// SpanOptions.FactorAll) makes no memory whose Stored is more.
+	Raw int64
 }
 
 // Stored is Extent + Records, what PutSpanMemory writes for m.
@@ -157,11 +161,13 @@ type SpanOptions struct {
 	SVD reconstruct.SVDOptions
 	// FactorDType is the storage dtype of factors; 0 means
 	// DefaultSpanFactorDType. A span keeps its rows resident where its
-	// factors would take as much room as its rows in bf16 or more, or where
-	// the dtype cannot hold them.
+	// factors would not make the memory smaller, would take as much room
+	// as its rows in bf16 or more, or where the dtype cannot hold them.
 	FactorDType format.DType
 	// FactorAll keeps the factors of every span the segmentation factors,
-	// even where they take more room than its rows in bf16: for
+	// even where they take more room than its rows in bf16, leaves the
+	// spans as the segmentation cut them, and builds a memory larger than
+	// its rows rather than refusing it (ErrSpanNotSmaller): for
 	// measurements of factors on models whose rows do not compress.
 	FactorAll bool
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -32,7 +34,8 @@ var spanSegment = segment.Options{MinSpan: 8, MaxSpan: 16, MinFactored: 12}
 // tokens in an irregular order: every hidden state lies in the span of
 // their embeddings and values, so that each span's pre-RoPE keys and
 // values have rank at most 4 and its factors take less room than its
-// rows (BuildSpanMemory keeps rows resident otherwise).
+// rows (BuildSpanMemory keeps rows resident otherwise); over a few
+// hundred tokens its memory is smaller than its rows (TestSpanMemorySize).
 func spanFixture(t testing.TB, tokens int, base int64, dt format.DType) (*llama.Model, *SpanInput) {
 	return spanFixtureText(t, tokens, base, dt, func(i int) int { return (i*i*7 + i*3 + 1) % 13 / 7 })
 }
@@ -91,11 +94,17 @@ func putOpenSpan(t testing.TB, db *DB, m *SpanMemory, name string) *SpanReader {
 	return r
 }
 
+// buildSpans builds in's memory with o, spanSegment where o leaves the
+// segmentation zero, and FactorAll: the fixtures' contexts of a few dozen
+// tokens of 16-dim heads cannot pay for a memory's records and padding,
+// and BuildSpanMemory refuses them by default (ErrSpanNotSmaller;
+// TestSpanMemorySize tests that rule).
 func buildSpans(t testing.TB, db *DB, in *SpanInput, o SpanOptions) *SpanMemory {
 	t.Helper()
 	if o.Segment == (segment.Options{}) {
 		o.Segment = spanSegment
 	}
+	o.FactorAll = true
 	m, err := db.BuildSpanMemory(in, &o)
 	if err != nil {
 		t.Fatal(err)
@@ -253,14 +262,17 @@ func TestSpanMemoryExactAtFullRank(t *testing.T) {
 	db, _, _ := openSpanDB(t, false)
 	defer db.Close()
 	_, in := spanFixture(t, 64, 0, format.DTypeF32)
-	m := buildSpans(t, db, in, SpanOptions{SVD: reconstruct.SVDOptions{Energy: 1}})
+	// f32 factors: f16's would round U and Vt to 2^-11.
+	m := buildSpans(t, db, in, SpanOptions{SVD: reconstruct.SVDOptions{Energy: 1}, FactorDType: format.DTypeF32})
 	r := putOpenSpan(t, db, m, "ctx-1")
 	defer r.Release()
 	hd, n := m.Model.HeadDim, m.Tokens
+	factored := 0
 	for s, sp := range m.Segmentation.Spans {
 		if !sp.Factored {
 			continue
 		}
+		factored++
 		k, v := make([]float32, sp.Len()*hd), make([]float32, sp.Len()*hd)
 		if err := r.ReconstructSpan(1, 1, s, 0, k, v); err != nil {
 			t.Fatal(err)
@@ -271,6 +283,9 @@ func TestSpanMemoryExactAtFullRank(t *testing.T) {
 		if e := relErr(v, in.V[1][(n+sp.Start)*hd:(n+sp.End)*hd]); e > 1e-5 {
 			t.Fatalf("span %d: values off by %.3g at full rank", s, e)
 		}
+	}
+	if factored == 0 {
+		t.Fatal("the fixture factors no span")
 	}
 }
 
@@ -620,15 +635,84 @@ func subset(a, b []int) bool {
 	return true
 }
 
-// TestSpanMemorySize: Size's extent is the one PutSpanMemory writes, its
-// raw bf16 size the context's K and V rows at two bytes, and a memory of
-// rows that compress (the fixture's) keeps every factored span smaller
-// than its rows in bf16.
+// TestSpanMemorySize: BuildSpanMemory's defaults make memories no larger
+// than their rows. On the fixture at its default segmentation (rows of
+// rank 4 or less, 16-dim heads) over 400 tokens and more, the memory is
+// built, at most its raw bf16 rows with every stored byte counted (Size's
+// extent is the one PutSpanMemory writes, its records the ones it
+// writes), every factored span smaller than its rows in bf16; with noise
+// in tokens 200 to 400 their spans stay resident as one span, and the
+// memory reads back as built; a context
+// of 16 tokens cannot pay for a memory's fixed bytes (its rows take 4 KiB
+// in bf16, the least an extent takes, before any record), and rows of
+// noise do not compress: both are refused (ErrSpanNotSmaller), and built
+// with FactorAll.
 func TestSpanMemorySize(t *testing.T) {
 	db, _, _ := openSpanDB(t, false)
 	defer db.Close()
-	_, in := spanFixture(t, 200, 0, format.DTypeBF16)
-	m := buildSpans(t, db, in, SpanOptions{})
+	for _, tokens := range []int{400, 1000} {
+		_, in := spanFixture(t, tokens, 0, format.DTypeBF16)
+		m, err := db.BuildSpanMemory(in, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSpanSize(t, db, m, fmt.Sprintf("sized-%d", tokens))
+	}
+	// Noise in the middle: its spans stay resident, merged into one, and
+	// the memory reads back as built.
+	_, mixed := spanFixture(t, 600, 0, format.DTypeBF16)
+	rng := rand.New(rand.NewPCG(5, 6))
+	hd := mixed.Model.HeadDim
+	for _, x := range append(slices.Clone(mixed.K), mixed.V...) {
+		for h := range mixed.Model.KVHeads {
+			for i := (h*600 + 200) * hd; i < (h*600+400)*hd; i++ {
+				x[i] = float32(rng.NormFloat64())
+			}
+		}
+	}
+	m, err := db.BuildSpanMemory(mixed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSpanSize(t, db, m, "ctx-1")
+	merged := false
+	for _, sp := range m.Segmentation.Spans {
+		merged = merged || (!sp.Factored && sp.Start <= 200 && sp.End >= 400)
+	}
+	if !merged {
+		t.Errorf("no one resident span holds the noise, tokens 200 to 400: spans %v", m.Segmentation.Spans)
+	}
+	checkSpanReader(t, db, m, mixed)
+
+	_, short := spanFixture(t, 16, 0, format.DTypeBF16)
+	noise := spanNoise(t, 600)
+	for _, in := range []*SpanInput{short, noise} {
+		if _, err := db.BuildSpanMemory(in, nil); !errors.Is(err, ErrSpanNotSmaller) {
+			t.Errorf("%d tokens: %v, want ErrSpanNotSmaller", len(in.Surprisal), err)
+		}
+		if _, err := db.BuildSpanMemory(in, &SpanOptions{FactorAll: true}); err != nil {
+			t.Errorf("%d tokens, FactorAll: %v", len(in.Surprisal), err)
+		}
+	}
+}
+
+// spanNoise is a context of Gaussian rows for the fixture's model shape:
+// no factors of fewer than 16 components hold them.
+func spanNoise(t *testing.T, tokens int) *SpanInput {
+	_, in := spanFixture(t, tokens, 0, format.DTypeBF16)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, x := range append(slices.Clone(in.K), in.V...) {
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+	}
+	return in
+}
+
+// checkSpanSize checks memory m built with the size rule and puts it as
+// name.
+func checkSpanSize(t *testing.T, db *DB, m *SpanMemory, name string) {
+	t.Helper()
 	if m.FactorDType != DefaultSpanFactorDType || DefaultSpanFactorDType != format.DTypeF16 {
 		t.Fatalf("factor dtype %v, default %v; want f16", m.FactorDType, DefaultSpanFactorDType)
 	}
@@ -637,13 +721,16 @@ func TestSpanMemorySize(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := &m.Model
-	if want := int64(200 * spec.Layers * spec.KVHeads * spec.HeadDim * 4); size.RawBF16 != want {
-		t.Errorf("raw bf16 %d bytes, want %d", size.RawBF16, want)
+	if want := int64(m.Tokens * spec.Layers * spec.KVHeads * spec.HeadDim * 4); size.RawBF16 != want || size.Raw != want {
+		t.Errorf("raw bf16 %d bytes, raw %d, want %d", size.RawBF16, size.Raw, want)
 	}
-	if _, err := db.PutSpanMemory(context.Background(), "ns", "sized", m); err != nil {
+	if size.Stored() > size.RawBF16 {
+		t.Errorf("stored %d bytes, more than the raw bf16 rows' %d", size.Stored(), size.RawBF16)
+	}
+	if _, err := db.PutSpanMemory(context.Background(), "ns", name, m); err != nil {
 		t.Fatal(err)
 	}
-	meta, err := db.spanMeta("ns", "sized")
+	meta, err := db.spanMeta("ns", name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -668,6 +755,6 @@ func TestSpanMemorySize(t *testing.T) {
 	if factored == 0 {
 		t.Error("the fixture factors no span")
 	}
-	t.Logf("%d of %d spans factored: stored %d bytes (extent %d, records %d), raw bf16 %d", factored, len(m.Segmentation.Spans),
-		size.Stored(), size.Extent, size.Records, size.RawBF16)
+	t.Logf("%d tokens, %d of %d spans factored: stored %d bytes (extent %d, records %d), raw bf16 %d: %.3f", m.Tokens, factored,
+		len(m.Segmentation.Spans), size.Stored(), size.Extent, size.Records, size.RawBF16, float64(size.Stored())/float64(size.RawBF16))
 }

@@ -48,7 +48,7 @@ func main() {
 	flag.StringVar(&cfg.model, "model", "gocode", "gocode (gocode-hd64.bin), stories (stories260K.bin), random, or the path of a llama2.c checkpoint (.bin); a named real model not found in -testdata falls back to random")
 	flag.StringVar(&cfg.testdata, "testdata", "", "directory of gocode-hd64.bin and stories260K.bin (default $KVSTORE_TESTDATA, else ../shared/testdata)")
 	flag.BoolVar(&cfg.random, "random", false, "same as -model random")
-	flag.BoolVar(&cfg.sizeRule, "size-rule", false, "build with the store's default size rule (a span keeps its factors only where they are smaller than its rows in bf16); off, every span is factored (store.SpanOptions.FactorAll), so the zoom path shows on these small models, whose spans mostly do not compress")
+	flag.BoolVar(&cfg.sizeRule, "size-rule", false, "build with the store's default size rule (a span keeps its factors only where that makes the memory smaller; a memory larger than its rows is refused, store.ErrSpanNotSmaller); off, every span is factored (store.SpanOptions.FactorAll), so the zoom path shows on these small models, whose spans mostly do not compress")
 	flag.Parse()
 	if _, err := run(os.Stdout, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "longctx:", err)

@@ -35,7 +35,9 @@ type Config struct {
 	// default; SeKV keeps f32).
 	FactorDType format.DType
 	// SizeRule builds span memory with the store's rule: a span keeps its
-	// factors only where they take less room than its rows in bf16. Off,
+	// factors only where that makes the memory smaller (and they take less
+	// room than its rows in bf16), and a memory larger than its rows is
+	// refused (store.ErrSpanNotSmaller: the context is left out). Off,
 	// every span the segmentation factors is factored, as in SeKV: the
 	// random and small models measured here have rows that do not
 	// compress, and their spans would all stay resident.

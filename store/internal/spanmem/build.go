@@ -43,8 +43,10 @@ type Options struct {
 	// DefaultFactorDType.
 	FactorDType format.DType
 	// FactorAll keeps the factors of every span the segmentation factors,
-	// even where they take more room than its rows in bf16 (see settle):
-	// for measurements of factors on models whose rows do not compress.
+	// even where they take more room than its rows in bf16 (see settle),
+	// leaves the spans as the segmentation cut them, and builds a memory
+	// larger than its rows rather than refusing it (ErrNotSmaller): for
+	// measurements of factors on models whose rows do not compress.
 	FactorAll bool
 }
 
@@ -59,9 +61,12 @@ const DefaultFactorDType = format.DTypeF16
 // positions (reconstruct.Unapply), the context is segmented by surprisal
 // (segment.Split), every span is summarised per (layer, KV head) and its
 // summary key projected by W, and each factored span's pre-RoPE keys and
-// values get truncated SVD factors, kept only where they take less room
-// than the span's rows in bf16 (settle): otherwise the span's rows stay
-// resident.
+// values get truncated SVD factors. Unless opts.FactorAll, a span keeps
+// its factors only where that makes the memory smaller and they take less
+// room than the span's rows in bf16 (settle), consecutive resident spans
+// are merged into one (merge), and a memory that would still take more
+// room once stored than the context's rows in the model's dtype (Size:
+// Stored against Raw) is refused with ErrNotSmaller.
 //
 // W is the trained ArtifactRouterW when stored, else a default
 // ArtifactRouterWPCA stored earlier, else it is fitted here by PCA of this
@@ -69,8 +74,23 @@ const DefaultFactorDType = format.DTypeF16
 // (ProjectionRef.Fitted) for the store to keep, so that every later memory
 // of the model routes with the same W. It is deterministic: the same
 // input, options and artifacts give the same memory. in's slices are only
-// read. Errors wrap ErrInvalidArgument.
+// read. Errors wrap ErrInvalidArgument, but for ErrNotSmaller.
 func Build(in *Input, opts *Options, art Artifacts) (*Memory, error) {
+	b, err := prepare(in, opts, art)
+	if err != nil {
+		return nil, err
+	}
+	if !b.opts.FactorAll {
+		if err := b.fits(); err != nil {
+			return nil, err
+		}
+	}
+	return b.m, nil
+}
+
+// prepare is Build but for its last step, the refusal of a memory larger
+// than its rows.
+func prepare(in *Input, opts *Options, art Artifacts) (*build, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -95,12 +115,14 @@ func Build(in *Input, opts *Options, art Artifacts) (*Memory, error) {
 		return nil, err
 	}
 	if !b.opts.FactorAll {
-		b.settle()
+		if err := b.settle(); err != nil {
+			return nil, err
+		}
 	}
 	if err := b.resident(); err != nil {
 		return nil, err
 	}
-	return b.m, nil
+	return b, nil
 }
 
 // Check validates an Input. Errors wrap ErrInvalidArgument.
@@ -299,21 +321,27 @@ func (b *build) head(g int) error {
 	return nil
 }
 
-// settle keeps a factored span's factors only where they are smaller
-// than its rows in bf16, and makes the others resident: every stored
-// byte the choice adds is counted against the span. Its factors are, per
-// (layer, KV head) and K|V, a factor encoding in the factor dtype padded
-// to the next block (format.ChunkAlignment); its anchors' rows are stored
-// resident besides them, in the model's dtype, with their resident-row
-// index entries. Left resident, the span costs its rows and their index
-// entries, and nothing else: its summaries and head-record entries are
-// stored either way. The bar is the rows in bf16, whatever the model's
-// dtype, so that factors never take more room than the KV they replace at
-// 16 bits. The choice is per span, not per (span, layer, KV head): the
-// root record marks a span factored or resident for every head, and
-// resident rows are stored for all heads of a layer at once. A span whose
-// factors the factor dtype cannot hold (f16 past 65504) stays resident too.
-func (b *build) settle() {
+// settle chooses which spans keep their factors, so that the memory takes
+// as little room as it can, and makes the others resident: every stored
+// byte a choice adds is counted against it. A factored span costs its
+// factor blocks (per (layer, KV head) and K|V, a factor encoding in the
+// factor dtype padded to the next block, format.ChunkAlignment), its
+// anchors' rows (stored resident besides them, in the model's dtype, with
+// their resident-row index entries) and its records: its entry and summary
+// in every head record and its entry in the root record. A resident span
+// costs its rows and their index entries; consecutive resident spans are
+// then merged into one (merge), so that a run of them costs one span's
+// records. The choice minimising the sum is found by dynamic programming
+// over the spans (two states: the span before resident or factored).
+//
+// A span may keep its factors only where their blocks and its anchors'
+// rows are smaller than its rows in bf16, whatever the model's dtype, so
+// that factors never take more room than the KV they replace at 16 bits,
+// and only where the factor dtype holds them (f16 past 65504 does not).
+// The choice is per span, not per (span, layer, KV head): the root record
+// marks a span factored or resident for every head, and resident rows are
+// stored for all heads of a layer at once.
+func (b *build) settle() error {
 	spec, seg := b.in.Model, b.m.Segmentation
 	anchor := make(map[int]bool, len(seg.Anchors))
 	for _, t := range seg.Anchors {
@@ -321,37 +349,131 @@ func (b *build) settle() {
 	}
 	// One token's rows, K and V, every layer and KV head.
 	token := int64(2 * spec.Layers * spec.KVHeads * spec.HeadDim)
-	changed := false
+	row := token*int64(spec.DType.Size()) + 4 // a resident row and its index entry
+	records := int64(len(b.m.Heads)*format.HeadMetaSpanLen(spec.HeadDim, b.m.Projection.Dim) + format.SpanMetaSpanLen)
+	const never = math.MaxInt64 / 4
+	// cost[s][f] is the least room spans 0..s take, span s factored (f 1)
+	// or resident (f 0); from[s][f] the state of span s-1 it came from.
+	cost, from := make([][2]int64, len(seg.Spans)), make([][2]int8, len(seg.Spans))
 	for s, sp := range seg.Spans {
-		if !sp.Factored {
+		prev := [2]int64{never, 0} // before span 0: a resident run starts anew
+		if s > 0 {
+			prev = cost[s-1]
+		}
+		rows := int64(sp.Len()) * row
+		cost[s][0], from[s][0] = prev[0]+rows, 0
+		if c := prev[1] + rows + records; c < cost[s][0] {
+			cost[s][0], from[s][0] = c, 1
+		}
+		cost[s][1] = never
+		f, ok := b.factorCost(s, sp, anchor, row)
+		if !ok || f >= int64(sp.Len())*token*2 {
 			continue
 		}
-		anchors := int64(0)
-		for t := sp.Start; t < sp.End; t++ {
-			if anchor[t] {
-				anchors++
+		cost[s][1], from[s][1] = prev[1]+f+records, 1
+		if prev[0] < prev[1] {
+			cost[s][1], from[s][1] = prev[0]+f+records, 0
+		}
+	}
+	state := int8(1)
+	if last := cost[len(cost)-1]; last[0] <= last[1] {
+		state = 0
+	}
+	for s := len(seg.Spans) - 1; s >= 0; s-- {
+		if state == 0 && seg.Spans[s].Factored {
+			seg.Spans[s].Factored = false
+			for g := range b.m.Heads {
+				b.m.Heads[g].K[s], b.m.Heads[g].V[s] = nil, nil
 			}
 		}
-		cost := anchors * (token*int64(spec.DType.Size()) + 4)
-		fits := true
-		for _, h := range b.m.Heads {
-			for _, f := range []*reconstruct.Factors{h.K[s], h.V[s]} {
-				cost += FactorBytes(f.Rows, f.Cols, f.Rank, b.opts.FactorDType)
-				fits = fits && representable(f, b.opts.FactorDType)
-			}
+		state = from[s][state]
+	}
+	if err := b.merge(); err != nil {
+		return err
+	}
+	b.m.Resident = residentRows(seg)
+	return nil
+}
+
+// factorCost is the room span s takes factored, but for its records: its
+// factor blocks and its anchors' resident rows (row bytes each); ok is
+// false where it is not factored or the factor dtype cannot hold them.
+func (b *build) factorCost(s int, sp segment.Span, anchor map[int]bool, row int64) (cost int64, ok bool) {
+	if !sp.Factored {
+		return 0, false
+	}
+	for t := sp.Start; t < sp.End; t++ {
+		if anchor[t] {
+			cost += row
 		}
-		if fits && cost < int64(sp.Len())*token*2 {
+	}
+	for _, h := range b.m.Heads {
+		for _, f := range []*reconstruct.Factors{h.K[s], h.V[s]} {
+			if !representable(f, b.opts.FactorDType) {
+				return 0, false
+			}
+			cost += FactorBytes(f.Rows, f.Cols, f.Rank, b.opts.FactorDType)
+		}
+	}
+	return cost, true
+}
+
+// merge makes each run of consecutive resident spans one span, summarised
+// anew in every head: a resident span is never zoomed (its rows are on the
+// GPU already), so one summary and one entry per record serve the run.
+// Boundaries that no longer start a span are dropped.
+func (b *build) merge() error {
+	seg, spec := b.m.Segmentation, b.in.Model
+	var spans []segment.Span
+	var keep []int // per new span, the old span it is, or -1 for a merged run
+	for s, sp := range seg.Spans {
+		if n := len(spans); n > 0 && !sp.Factored && !spans[n-1].Factored {
+			spans[n-1].End, keep[n-1] = sp.End, -1
 			continue
 		}
-		seg.Spans[s].Factored = false
-		for g := range b.m.Heads {
-			b.m.Heads[g].K[s], b.m.Heads[g].V[s] = nil, nil
+		spans, keep = append(spans, sp), append(keep, s)
+	}
+	if len(spans) == len(seg.Spans) {
+		return nil
+	}
+	n := len(b.in.Surprisal)
+	for g := range b.m.Heads {
+		l, h, old := g/spec.KVHeads, g%spec.KVHeads, b.m.Heads[g]
+		out := Head{Summaries: make([]segment.Summary, len(spans)), K: make([]*reconstruct.Factors, len(spans)),
+			V: make([]*reconstruct.Factors, len(spans))}
+		for i, s := range keep {
+			if s >= 0 {
+				out.Summaries[i], out.K[i], out.V[i] = old.Summaries[s], old.K[s], old.V[s]
+				continue
+			}
+			sum, err := segment.SummarizeSpans(b.rows(b.pre[l], h, 0, n), b.rows(b.in.V[l], h, 0, n), spec.HeadDim,
+				b.in.Surprisal, spans[i:i+1], b.projs[g])
+			if err != nil {
+				return fmt.Errorf("span memory: layer %d head %d: %w", l, h, err)
+			}
+			out.Summaries[i] = sum[0]
 		}
-		changed = true
+		b.m.Heads[g] = out
 	}
-	if changed {
-		b.m.Resident = residentRows(seg)
+	starts := make(map[int]bool, len(spans))
+	for _, sp := range spans {
+		starts[sp.Start] = true
 	}
+	seg.Boundaries = slices.DeleteFunc(seg.Boundaries, func(t int) bool { return !starts[t] })
+	seg.Spans = spans
+	return nil
+}
+
+// fits refuses a memory that would take more room once stored (Size) than
+// the rows it stands for in the model's dtype (Size.Raw; RawBF16 for a
+// 16-bit model): ErrNotSmaller.
+func (b *build) fits() error {
+	stored, raw := b.m.storedBytes(), b.m.rawBytes()
+	if stored > raw {
+		return fmt.Errorf("%w: %d tokens take %d bytes as a span memory, %d as raw rows in %v",
+			ErrNotSmaller, b.m.Tokens, stored, raw, b.m.Model.DType)
+	}
+	return nil
 }
 
 // FactorBytes is the room one factor block takes in an extent: the

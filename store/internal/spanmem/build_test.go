@@ -21,8 +21,12 @@ var testModel = llama.Config{Dim: 64, Hidden: 64, Layers: 2, Heads: 4, KVHeads: 
 	NormEps: 1e-5, RoPE: format.RoPE{Style: format.RoPERotateHalf, Theta: 10000}}
 
 // testOptions make several spans of 8 to 16 tokens, those under 12 left
-// unfactored, so that both kinds are exercised.
-var testOptions = Options{Segment: segment.Options{MinSpan: 8, MaxSpan: 16, MinFactored: 12}, ProjectionDim: 4}
+// unfactored, so that both kinds are exercised, and factor every span the
+// segmentation factors (FactorAll): the random model's rows of a few dozen
+// tokens do not compress enough to pay for a memory's records and padding
+// (Build refuses them by default, ErrNotSmaller; size_test.go tests that
+// rule).
+var testOptions = Options{Segment: segment.Options{MinSpan: 8, MaxSpan: 16, MinFactored: 12}, ProjectionDim: 4, FactorAll: true}
 
 func testInput(t *testing.T, tokens int, base int64) *Input {
 	t.Helper()

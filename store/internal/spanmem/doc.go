@@ -1,8 +1,9 @@
 // Package spanmem is SeKV's span memory as data: Build turns a long
 // context's KV cache into a Memory (segmentation by surprisal, span
 // summaries and routing projections, truncated SVD factors of every
-// factored span's pre-RoPE keys and values, the resident rows), Check
-// validates one, and LayoutExtent lays it out as one blob-log extent and
+// factored span's pre-RoPE keys and values, the resident rows; spans kept
+// factored only where that makes the memory smaller, a memory no smaller
+// than its rows refused with ErrNotSmaller), Check validates one, and LayoutExtent lays it out as one blob-log extent and
 // its catalog records (format.SpanMeta, format.HeadMeta; the bytes are
 // format's, docs/format.md draws them) and SetRecords adds those records
 // to a batch. On the read side, Blocks reads a stored memory's blocks

@@ -1,6 +1,7 @@
 package spanmem
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -14,10 +15,10 @@ import (
 // Memory is SeKV's memory of one long context, as Build makes it and
 // the store's PutSpanMemory stores it: the context cut into spans, the
 // resident rows kept at full resolution (anchors and the tokens of spans
-// too short to factor or whose factors would not be smaller than their
-// rows in bf16), and per (layer, KV head) a summary of every span
-// and truncated SVD factors of every factored span's pre-RoPE keys and
-// values.
+// too short to factor or whose factors would not make the memory smaller;
+// neighbouring resident spans are one span), and per (layer, KV head) a
+// summary of every span and truncated SVD factors of every factored
+// span's pre-RoPE keys and values.
 type Memory struct {
 	Model        format.ModelSpec
 	Tokens       int
@@ -145,6 +146,9 @@ type Size struct {
 	// RawBF16 is the context's K and V rows in bf16:
 	// Tokens x Layers x KVHeads x HeadDim x 2 x 2 bytes.
 	RawBF16 int64
+	// Raw is the same rows in the model's dtype (RawBF16 for a 16-bit
+	// model, twice it for f32): what Build keeps Stored at or below.
+	Raw int64
 }
 
 // Stored is Extent + Records.
@@ -167,7 +171,7 @@ func (m *Memory) Size() (Size, error) {
 	}
 	spec := &m.Model
 	s := Size{Extent: int64(e.Length), Records: int64(len(root)),
-		RawBF16: int64(m.Tokens) * int64(spec.Layers*spec.KVHeads*spec.HeadDim) * 2 * 2}
+		RawBF16: int64(m.Tokens) * int64(spec.Layers*spec.KVHeads*spec.HeadDim) * 2 * 2, Raw: m.rawBytes()}
 	for g := range m.Heads {
 		h, err := e.Head(m, g).Encode(meta)
 		if err != nil {
@@ -176,4 +180,48 @@ func (m *Memory) Size() (Size, error) {
 		s.Records += int64(len(h))
 	}
 	return s, nil
+}
+
+// ErrNotSmaller: Build would make a span memory that takes more room once
+// stored than the rows it stands for (Size.Stored past Size.Raw): the
+// context's rows do not compress enough to pay for what every memory
+// carries (its records, the extent's padding and trailer). Store the rows
+// as a packet instead.
+var ErrNotSmaller = errors.New("kvstore/store: span memory not smaller than its raw rows")
+
+// rawBytes is Size.Raw: the context's K and V rows in the model's dtype.
+func (m *Memory) rawBytes() int64 {
+	spec := &m.Model
+	return int64(m.Tokens) * int64(spec.Layers*spec.KVHeads*spec.HeadDim) * 2 * int64(spec.DType.Size())
+}
+
+// storedBytes is Size.Stored of a memory Build made, computed without
+// laying it out: the extent (LayoutExtent's blocks in its order, each at
+// the next ChunkAlignment, then the trailer and the 4 KiB alignment) and
+// the root and head records.
+func (m *Memory) storedBytes() int64 {
+	spec := &m.Model
+	var end uint64
+	place := func(n uint64) {
+		end = (end+format.ChunkAlignment-1)/format.ChunkAlignment*format.ChunkAlignment + n
+	}
+	res := uint64(spec.KVHeads * len(m.Resident) * spec.HeadDim * spec.DType.Size())
+	for range spec.Layers {
+		place(res)
+		place(res)
+	}
+	for _, h := range m.Heads {
+		for s, k := range h.K {
+			if k == nil {
+				continue
+			}
+			for _, f := range []*reconstruct.Factors{k, h.V[s]} {
+				place(uint64(format.FactorLayout{Rows: f.Rows, Cols: f.Cols, Rank: f.Rank, DType: m.FactorDType}.Size()))
+			}
+		}
+	}
+	ext, _ := format.ExtentLength(end)
+	spans := len(m.Segmentation.Spans)
+	root := format.SpanMetaLen(spans, len(m.Resident), len(m.Segmentation.Anchors), spec.Layers, len(m.Projection.Name))
+	return int64(ext) + int64(root) + int64(len(m.Heads)*format.HeadMetaLen(spans, spec.HeadDim, m.Projection.Dim))
 }
