@@ -74,7 +74,7 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	}
 	rand.New(rand.NewPCG(seed, 0x66696c65)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	var sizes []store.SpanSize // of the current table's contexts
-	lc := quality.LongConfig{Model: m, Budgets: budgets, Oracle: ro.oracle, Span: quality.Config{SizeRule: sizeRule},
+	lc := quality.LongConfig{Model: m, Budgets: budgets, Oracle: ro.oracle, Bound: ro.bound, Span: quality.Config{SizeRule: sizeRule},
 		SpanSize: func(s store.SpanSize) { sizes = append(sizes, s) }}
 	if lc.Routers, err = ro.load(m, p); err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 type routerFlags struct {
 	dir, weights string
 	oracle       bool
+	bound        bool
 	spread       bool   // print each needle table's median and worst needle
 	scores       string // write each needle table's rows, with every needle's scores, as JSON lines here
 }
@@ -30,6 +31,7 @@ func (r *routerFlags) define() {
 	flag.StringVar(&r.weights, "routers-weights-id", "", "weights id the routers are stored under (default llama2.c:<model file name>:<size>, kvtrain's)")
 	flag.BoolVar(&r.spread, "spread", false, "after each needle table, the median and worst needle of each method")
 	flag.StringVar(&r.scores, "scores", "", "append each needle table's rows, every needle's scores with them, to this file as JSON lines")
+	flag.BoolVar(&r.bound, "bound", false, "add span+bound and span+bound+window: span memory zoomed by per-channel key bounds of each span, counted in the budget")
 	flag.BoolVar(&r.oracle, "oracle", false, "add span+oracle: span memory zoomed by the teacher's attention mass, the ceiling of routing")
 }
 

@@ -1,0 +1,247 @@
+package quality
+
+import (
+	"math"
+
+	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/reconstruct"
+)
+
+// Span memory routed by per-channel key bounds (Quest's page bounds, per
+// span): for each factored span and (layer, KV head), the channel-wise
+// minimum and maximum of the span's keys not resident, post-RoPE at their
+// positions, taken from the rows its factors rebuild. For a post-RoPE
+// query q, sum_j max(q_j lo_j, q_j hi_j) is at least q . k for every such
+// key k: an upper bound on the span's largest logit.
+const (
+	MethodSpanBound = "span+bound"
+	// MethodSpanBoundWindow is span+bound with the context's last rows
+	// resident, WindowShare of the budget, as span+trained+window.
+	MethodSpanBoundWindow = "span+bound+window"
+)
+
+// boundSpan is span memory zoomed by key bounds in place of a router's
+// scores. Each span's bounds cost one K+V row (2*HeadDim floats) per
+// (layer, KV head), counted in the budget's fixed rows.
+type boundSpan struct {
+	*spanMethod
+	// lo and hi are per group (layer*KVHeads+head) and span the bounds,
+	// HeadDim floats each; nil for a span with no row to zoom.
+	lo, hi  [][][]float32
+	bounded int       // spans with bounds, per group
+	win     *windowed // the recent window, or nil
+	// check, when set, is told at every scoring of each bounded span the
+	// bound and the largest true logit (q . k, unscaled) of its rows.
+	check func(bound, logit float64)
+}
+
+// newBoundSpan is span memory at b rows zoomed by key bounds; w > 0 keeps
+// the context's last rows resident (MethodSpanBoundWindow), w of them or
+// fewer where the anchors and bounds leave less room.
+func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cache, w int) (*boundSpan, error) {
+	sm := newSpanMethod(s, h, b, share, false)
+	bs := &boundSpan{spanMethod: sm}
+	if w > 0 {
+		// The window takes at most the rows the anchors and the bounds
+		// leave (a window only removes bounds, of the spans it covers).
+		spans := 0
+		for _, n := range sm.rt.SpanTokens {
+			if n > 0 {
+				spans++
+			}
+		}
+		w = min(w, max(0, b-int(math.Ceil(sm.fixedRows))-spans))
+		bs.win = newWindowed(sm, c, w, b)
+	}
+	meta, hd := s.meta, s.hd
+	groups := meta.Layers * meta.KVHeads
+	bs.lo, bs.hi = make([][][]float32, groups), make([][][]float32, groups)
+	for gi := range groups {
+		bs.lo[gi], bs.hi[gi] = make([][]float32, len(meta.Spans)), make([][]float32, len(meta.Spans))
+		for sp, info := range meta.Spans {
+			if !info.Factored || sm.rt.SpanTokens[sp] == 0 {
+				continue
+			}
+			rec, err := s.span(gi/meta.KVHeads, gi%meta.KVHeads, sp)
+			if err != nil {
+				return nil, err
+			}
+			lo, hi := make([]float32, hd), make([]float32, hd)
+			for j := range hd {
+				lo[j], hi[j] = float32(math.Inf(1)), float32(math.Inf(-1))
+			}
+			for t := info.Start; t < info.End; t++ {
+				if sm.resident[t] {
+					continue
+				}
+				for j, v := range rec.k[(t-info.Start)*hd : (t-info.Start+1)*hd] {
+					lo[j], hi[j] = min(lo[j], v), max(hi[j], v)
+				}
+			}
+			bs.lo[gi][sp], bs.hi[gi][sp] = lo, hi
+		}
+	}
+	for _, n := range sm.rt.SpanTokens {
+		if n > 0 {
+			bs.bounded++
+		}
+	}
+	sm.fixedRows += float64(bs.bounded)
+	left := float64(b) - sm.fixedRows
+	sm.over, sm.zoom = left < 0, 0
+	if left >= 1 {
+		sm.zoom = int64(math.Floor(left)) * int64(meta.KVHeads)
+	}
+	return bs, nil
+}
+
+// keyBound is sum_j max(q_j lo_j, q_j hi_j), in float64.
+func keyBound(q, lo, hi []float32) float64 {
+	var s float64
+	for j, v := range q {
+		a, b := float64(v)*float64(lo[j]), float64(v)*float64(hi[j])
+		s += max(a, b)
+	}
+	return s
+}
+
+// scores is, per group of a's layer, each span's score: the largest over
+// the KV head's query heads of exp(bound/sqrt(hd) - lse), lse the
+// log-sum-exp of the head's resident logits and every span's bound (an
+// estimate of the span's share of attention from above, comparable across
+// the layer's KV heads that share the zoom budget); NaN for spans with no
+// bound.
+func (bs *boundSpan) scores(a *llama.StepAttention) [][]float32 {
+	meta, hd := bs.s.meta, bs.s.hd
+	per := len(a.Q) / hd / meta.KVHeads
+	scale := 1 / math.Sqrt(float64(hd))
+	nr := len(meta.Resident)
+	out := make([][]float32, meta.Layers*meta.KVHeads)
+	for gi := range out {
+		out[gi] = make([]float32, len(meta.Spans))
+		for sp := range out[gi] {
+			out[gi][sp] = float32(math.NaN())
+		}
+	}
+	bound := make([]float64, len(meta.Spans))
+	for g := range meta.KVHeads {
+		gi := a.Layer*meta.KVHeads + g
+		lo, hi := bs.lo[gi], bs.hi[gi]
+		for h := g * per; h < (g+1)*per; h++ {
+			q := a.Q[h*hd : (h+1)*hd]
+			mx := math.Inf(-1)
+			var logits []float64
+			for _, i := range bs.resIdx {
+				l := dot64(q, bs.s.resK[a.Layer][(g*nr+i)*hd:(g*nr+i+1)*hd]) * scale
+				logits = append(logits, l)
+				mx = max(mx, l)
+			}
+			for sp := range bound {
+				bound[sp] = math.NaN()
+				if lo[sp] == nil {
+					continue
+				}
+				bound[sp] = keyBound(q, lo[sp], hi[sp]) * scale
+				mx = max(mx, bound[sp])
+				if bs.check != nil {
+					bs.check(bound[sp]/scale, bs.trueMax(a.Layer, g, sp, q))
+				}
+			}
+			var z float64
+			for _, l := range logits {
+				z += math.Exp(l - mx)
+			}
+			for _, l := range bound {
+				if !math.IsNaN(l) {
+					z += math.Exp(l - mx)
+				}
+			}
+			for sp, l := range bound {
+				if math.IsNaN(l) {
+					continue
+				}
+				p := float32(math.Exp(l-mx) / z)
+				if cur := out[gi][sp]; math.IsNaN(float64(cur)) || p > cur {
+					out[gi][sp] = p
+				}
+			}
+		}
+	}
+	return out
+}
+
+// trueMax is the largest q . k over span sp's rows not resident, from its
+// reconstructed keys.
+func (bs *boundSpan) trueMax(layer, g, sp int, q []float32) float64 {
+	hd, info := bs.s.hd, bs.s.meta.Spans[sp]
+	rec, err := bs.s.span(layer, g, sp)
+	if err != nil {
+		return math.NaN()
+	}
+	mx := math.Inf(-1)
+	for t := info.Start; t < info.End; t++ {
+		if !bs.resident[t] {
+			mx = max(mx, dot64(q, rec.k[(t-info.Start)*hd:(t-info.Start+1)*hd]))
+		}
+	}
+	return mx
+}
+
+func dot64(a, b []float32) float64 {
+	var s float64
+	for j, v := range a {
+		s += float64(v) * float64(b[j])
+	}
+	return s
+}
+
+func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
+	sm := bs.spanMethod
+	meta := sm.s.meta
+	z := &reconstruct.ZoomSet{Spans: make([][]int, meta.Layers*meta.KVHeads)}
+	if sm.zoom > 0 {
+		scores := bs.scores(a)
+		var err error
+		if z, err = reconstruct.Select(scores, noTau(len(scores)), sm.rt.SpanTokens, nil,
+			reconstruct.Budget{Tokens: sm.zoom, Fill: true}); err != nil {
+			return nil, err
+		}
+	}
+	out, err := sm.zoomedRows(a.Layer, z)
+	if err != nil || bs.win == nil {
+		return out, err
+	}
+	for g := range out {
+		gi := a.Layer*len(out) + g
+		out[g].k = append(out[g].k, bs.win.k[gi]...)
+		out[g].v = append(out[g].v, bs.win.v[gi]...)
+	}
+	return out, nil
+}
+
+// noTau is a threshold below every score: the budget alone caps the zoom.
+func noTau(n int) []float32 {
+	t := make([]float32, n)
+	for i := range t {
+		t[i] = -1
+	}
+	return t
+}
+
+// boundMethod is the bound-routed span method name at b rows, nil when c
+// does not configure it.
+func (c *LongConfig) boundMethod(name string, s *spanStore, h []float32, b int, cache *llama.Cache) (*boundSpan, error) {
+	if !c.Bound {
+		return nil, nil
+	}
+	w := 0
+	if name == MethodSpanBoundWindow {
+		w = int(WindowShare * float64(b))
+	}
+	bs, err := newBoundSpan(s, h, b, c.Span.AnchorShare, cache, w)
+	if err != nil {
+		return nil, err
+	}
+	bs.check = c.boundCheck
+	return bs, nil
+}
