@@ -18,16 +18,25 @@ const (
 	// MethodSpanBoundWindow is span+bound with the context's last rows
 	// resident, WindowShare of the budget, as span+trained+window.
 	MethodSpanBoundWindow = "span+bound+window"
+	// MethodSpanMeanKey and MethodSpanMeanKeyWindow route by each span's
+	// mean key post-RoPE (its rows' keys at their positions, averaged) in
+	// place of the bounds: half a row (HeadDim floats) per span.
+	MethodSpanMeanKey       = "span+meankey"
+	MethodSpanMeanKeyWindow = "span+meankey+window"
 )
 
 // boundSpan is span memory zoomed by key bounds in place of a router's
 // scores. Each span's bounds cost one K+V row (2*HeadDim floats) per
-// (layer, KV head), counted in the budget's fixed rows.
+// (layer, KV head), counted in the budget's fixed rows; in mean mode its
+// mean key post-RoPE, half a row.
 type boundSpan struct {
 	*spanMethod
 	// lo and hi are per group (layer*KVHeads+head) and span the bounds,
 	// HeadDim floats each; nil for a span with no row to zoom.
-	lo, hi  [][][]float32
+	lo, hi [][][]float32
+	// mean, in mean mode (lo and hi nil), is per group and span the mean
+	// key, nil for a span with no row to zoom.
+	mean    [][][]float32
 	bounded int       // spans with bounds, per group
 	win     *windowed // the recent window, or nil
 	// check, when set, is told at every scoring of each bounded span the
@@ -38,9 +47,13 @@ type boundSpan struct {
 // newBoundSpan is span memory at b rows zoomed by key bounds; w > 0 keeps
 // the context's last rows resident (MethodSpanBoundWindow), w of them or
 // fewer where the anchors and bounds leave less room.
-func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cache, w int) (*boundSpan, error) {
+func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cache, w int, mean bool) (*boundSpan, error) {
 	sm := newSpanMethod(s, h, b, share, false)
 	bs := &boundSpan{spanMethod: sm}
+	cost := 1.0
+	if mean {
+		cost = 0.5
+	}
 	if w > 0 {
 		// The window takes at most the rows the anchors and the bounds
 		// leave (a window only removes bounds, of the spans it covers).
@@ -50,14 +63,14 @@ func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cach
 				spans++
 			}
 		}
-		w = min(w, max(0, b-int(math.Ceil(sm.fixedRows))-spans))
+		w = min(w, max(0, b-int(math.Ceil(sm.fixedRows+cost*float64(spans)))))
 		bs.win = newWindowed(sm, c, w, b)
 	}
 	meta, hd := s.meta, s.hd
 	groups := meta.Layers * meta.KVHeads
-	bs.lo, bs.hi = make([][][]float32, groups), make([][][]float32, groups)
+	bs.lo, bs.hi, bs.mean = make([][][]float32, groups), make([][][]float32, groups), make([][][]float32, groups)
 	for gi := range groups {
-		bs.lo[gi], bs.hi[gi] = make([][]float32, len(meta.Spans)), make([][]float32, len(meta.Spans))
+		bs.lo[gi], bs.hi[gi], bs.mean[gi] = make([][]float32, len(meta.Spans)), make([][]float32, len(meta.Spans)), make([][]float32, len(meta.Spans))
 		for sp, info := range meta.Spans {
 			if !info.Factored || sm.rt.SpanTokens[sp] == 0 {
 				continue
@@ -66,7 +79,7 @@ func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cach
 			if err != nil {
 				return nil, err
 			}
-			lo, hi := make([]float32, hd), make([]float32, hd)
+			lo, hi, mk := make([]float32, hd), make([]float32, hd), make([]float64, hd)
 			for j := range hd {
 				lo[j], hi[j] = float32(math.Inf(1)), float32(math.Inf(-1))
 			}
@@ -76,9 +89,17 @@ func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cach
 				}
 				for j, v := range rec.k[(t-info.Start)*hd : (t-info.Start+1)*hd] {
 					lo[j], hi[j] = min(lo[j], v), max(hi[j], v)
+					mk[j] += float64(v)
 				}
 			}
-			bs.lo[gi][sp], bs.hi[gi][sp] = lo, hi
+			if !mean {
+				bs.lo[gi][sp], bs.hi[gi][sp] = lo, hi
+				continue
+			}
+			bs.mean[gi][sp] = make([]float32, hd)
+			for j, v := range mk {
+				bs.mean[gi][sp][j] = float32(v / float64(sm.rt.SpanTokens[sp]))
+			}
 		}
 	}
 	for _, n := range sm.rt.SpanTokens {
@@ -86,7 +107,7 @@ func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cach
 			bs.bounded++
 		}
 	}
-	sm.fixedRows += float64(bs.bounded)
+	sm.fixedRows += cost * float64(bs.bounded)
 	left := float64(b) - sm.fixedRows
 	sm.over, sm.zoom = left < 0, 0
 	if left >= 1 {
@@ -126,7 +147,7 @@ func (bs *boundSpan) scores(a *llama.StepAttention) [][]float32 {
 	bound := make([]float64, len(meta.Spans))
 	for g := range meta.KVHeads {
 		gi := a.Layer*meta.KVHeads + g
-		lo, hi := bs.lo[gi], bs.hi[gi]
+		lo, hi, mk := bs.lo[gi], bs.hi[gi], bs.mean[gi]
 		for h := g * per; h < (g+1)*per; h++ {
 			q := a.Q[h*hd : (h+1)*hd]
 			mx := math.Inf(-1)
@@ -138,6 +159,11 @@ func (bs *boundSpan) scores(a *llama.StepAttention) [][]float32 {
 			}
 			for sp := range bound {
 				bound[sp] = math.NaN()
+				if mk[sp] != nil {
+					bound[sp] = dot64(q, mk[sp]) * scale
+					mx = max(mx, bound[sp])
+					continue
+				}
 				if lo[sp] == nil {
 					continue
 				}
@@ -235,10 +261,10 @@ func (c *LongConfig) boundMethod(name string, s *spanStore, h []float32, b int, 
 		return nil, nil
 	}
 	w := 0
-	if name == MethodSpanBoundWindow {
+	if name == MethodSpanBoundWindow || name == MethodSpanMeanKeyWindow {
 		w = int(WindowShare * float64(b))
 	}
-	bs, err := newBoundSpan(s, h, b, c.Span.AnchorShare, cache, w)
+	bs, err := newBoundSpan(s, h, b, c.Span.AnchorShare, cache, w, name == MethodSpanMeanKey || name == MethodSpanMeanKeyWindow)
 	if err != nil {
 		return nil, err
 	}

@@ -3,10 +3,14 @@ package quality
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
-// TestSpanBound runs span+bound and span+bound+window on two short
+var boundMethods = []string{MethodSpanBound, MethodSpanBoundWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow}
+
+// TestSpanBound runs span+bound, span+meankey and their +window
+// variants on two short
 // needles: every bound a step computes is at least the largest true logit
 // of the span's reconstructed keys it bounds (an upper bound by
 // construction), each method keeps within its budget's rows with the
@@ -46,7 +50,7 @@ func TestSpanBound(t *testing.T) {
 			seen[r.Method]++
 			s := scoreNeedle(nd, r.Logits)
 			t.Logf("needle %d %4.2f %-18s top-1 %.2f log-prob %.2f rows %v/%v over %v", i, r.Budget, r.Method, s.Top1, s.LogProb, r.Rows, r.Limit, r.Over)
-			if r.Method != MethodSpanBound && r.Method != MethodSpanBoundWindow {
+			if !slices.Contains(boundMethods, r.Method) {
 				continue
 			}
 			if r.Rows > r.Limit || r.Over {
@@ -56,7 +60,7 @@ func TestSpanBound(t *testing.T) {
 				t.Errorf("needle %d: %s at %v: log-prob %v", i, r.Method, r.Budget, s.LogProb)
 			}
 		}
-		for _, name := range []string{MethodSpanBound, MethodSpanBoundWindow} {
+		for _, name := range boundMethods {
 			if seen[name] != len(lc.Budgets) {
 				t.Errorf("needle %d: %d %s runs for %d budgets", i, seen[name], name, len(lc.Budgets))
 			}

@@ -79,6 +79,9 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	if lc.Routers, err = ro.load(m, p); err != nil {
 		return err
 	}
+	if ro.why {
+		return runWhy(quality.NeedleConfig{LongConfig: lc, Files: all, Window: window, Needles: needles, Keys: 1, Seed: seed})
+	}
 	if zoom.on {
 		return runGPUZoom(quality.NeedleConfig{LongConfig: lc, Files: all, Window: window, Needles: needles, Seed: seed}, zoom.arena, zoom.lookahead)
 	}
