@@ -1,7 +1,9 @@
 package quality
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/reconstruct"
@@ -23,6 +25,9 @@ const (
 	// place of the bounds: half a row (HeadDim floats) per span.
 	MethodSpanMeanKey       = "span+meankey"
 	MethodSpanMeanKeyWindow = "span+meankey+window"
+	// MethodSpanBound16 keeps each span's bounds on 16 channels per
+	// (layer, KV head) (boundSpan.narrow), a quarter of a row per span.
+	MethodSpanBound16 = "span+bound16"
 )
 
 // boundSpan is span memory zoomed by key bounds in place of a router's
@@ -47,13 +52,11 @@ type boundSpan struct {
 // newBoundSpan is span memory at b rows zoomed by key bounds; w > 0 keeps
 // the context's last rows resident (MethodSpanBoundWindow), w of them or
 // fewer where the anchors and bounds leave less room.
-func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cache, w int, mean bool) (*boundSpan, error) {
+func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cache, w int, mode boundMode) (*boundSpan, error) {
 	sm := newSpanMethod(s, h, b, share, false)
 	bs := &boundSpan{spanMethod: sm}
-	cost := 1.0
-	if mean {
-		cost = 0.5
-	}
+	mean := mode.mean
+	cost, fixed := mode.cost(s.hd)
 	if w > 0 {
 		// The window takes at most the rows the anchors and the bounds
 		// leave (a window only removes bounds, of the spans it covers).
@@ -63,7 +66,7 @@ func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cach
 				spans++
 			}
 		}
-		w = min(w, max(0, b-int(math.Ceil(sm.fixedRows+cost*float64(spans)))))
+		w = min(w, max(0, b-int(math.Ceil(sm.fixedRows+fixed+cost*float64(spans)))))
 		bs.win = newWindowed(sm, c, w, b)
 	}
 	meta, hd := s.meta, s.hd
@@ -107,13 +110,82 @@ func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cach
 			bs.bounded++
 		}
 	}
-	sm.fixedRows += cost * float64(bs.bounded)
+	if mode.channels > 0 {
+		bs.narrow(mode.channels)
+	}
+	sm.fixedRows += fixed + cost*float64(bs.bounded)
 	left := float64(b) - sm.fixedRows
 	sm.over, sm.zoom = left < 0, 0
 	if left >= 1 {
 		sm.zoom = int64(math.Floor(left)) * int64(meta.KVHeads)
 	}
 	return bs, nil
+}
+
+// boundMode is what a boundSpan routes by: the bounds on every channel,
+// on the channels of the most gain (channels > 0, the others bounded by
+// the (layer, KV head)'s box over every span), or the mean key.
+type boundMode struct {
+	mean     bool
+	channels int
+}
+
+// cost is the rows a mode costs per span and once per (layer, KV head).
+func (m boundMode) cost(hd int) (perSpan, fixed float64) {
+	switch {
+	case m.mean:
+		return 0.5, 0
+	case m.channels > 0 && m.channels < hd:
+		return float64(m.channels) / float64(hd), 1
+	}
+	return 1, 0
+}
+
+// narrow keeps, per (layer, KV head), the spans' own bounds on the c
+// channels where they are tightest against the head's box over every
+// span (the largest sum over spans of the box's width less the span's),
+// and the box's on the others: still an upper bound, on c channels' worth
+// of rows per span and one box.
+func (bs *boundSpan) narrow(c int) {
+	hd := bs.s.hd
+	if c >= hd {
+		return
+	}
+	for gi := range bs.lo {
+		glo, ghi := make([]float32, hd), make([]float32, hd)
+		for j := range hd {
+			glo[j], ghi[j] = float32(math.Inf(1)), float32(math.Inf(-1))
+		}
+		for sp, lo := range bs.lo[gi] {
+			if lo == nil {
+				continue
+			}
+			for j := range hd {
+				glo[j], ghi[j] = min(glo[j], lo[j]), max(ghi[j], bs.hi[gi][sp][j])
+			}
+		}
+		gain := make([]float64, hd)
+		for sp, lo := range bs.lo[gi] {
+			if lo == nil {
+				continue
+			}
+			for j := range hd {
+				gain[j] += float64(ghi[j]-glo[j]) - float64(bs.hi[gi][sp][j]-lo[j])
+			}
+		}
+		order := make([]int, hd)
+		for j := range order {
+			order[j] = j
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(gain[b], gain[a]) })
+		for _, j := range order[c:] {
+			for sp, lo := range bs.lo[gi] {
+				if lo != nil {
+					lo[j], bs.hi[gi][sp][j] = glo[j], ghi[j]
+				}
+			}
+		}
+	}
 }
 
 // keyBound is sum_j max(q_j lo_j, q_j hi_j), in float64.
@@ -261,10 +333,18 @@ func (c *LongConfig) boundMethod(name string, s *spanStore, h []float32, b int, 
 		return nil, nil
 	}
 	w := 0
-	if name == MethodSpanBoundWindow || name == MethodSpanMeanKeyWindow {
+	var mode boundMode
+	switch name {
+	case MethodSpanBoundWindow, MethodSpanMeanKeyWindow:
 		w = int(WindowShare * float64(b))
 	}
-	bs, err := newBoundSpan(s, h, b, c.Span.AnchorShare, cache, w, name == MethodSpanMeanKey || name == MethodSpanMeanKeyWindow)
+	switch name {
+	case MethodSpanMeanKey, MethodSpanMeanKeyWindow:
+		mode.mean = true
+	case MethodSpanBound16:
+		mode.channels = 16
+	}
+	bs, err := newBoundSpan(s, h, b, c.Span.AnchorShare, cache, w, mode)
 	if err != nil {
 		return nil, err
 	}

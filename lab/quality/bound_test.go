@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-var boundMethods = []string{MethodSpanBound, MethodSpanBoundWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow}
+var boundMethods = []string{MethodSpanBound, MethodSpanBoundWindow, MethodSpanBound16, MethodSpanMeanKey, MethodSpanMeanKeyWindow}
 
-// TestSpanBound runs span+bound, span+meankey and their +window
-// variants on two short
+// TestSpanBound runs span+bound, span+bound16, span+meankey and their
+// +window variants on two short
 // needles: every bound a step computes is at least the largest true logit
 // of the span's reconstructed keys it bounds (an upper bound by
 // construction), each method keeps within its budget's rows with the
