@@ -25,9 +25,12 @@ const (
 	// place of the bounds: half a row (HeadDim floats) per span.
 	MethodSpanMeanKey       = "span+meankey"
 	MethodSpanMeanKeyWindow = "span+meankey+window"
-	// MethodSpanBound16 keeps each span's bounds on 16 channels per
-	// (layer, KV head) (boundSpan.narrow), a quarter of a row per span.
-	MethodSpanBound16 = "span+bound16"
+	// MethodSpanBoundCh keeps each span's bounds on LongConfig's
+	// BoundChannels channels per (layer, KV head) (boundSpan.narrow):
+	// BoundChannels/HeadDim of a row per span and one row per (layer, KV
+	// head). MethodSpanBoundChWindow adds the recent window.
+	MethodSpanBoundCh       = "span+bound-ch"
+	MethodSpanBoundChWindow = "span+bound-ch+window"
 )
 
 // boundSpan is span memory zoomed by key bounds in place of a router's
@@ -335,14 +338,14 @@ func (c *LongConfig) boundMethod(name string, s *spanStore, h []float32, b int, 
 	w := 0
 	var mode boundMode
 	switch name {
-	case MethodSpanBoundWindow, MethodSpanMeanKeyWindow:
+	case MethodSpanBoundWindow, MethodSpanMeanKeyWindow, MethodSpanBoundChWindow:
 		w = int(WindowShare * float64(b))
 	}
 	switch name {
 	case MethodSpanMeanKey, MethodSpanMeanKeyWindow:
 		mode.mean = true
-	case MethodSpanBound16:
-		mode.channels = 16
+	case MethodSpanBoundCh, MethodSpanBoundChWindow:
+		mode.channels = c.boundChannels()
 	}
 	bs, err := newBoundSpan(s, h, b, c.Span.AnchorShare, cache, w, mode)
 	if err != nil {
@@ -350,4 +353,14 @@ func (c *LongConfig) boundMethod(name string, s *spanStore, h []float32, b int, 
 	}
 	bs.check = c.boundCheck
 	return bs, nil
+}
+
+// DefaultBoundChannels is LongConfig.BoundChannels's default.
+const DefaultBoundChannels = 16
+
+func (c *LongConfig) boundChannels() int {
+	if c.BoundChannels > 0 {
+		return c.BoundChannels
+	}
+	return DefaultBoundChannels
 }

@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-var boundMethods = []string{MethodSpanBound, MethodSpanBoundWindow, MethodSpanBound16, MethodSpanMeanKey, MethodSpanMeanKeyWindow}
+var boundMethods = []string{MethodSpanBound, MethodSpanBoundWindow, MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow}
 
-// TestSpanBound runs span+bound, span+bound16, span+meankey and their
+// TestSpanBound runs span+bound, span+bound-ch, span+meankey and their
 // +window variants on two short
 // needles: every bound a step computes is at least the largest true logit
 // of the span's reconstructed keys it bounds (an upper bound by

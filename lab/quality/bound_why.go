@@ -10,12 +10,12 @@ import (
 
 // Routing signals BoundWhy compares, each scoring every factored span of
 // a (layer, KV head) at a decode step.
-var WhySignals = []string{"oracle", "router", "bound", "bound-raw", "bound16", "maxkey", "meankey"}
+var WhySignals = []string{"oracle", "router", "bound", "bound-raw", "bound-ch", "maxkey", "meankey"}
 
 // whyCost is each signal's rows per span counted in the budget's fixed
 // rows: the oracle and the router's (the stored summary keys, as the span
 // method counts them) none, a bound one K+V row, a key half of one.
-var whyCost = map[string]float64{"oracle": 0, "router": 0, "bound": 1, "bound-raw": 1, "bound16": 0.25, "maxkey": 0.5, "meankey": 0.5}
+var whyCost = map[string]float64{"oracle": 0, "router": 0, "bound": 1, "bound-raw": 1, "bound-ch": 0 /* boundMode.cost */, "maxkey": 0.5, "meankey": 0.5}
 
 // WhyRow is one signal at one budget over a set of needles, at the steps
 // that predict the value's bytes, the model attending over the full
@@ -60,7 +60,7 @@ func BoundWhy(cfg NeedleConfig) (rows []WhyRow, skipped int, err error) {
 type whyBudget struct {
 	sm     *spanMethod
 	bs     *boundSpan
-	bs16   *boundSpan    // bounds on 16 channels
+	bsCh   *boundSpan    // bounds on cfg's BoundChannels
 	maxKey [][][]float32 // per group and span, the largest-norm key; nil: no rows
 	meanK  [][][]float32 // per group and span, the mean key
 	zoom   map[string]int64
@@ -93,14 +93,15 @@ func (c *NeedleConfig) why(nd *Needle, rows []WhyRow) error {
 		if wb.bs, err = newBoundSpan(s, h, b, c.Span.AnchorShare, nil, 0, boundMode{}); err != nil {
 			return err
 		}
-		if wb.bs16, err = newBoundSpan(s, h, b, c.Span.AnchorShare, nil, 0, boundMode{channels: 16}); err != nil {
+		if wb.bsCh, err = newBoundSpan(s, h, b, c.Span.AnchorShare, nil, 0, boundMode{channels: c.boundChannels()}); err != nil {
 			return err
 		}
 		anchors := float64(len(wb.sm.resIdx))
 		for sig, cost := range whyCost {
 			left := float64(b) - anchors - cost*float64(wb.bs.bounded)
-			if sig == "bound16" {
-				left-- // the head's box
+			if sig == "bound-ch" {
+				perSpan, fixed := boundMode{channels: c.boundChannels()}.cost(hd)
+				left = float64(b) - anchors - fixed - perSpan*float64(wb.bs.bounded)
 			}
 			wb.zoom[sig] = max(0, int64(math.Floor(left))) * int64(meta.KVHeads)
 		}
@@ -207,7 +208,7 @@ func (w *whyMethod) rows(a *llama.StepAttention) ([]rowSet, error) {
 	scale := 1 / math.Sqrt(float64(hd))
 	per := len(a.Q) / hd / kv
 	for bi, wb := range w.bud {
-		bound, bound16 := wb.bs.scores(a), wb.bs16.scores(a)
+		bound, boundCh := wb.bs.scores(a), wb.bsCh.scores(a)
 		for si, sig := range WhySignals {
 			scores := make([][]float32, groups)
 			for gi := range scores {
@@ -234,8 +235,8 @@ func (w *whyMethod) rows(a *llama.StepAttention) ([]rowSet, error) {
 					}
 				case "bound":
 					copy(scores[gi], bound[gi])
-				case "bound16":
-					copy(scores[gi], bound16[gi])
+				case "bound-ch":
+					copy(scores[gi], boundCh[gi])
 				default:
 					nr := len(meta.Resident)
 					for h := g * per; h < (g+1)*per; h++ {

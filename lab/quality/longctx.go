@@ -40,9 +40,12 @@ type LongConfig struct {
 	// MethodSpanTrainedSum; Oracle adds MethodSpanOracle (routed.go).
 	Routers []router.Artifact
 	Oracle  bool
-	// Bound adds MethodSpanBound, MethodSpanBoundWindow, MethodSpanBound16,
-	// MethodSpanMeanKey and MethodSpanMeanKeyWindow (bound.go).
-	Bound bool
+	// Bound adds MethodSpanBound, MethodSpanBoundWindow,
+	// MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey and
+	// MethodSpanMeanKeyWindow (bound.go); BoundChannels is
+	// MethodSpanBoundCh's channels (0: DefaultBoundChannels).
+	Bound         bool
+	BoundChannels int
 	// boundCheck, when set, is given every bound the bound methods
 	// compute with the largest true logit it bounds (boundSpan.check).
 	boundCheck func(bound, logit float64)
@@ -190,7 +193,7 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 				run.Rows, run.Over = max(sm.stats.maxRows, sm.fixedRows), sm.over
 				out = append(out, run)
 				continue
-			case MethodSpanBound, MethodSpanBoundWindow, MethodSpanBound16, MethodSpanMeanKey, MethodSpanMeanKeyWindow:
+			case MethodSpanBound, MethodSpanBoundWindow, MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow:
 				bs, err := c.boundMethod(name, s, h, b, cache)
 				if err != nil {
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)

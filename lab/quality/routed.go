@@ -354,7 +354,7 @@ func (c *LongConfig) methods() []string {
 		extra = append(extra, MethodSpanOracle)
 	}
 	if c.Bound {
-		extra = append(extra, MethodSpanBound, MethodSpanBoundWindow, MethodSpanBound16, MethodSpanMeanKey, MethodSpanMeanKeyWindow)
+		extra = append(extra, MethodSpanBound, MethodSpanBoundWindow, MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow)
 	}
 	out := append([]string(nil), LongMethods[:len(LongMethods)-1]...)
 	return append(append(out, extra...), LongMethods[len(LongMethods)-1])
