@@ -356,7 +356,7 @@ func (c *LongConfig) boundMethod(name string, s *spanStore, h []float32, b int, 
 }
 
 // DefaultBoundChannels is LongConfig.BoundChannels's default.
-const DefaultBoundChannels = 16
+const DefaultBoundChannels = 32
 
 func (c *LongConfig) boundChannels() int {
 	if c.BoundChannels > 0 {
