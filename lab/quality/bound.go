@@ -35,8 +35,9 @@ const (
 
 // boundSpan is span memory zoomed by key bounds in place of a router's
 // scores. Each span's bounds cost one K+V row (2*HeadDim floats) per
-// (layer, KV head), counted in the budget's fixed rows; in mean mode its
-// mean key post-RoPE, half a row.
+// (layer, KV head), counted in the budget's fixed rows; on C channels
+// C/HeadDim of a row and one row per (layer, KV head); in mean mode its
+// mean key post-RoPE, half a row (boundMode.cost).
 type boundSpan struct {
 	*spanMethod
 	// lo and hi are per group (layer*KVHeads+head) and span the bounds,
@@ -45,7 +46,7 @@ type boundSpan struct {
 	// mean, in mean mode (lo and hi nil), is per group and span the mean
 	// key, nil for a span with no row to zoom.
 	mean    [][][]float32
-	bounded int       // spans with bounds, per group
+	bounded int       // spans with rows to zoom (the same in every group)
 	win     *windowed // the recent window, or nil
 	// check, when set, is told at every scoring of each bounded span the
 	// bound and the largest true logit (q . k, unscaled) of its rows.
@@ -355,7 +356,9 @@ func (c *LongConfig) boundMethod(name string, s *spanStore, h []float32, b int, 
 	return bs, nil
 }
 
-// DefaultBoundChannels is LongConfig.BoundChannels's default.
+// DefaultBoundChannels is LongConfig.BoundChannels's default, chosen
+// among 8, 16 and 32 on needles of another seed than those
+// docs/quality.md reports ("Key bounds").
 const DefaultBoundChannels = 32
 
 func (c *LongConfig) boundChannels() int {
