@@ -10,6 +10,10 @@
 // definitions with one recalled, and -files natural windows (KL over the
 // last -tail bytes). A count of 0 skips its table.
 //
+// -bound adds span memory routed by per-span key bounds (docs/quality.md,
+// "Key bounds"); -boundwhy prints instead, on -needles single needles,
+// the teacher's attention mass each routing signal's zoom captures.
+//
 // -gpuzoom prints instead docs/quality.md's "GPU zoom path" table: on
 // -needles single needles, span memory's zoom rebuilt through gpu.Prefetcher
 // and the reconstruct kernel (the CUDA device with KVSTORE_GPU=1, else the
