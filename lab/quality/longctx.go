@@ -40,6 +40,15 @@ type LongConfig struct {
 	// MethodSpanTrainedSum; Oracle adds MethodSpanOracle (routed.go).
 	Routers []router.Artifact
 	Oracle  bool
+	// Bound adds MethodSpanBound, MethodSpanBoundWindow,
+	// MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey and
+	// MethodSpanMeanKeyWindow (bound.go); BoundChannels is
+	// MethodSpanBoundCh's channels (0: DefaultBoundChannels).
+	Bound         bool
+	BoundChannels int
+	// boundCheck, when set, is given every bound the bound methods
+	// compute with the largest true logit it bounds (boundSpan.check).
+	boundCheck func(bound, logit float64)
 	// SpanSize, when not nil, is given each context's stored span memory
 	// size (store.SpanSize: stored bytes against its raw bf16 rows).
 	SpanSize func(store.SpanSize)
@@ -182,6 +191,20 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
 				}
 				run.Rows, run.Over = max(sm.stats.maxRows, sm.fixedRows), sm.over
+				out = append(out, run)
+				continue
+			case MethodSpanBound, MethodSpanBoundWindow, MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow:
+				bs, err := c.boundMethod(name, s, h, b, cache)
+				if err != nil {
+					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
+				}
+				if bs == nil {
+					continue
+				}
+				if run.Logits, err = decode(m, bs, cont, n); err != nil {
+					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
+				}
+				run.Rows, run.Over = max(bs.stats.maxRows, bs.fixedRows), bs.over
 				out = append(out, run)
 				continue
 			case MethodSpan, MethodSpanSum:

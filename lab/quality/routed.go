@@ -353,6 +353,9 @@ func (c *LongConfig) methods() []string {
 	if c.Oracle {
 		extra = append(extra, MethodSpanOracle)
 	}
+	if c.Bound {
+		extra = append(extra, MethodSpanBound, MethodSpanBoundWindow, MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow)
+	}
 	out := append([]string(nil), LongMethods[:len(LongMethods)-1]...)
 	return append(append(out, extra...), LongMethods[len(LongMethods)-1])
 }

@@ -10,6 +10,10 @@
 // definitions with one recalled, and -files natural windows (KL over the
 // last -tail bytes). A count of 0 skips its table.
 //
+// -bound adds span memory routed by per-span key bounds (docs/quality.md,
+// "Key bounds"); -boundwhy prints instead, on -needles single needles,
+// the teacher's attention mass each routing signal's zoom captures.
+//
 // -gpuzoom prints instead docs/quality.md's "GPU zoom path" table: on
 // -needles single needles, span memory's zoom rebuilt through gpu.Prefetcher
 // and the reconstruct kernel (the CUDA device with KVSTORE_GPU=1, else the
@@ -74,15 +78,21 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	}
 	rand.New(rand.NewPCG(seed, 0x66696c65)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	var sizes []store.SpanSize // of the current table's contexts
-	lc := quality.LongConfig{Model: m, Budgets: budgets, Oracle: ro.oracle, Span: quality.Config{SizeRule: sizeRule},
+	lc := quality.LongConfig{Model: m, Budgets: budgets, Oracle: ro.oracle, Bound: ro.bound, BoundChannels: ro.channels, Span: quality.Config{SizeRule: sizeRule},
 		SpanSize: func(s store.SpanSize) { sizes = append(sizes, s) }}
 	if lc.Routers, err = ro.load(m, p); err != nil {
 		return err
+	}
+	if ro.why {
+		return runWhy(quality.NeedleConfig{LongConfig: lc, Files: all, Window: window, Needles: needles, Keys: 1, Seed: seed})
 	}
 	if zoom.on {
 		return runGPUZoom(quality.NeedleConfig{LongConfig: lc, Files: all, Window: window, Needles: needles, Seed: seed}, zoom.arena, zoom.lookahead)
 	}
 	fmt.Printf("gocode-2k, windows of %d tokens, held-out _test.go files of %s (%d of >= %d bytes, seed %d)\n\n", window, root, len(all), window, seed)
+	if ro.bound {
+		fmt.Printf("span+bound-ch: bounds on %d channels per layer and KV head\n\n", ro.channels)
+	}
 	start := time.Now()
 	progress := func(what string, n int) func(int, *quality.Needle, error) {
 		return func(i int, nd *quality.Needle, err error) {

@@ -21,6 +21,9 @@ import (
 type routerFlags struct {
 	dir, weights string
 	oracle       bool
+	bound        bool
+	channels     int
+	why          bool   // BoundWhy's table instead of the needle tables
 	spread       bool   // print each needle table's median and worst needle
 	scores       string // write each needle table's rows, with every needle's scores, as JSON lines here
 }
@@ -30,6 +33,9 @@ func (r *routerFlags) define() {
 	flag.StringVar(&r.weights, "routers-weights-id", "", "weights id the routers are stored under (default llama2.c:<model file name>:<size>, kvtrain's)")
 	flag.BoolVar(&r.spread, "spread", false, "after each needle table, the median and worst needle of each method")
 	flag.StringVar(&r.scores, "scores", "", "append each needle table's rows, every needle's scores with them, to this file as JSON lines")
+	flag.BoolVar(&r.bound, "bound", false, "add span+bound, span+bound+window (span memory zoomed by per-channel key bounds of each span), span+bound-ch, span+bound-ch+window (bounds on -bound-channels channels) and span+meankey, span+meankey+window (by its mean key post-RoPE), counted in the budget")
+	flag.IntVar(&r.channels, "bound-channels", quality.DefaultBoundChannels, "span+bound-ch: channels per (layer, KV head) with per-span bounds")
+	flag.BoolVar(&r.why, "boundwhy", false, "instead of the tables: on -needles single needles, the teacher's attention mass each routing signal's zoom set captures and the rank it gives the needle's span (quality.BoundWhy)")
 	flag.BoolVar(&r.oracle, "oracle", false, "add span+oracle: span memory zoomed by the teacher's attention mass, the ceiling of routing")
 }
 
@@ -96,4 +102,30 @@ func median(x []float64) float64 {
 		return (s[n/2-1] + s[n/2]) / 2
 	}
 	return s[len(s)/2]
+}
+
+// runWhy prints quality.BoundWhy's table.
+func runWhy(cfg quality.NeedleConfig) error {
+	rows, skipped, err := quality.BoundWhy(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Routing signals at the value's steps, teacher-forced with full attention: %d needles (%d left out), seed %d, bound-ch on %d channels\n\n", cfg.Needles-skipped, skipped, cfg.Seed, cfg.BoundChannels)
+	fmt.Println("| budget | signal | spans | zoom rows/layer (span's / own) | mass captured at span's zoom (mean / median / worst) | at own zoom (mean / median / worst) | needle span rank where the teacher's top (median / worst, count) |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %.0f | %.0f / %.0f | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.0f / %.0f, %d |\n", budget(r.Budget), r.Signal, r.Spans, r.Zoom, r.OwnZoom,
+			mean(r.Captured), median(r.Captured), slices.Min(r.Captured), mean(r.OwnCaptured), median(r.OwnCaptured), slices.Min(r.OwnCaptured),
+			median(r.Rank), slices.Max(r.Rank), len(r.Rank))
+	}
+	fmt.Println()
+	return nil
+}
+
+func mean(x []float64) float64 {
+	var s float64
+	for _, v := range x {
+		s += v
+	}
+	return s / float64(len(x))
 }

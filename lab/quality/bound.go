@@ -1,0 +1,369 @@
+package quality
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/reconstruct"
+)
+
+// Span memory routed by per-channel key bounds (Quest's page bounds, per
+// span): for each factored span and (layer, KV head), the channel-wise
+// minimum and maximum of the span's keys not resident, post-RoPE at their
+// positions, taken from the rows its factors rebuild. For a post-RoPE
+// query q, sum_j max(q_j lo_j, q_j hi_j) is at least q . k for every such
+// key k: an upper bound on the span's largest logit.
+const (
+	MethodSpanBound = "span+bound"
+	// MethodSpanBoundWindow is span+bound with the context's last rows
+	// resident, WindowShare of the budget, as span+trained+window.
+	MethodSpanBoundWindow = "span+bound+window"
+	// MethodSpanMeanKey and MethodSpanMeanKeyWindow route by each span's
+	// mean key post-RoPE (its rows' keys at their positions, averaged) in
+	// place of the bounds: half a row (HeadDim floats) per span.
+	MethodSpanMeanKey       = "span+meankey"
+	MethodSpanMeanKeyWindow = "span+meankey+window"
+	// MethodSpanBoundCh keeps each span's bounds on LongConfig's
+	// BoundChannels channels per (layer, KV head) (boundSpan.narrow):
+	// BoundChannels/HeadDim of a row per span and one row per (layer, KV
+	// head). MethodSpanBoundChWindow adds the recent window.
+	MethodSpanBoundCh       = "span+bound-ch"
+	MethodSpanBoundChWindow = "span+bound-ch+window"
+)
+
+// boundSpan is span memory zoomed by key bounds in place of a router's
+// scores. Each span's bounds cost one K+V row (2*HeadDim floats) per
+// (layer, KV head), counted in the budget's fixed rows; on C channels
+// C/HeadDim of a row and one row per (layer, KV head); in mean mode its
+// mean key post-RoPE, half a row (boundMode.cost).
+type boundSpan struct {
+	*spanMethod
+	// lo and hi are per group (layer*KVHeads+head) and span the bounds,
+	// HeadDim floats each; nil for a span with no row to zoom.
+	lo, hi [][][]float32
+	// mean, in mean mode (lo and hi nil), is per group and span the mean
+	// key, nil for a span with no row to zoom.
+	mean    [][][]float32
+	bounded int       // spans with rows to zoom (the same in every group)
+	win     *windowed // the recent window, or nil
+	// check, when set, is told at every scoring of each bounded span the
+	// bound and the largest true logit (q . k, unscaled) of its rows.
+	check func(bound, logit float64)
+}
+
+// newBoundSpan is span memory at b rows zoomed by key bounds; w > 0 keeps
+// the context's last rows resident (MethodSpanBoundWindow), w of them or
+// fewer where the anchors and bounds leave less room.
+func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cache, w int, mode boundMode) (*boundSpan, error) {
+	sm := newSpanMethod(s, h, b, share, false)
+	bs := &boundSpan{spanMethod: sm}
+	mean := mode.mean
+	cost, fixed := mode.cost(s.hd)
+	if w > 0 {
+		// The window takes at most the rows the anchors and the bounds
+		// leave (a window only removes bounds, of the spans it covers).
+		spans := 0
+		for _, n := range sm.rt.SpanTokens {
+			if n > 0 {
+				spans++
+			}
+		}
+		w = min(w, max(0, b-int(math.Ceil(sm.fixedRows+fixed+cost*float64(spans)))))
+		bs.win = newWindowed(sm, c, w, b)
+	}
+	meta, hd := s.meta, s.hd
+	groups := meta.Layers * meta.KVHeads
+	bs.lo, bs.hi, bs.mean = make([][][]float32, groups), make([][][]float32, groups), make([][][]float32, groups)
+	for gi := range groups {
+		bs.lo[gi], bs.hi[gi], bs.mean[gi] = make([][]float32, len(meta.Spans)), make([][]float32, len(meta.Spans)), make([][]float32, len(meta.Spans))
+		for sp, info := range meta.Spans {
+			if !info.Factored || sm.rt.SpanTokens[sp] == 0 {
+				continue
+			}
+			rec, err := s.span(gi/meta.KVHeads, gi%meta.KVHeads, sp)
+			if err != nil {
+				return nil, err
+			}
+			lo, hi, mk := make([]float32, hd), make([]float32, hd), make([]float64, hd)
+			for j := range hd {
+				lo[j], hi[j] = float32(math.Inf(1)), float32(math.Inf(-1))
+			}
+			for t := info.Start; t < info.End; t++ {
+				if sm.resident[t] {
+					continue
+				}
+				for j, v := range rec.k[(t-info.Start)*hd : (t-info.Start+1)*hd] {
+					lo[j], hi[j] = min(lo[j], v), max(hi[j], v)
+					mk[j] += float64(v)
+				}
+			}
+			if !mean {
+				bs.lo[gi][sp], bs.hi[gi][sp] = lo, hi
+				continue
+			}
+			bs.mean[gi][sp] = make([]float32, hd)
+			for j, v := range mk {
+				bs.mean[gi][sp][j] = float32(v / float64(sm.rt.SpanTokens[sp]))
+			}
+		}
+	}
+	for _, n := range sm.rt.SpanTokens {
+		if n > 0 {
+			bs.bounded++
+		}
+	}
+	if mode.channels > 0 {
+		bs.narrow(mode.channels)
+	}
+	sm.fixedRows += fixed + cost*float64(bs.bounded)
+	left := float64(b) - sm.fixedRows
+	sm.over, sm.zoom = left < 0, 0
+	if left >= 1 {
+		sm.zoom = int64(math.Floor(left)) * int64(meta.KVHeads)
+	}
+	return bs, nil
+}
+
+// boundMode is what a boundSpan routes by: the bounds on every channel,
+// on the channels of the most gain (channels > 0, the others bounded by
+// the (layer, KV head)'s box over every span), or the mean key.
+type boundMode struct {
+	mean     bool
+	channels int
+}
+
+// cost is the rows a mode costs per span and once per (layer, KV head).
+func (m boundMode) cost(hd int) (perSpan, fixed float64) {
+	switch {
+	case m.mean:
+		return 0.5, 0
+	case m.channels > 0 && m.channels < hd:
+		return float64(m.channels) / float64(hd), 1
+	}
+	return 1, 0
+}
+
+// narrow keeps, per (layer, KV head), the spans' own bounds on the c
+// channels where they are tightest against the head's box over every
+// span (the largest sum over spans of the box's width less the span's),
+// and the box's on the others: still an upper bound, on c channels' worth
+// of rows per span and one box.
+func (bs *boundSpan) narrow(c int) {
+	hd := bs.s.hd
+	if c >= hd {
+		return
+	}
+	for gi := range bs.lo {
+		glo, ghi := make([]float32, hd), make([]float32, hd)
+		for j := range hd {
+			glo[j], ghi[j] = float32(math.Inf(1)), float32(math.Inf(-1))
+		}
+		for sp, lo := range bs.lo[gi] {
+			if lo == nil {
+				continue
+			}
+			for j := range hd {
+				glo[j], ghi[j] = min(glo[j], lo[j]), max(ghi[j], bs.hi[gi][sp][j])
+			}
+		}
+		gain := make([]float64, hd)
+		for sp, lo := range bs.lo[gi] {
+			if lo == nil {
+				continue
+			}
+			for j := range hd {
+				gain[j] += float64(ghi[j]-glo[j]) - float64(bs.hi[gi][sp][j]-lo[j])
+			}
+		}
+		order := make([]int, hd)
+		for j := range order {
+			order[j] = j
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(gain[b], gain[a]) })
+		for _, j := range order[c:] {
+			for sp, lo := range bs.lo[gi] {
+				if lo != nil {
+					lo[j], bs.hi[gi][sp][j] = glo[j], ghi[j]
+				}
+			}
+		}
+	}
+}
+
+// keyBound is sum_j max(q_j lo_j, q_j hi_j), in float64.
+func keyBound(q, lo, hi []float32) float64 {
+	var s float64
+	for j, v := range q {
+		a, b := float64(v)*float64(lo[j]), float64(v)*float64(hi[j])
+		s += max(a, b)
+	}
+	return s
+}
+
+// scores is, per group of a's layer, each span's score: the largest over
+// the KV head's query heads of exp(bound/sqrt(hd) - lse), lse the
+// log-sum-exp of the head's resident logits and every span's bound (an
+// estimate of the span's share of attention from above, comparable across
+// the layer's KV heads that share the zoom budget); NaN for spans with no
+// bound.
+func (bs *boundSpan) scores(a *llama.StepAttention) [][]float32 {
+	meta, hd := bs.s.meta, bs.s.hd
+	per := len(a.Q) / hd / meta.KVHeads
+	scale := 1 / math.Sqrt(float64(hd))
+	nr := len(meta.Resident)
+	out := make([][]float32, meta.Layers*meta.KVHeads)
+	for gi := range out {
+		out[gi] = make([]float32, len(meta.Spans))
+		for sp := range out[gi] {
+			out[gi][sp] = float32(math.NaN())
+		}
+	}
+	bound := make([]float64, len(meta.Spans))
+	for g := range meta.KVHeads {
+		gi := a.Layer*meta.KVHeads + g
+		lo, hi, mk := bs.lo[gi], bs.hi[gi], bs.mean[gi]
+		for h := g * per; h < (g+1)*per; h++ {
+			q := a.Q[h*hd : (h+1)*hd]
+			mx := math.Inf(-1)
+			var logits []float64
+			for _, i := range bs.resIdx {
+				l := dot64(q, bs.s.resK[a.Layer][(g*nr+i)*hd:(g*nr+i+1)*hd]) * scale
+				logits = append(logits, l)
+				mx = max(mx, l)
+			}
+			for sp := range bound {
+				bound[sp] = math.NaN()
+				if mk[sp] != nil {
+					bound[sp] = dot64(q, mk[sp]) * scale
+					mx = max(mx, bound[sp])
+					continue
+				}
+				if lo[sp] == nil {
+					continue
+				}
+				bound[sp] = keyBound(q, lo[sp], hi[sp]) * scale
+				mx = max(mx, bound[sp])
+				if bs.check != nil {
+					bs.check(bound[sp]/scale, bs.trueMax(a.Layer, g, sp, q))
+				}
+			}
+			var z float64
+			for _, l := range logits {
+				z += math.Exp(l - mx)
+			}
+			for _, l := range bound {
+				if !math.IsNaN(l) {
+					z += math.Exp(l - mx)
+				}
+			}
+			for sp, l := range bound {
+				if math.IsNaN(l) {
+					continue
+				}
+				p := float32(math.Exp(l-mx) / z)
+				if cur := out[gi][sp]; math.IsNaN(float64(cur)) || p > cur {
+					out[gi][sp] = p
+				}
+			}
+		}
+	}
+	return out
+}
+
+// trueMax is the largest q . k over span sp's rows not resident, from its
+// reconstructed keys.
+func (bs *boundSpan) trueMax(layer, g, sp int, q []float32) float64 {
+	hd, info := bs.s.hd, bs.s.meta.Spans[sp]
+	rec, err := bs.s.span(layer, g, sp)
+	if err != nil {
+		return math.NaN()
+	}
+	mx := math.Inf(-1)
+	for t := info.Start; t < info.End; t++ {
+		if !bs.resident[t] {
+			mx = max(mx, dot64(q, rec.k[(t-info.Start)*hd:(t-info.Start+1)*hd]))
+		}
+	}
+	return mx
+}
+
+func dot64(a, b []float32) float64 {
+	var s float64
+	for j, v := range a {
+		s += float64(v) * float64(b[j])
+	}
+	return s
+}
+
+func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
+	sm := bs.spanMethod
+	meta := sm.s.meta
+	z := &reconstruct.ZoomSet{Spans: make([][]int, meta.Layers*meta.KVHeads)}
+	if sm.zoom > 0 {
+		scores := bs.scores(a)
+		var err error
+		if z, err = reconstruct.Select(scores, noTau(len(scores)), sm.rt.SpanTokens, nil,
+			reconstruct.Budget{Tokens: sm.zoom, Fill: true}); err != nil {
+			return nil, err
+		}
+	}
+	out, err := sm.zoomedRows(a.Layer, z)
+	if err != nil || bs.win == nil {
+		return out, err
+	}
+	for g := range out {
+		gi := a.Layer*len(out) + g
+		out[g].k = append(out[g].k, bs.win.k[gi]...)
+		out[g].v = append(out[g].v, bs.win.v[gi]...)
+	}
+	return out, nil
+}
+
+// noTau is a threshold below every score: the budget alone caps the zoom.
+func noTau(n int) []float32 {
+	t := make([]float32, n)
+	for i := range t {
+		t[i] = -1
+	}
+	return t
+}
+
+// boundMethod is the bound-routed span method name at b rows, nil when c
+// does not configure it.
+func (c *LongConfig) boundMethod(name string, s *spanStore, h []float32, b int, cache *llama.Cache) (*boundSpan, error) {
+	if !c.Bound {
+		return nil, nil
+	}
+	w := 0
+	var mode boundMode
+	switch name {
+	case MethodSpanBoundWindow, MethodSpanMeanKeyWindow, MethodSpanBoundChWindow:
+		w = int(WindowShare * float64(b))
+	}
+	switch name {
+	case MethodSpanMeanKey, MethodSpanMeanKeyWindow:
+		mode.mean = true
+	case MethodSpanBoundCh, MethodSpanBoundChWindow:
+		mode.channels = c.boundChannels()
+	}
+	bs, err := newBoundSpan(s, h, b, c.Span.AnchorShare, cache, w, mode)
+	if err != nil {
+		return nil, err
+	}
+	bs.check = c.boundCheck
+	return bs, nil
+}
+
+// DefaultBoundChannels is LongConfig.BoundChannels's default, chosen
+// among 8, 16 and 32 on needles of another seed than those
+// docs/quality.md reports ("Key bounds").
+const DefaultBoundChannels = 32
+
+func (c *LongConfig) boundChannels() int {
+	if c.BoundChannels > 0 {
+		return c.BoundChannels
+	}
+	return DefaultBoundChannels
+}
