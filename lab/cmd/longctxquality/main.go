@@ -47,7 +47,7 @@ func main() {
 	lookahead := flag.Int("lookahead", 0, "-gpuzoom: spans per KV head prefetched beyond the zoomed ones")
 	var ro routerFlags
 	ro.define()
-	sizeRule := flag.Bool("sizerule", false, "build span memory with the store's rule: factors only where smaller than the span's bf16 rows")
+	sizeRule := flag.Bool("sizerule", false, "build span memory with the store's size rule: spans factored only where that makes the memory smaller, memories larger than their rows refused and left out")
 	flag.Parse()
 	zoom = gpuZoomFlags{*gpuZoom, *arena, *lookahead}
 	if err := run(*needles, *multi, *keys, *files, *window, *tail, *budgets, *seed, &ro, *sizeRule); err != nil {
