@@ -3,7 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/kvstore/kvstore/format/safetensors"
 
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/lab/train"
@@ -93,8 +97,31 @@ func trainAdapter(ctx context.Context, m *llama.Model, f *adapterFlags, p *progr
 	if err != nil {
 		return nil, err
 	}
+	p.stage(fmt.Sprintf("training on %d examples", len(exs)))
 	o.Progress = func(g train.Progress) {
 		p.step(fmt.Sprintf("step %d/%d, epoch %d, loss %.4f, %v", g.Step, g.Steps, g.Epoch+1, g.Loss, g.Elapsed.Round(time.Second)))
 	}
+	if f.epochDir != "" {
+		o.Epoch = func(e train.EpochEnd) error {
+			return saveEpoch(f.epochDir, e)
+		}
+	}
 	return train.Train(ctx, m, exs, o)
+}
+
+// saveEpoch writes e's adapter to dir/epoch-N.safetensors (F32), durably
+// enough to resume from: a temporary file renamed into place.
+func saveEpoch(dir string, e train.EpochEnd) error {
+	b, err := e.Adapter.Encode(safetensors.F32)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	p := filepath.Join(dir, fmt.Sprintf("epoch-%d.safetensors", e.Epoch+1))
+	if err := os.WriteFile(p+".tmp", b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(p+".tmp", p)
 }
