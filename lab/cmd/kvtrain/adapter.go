@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/kvstore/kvstore/adapter"
 	"github.com/kvstore/kvstore/format/safetensors"
 
 	"github.com/kvstore/kvstore/lab/llama"
@@ -97,6 +98,11 @@ func trainAdapter(ctx context.Context, m *llama.Model, f *adapterFlags, p *progr
 	if err != nil {
 		return nil, err
 	}
+	if f.baseline {
+		if err := baseline(m, o.Init, exs, p); err != nil {
+			return nil, err
+		}
+	}
 	p.stage(fmt.Sprintf("training on %d examples", len(exs)))
 	o.Progress = func(g train.Progress) {
 		p.step(fmt.Sprintf("step %d/%d, epoch %d, loss %.4f, %v", g.Step, g.Steps, g.Epoch+1, g.Loss, g.Elapsed.Round(time.Second)))
@@ -124,4 +130,23 @@ func saveEpoch(dir string, e train.EpochEnd) error {
 		return err
 	}
 	return os.Rename(p+".tmp", p)
+}
+
+// baseline shows the loss of exs with no adapter and with init (nil: none
+// given, the reference's initialisation is drawn inside train.Train).
+func baseline(m *llama.Model, init *adapter.Adapter, exs []*llama.PacketExample, p *progress) error {
+	none, err := train.Loss(m, nil, exs)
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("baseline: loss %.4f with no adapter", none)
+	if init != nil {
+		l, err := train.Loss(m, init, exs)
+		if err != nil {
+			return err
+		}
+		msg += fmt.Sprintf(", %.4f with the initial adapter", l)
+	}
+	p.stage(msg)
+	return nil
 }

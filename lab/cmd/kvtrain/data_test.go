@@ -54,7 +54,10 @@ func TestAdapterNeedleShapeEpochs(t *testing.T) {
 	args := []string{"--dir", dir, "--create", "--model", model, "--data", data, "--shape", "needle", "--requests", "2",
 		"--docs-min", "2", "--docs-max", "2", "--doc-min", "48", "--doc-len", "64", "--init", "token", "--header", "1", "--trailer", "0",
 		"--epochs", "2", "--batch", "2", "--workers", "2", "--epoch-dir", epochs}
-	rep, _ := trainJSON(t, args...)
+	rep, r := trainJSON(t, append(args, "--baseline")...)
+	if !strings.Contains(r.stderr, "baseline: loss ") || !strings.Contains(r.stderr, "with the initial adapter") {
+		t.Fatalf("--baseline: stderr %q", r.stderr)
+	}
 	if len(rep.EpochLoss) != 2 || !(rep.EpochLoss[0] > 0) {
 		t.Fatalf("report %+v", rep)
 	}

@@ -24,6 +24,7 @@ type adapterFlags struct {
 	shape              string
 	initFile, epochDir string
 	docMin             int
+	baseline           bool
 	// requests: how many, and their shape.
 	requests, docsMin, docsMax, docLen, qLen, answer int
 	// training: rows, epochs, batch, lr, seed.
@@ -42,6 +43,7 @@ func (f *adapterFlags) define(fs *pflag.FlagSet) {
 	fs.IntVar(&f.docMin, "doc-min", 48, "fewest bytes per document (--shape needle; at least 48)")
 	fs.StringVar(&f.initFile, "init-file", "", "start from this adapter (safetensors, as --epoch-dir or kvstore adapter export write them) instead of --init: resumes a run's rows (not its AdamW state or schedule)")
 	fs.StringVar(&f.epochDir, "epoch-dir", "", "write the adapter after every epoch to DIR/epoch-N.safetensors (N from 1), to resume from with --init-file or evaluate")
+	fs.BoolVar(&f.baseline, "baseline", false, "before training, print to stderr the training examples' loss with no adapter and with the initial one")
 	fs.StringVar(&f.init, "init", "stats", "starting point: 'stats' (the reference's rows drawn from N(mean, std) of the embeddings, header and trailer visible) or 'token' (header rows BOS's embedding, hidden from the question; trailer rows the mean embedding)")
 	fs.IntVar(&f.header, "header", 8, "header rows N_h")
 	fs.IntVar(&f.trailer, "trailer", 8, "trailer rows N_t")
