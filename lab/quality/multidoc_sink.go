@@ -42,20 +42,18 @@ type SinkMass struct {
 	// the mass on all the documents' rows (Starts and Second included);
 	// the rest (1 - BOS - Docs) is on the question and value read so far.
 	// Value is the mass on the needle's value bytes in its document (the
-	// rows a recall reads).
-	BOS, Starts, Second, Docs, Value []float64
+	// rows a recall reads). Adapter is the mass on the packets' visible
+	// adapter rows (header and trailer; the BOS rows when kept), summed
+	// over packets; they are counted in Docs too.
+	BOS, Starts, Second, Docs, Value, Adapter []float64
 }
 
-// MultiDocSinks measures SinkMass for each layout over reqs on m.
-func MultiDocSinks(m *llama.Model, reqs []*MultiDocRequest) ([]SinkMass, error) {
+// MultiDocSinks measures SinkMass for each layout over reqs on m: the
+// full recompute, plain packets, the two BOS controls, then packets
+// prefilled with each of adapters (named "adapter NAME").
+func MultiDocSinks(m *llama.Model, reqs []*MultiDocRequest, adapters []MultiDocAdapter) ([]SinkMass, error) {
 	if m == nil || len(reqs) == 0 {
 		return nil, fmt.Errorf("%w: quality: sinks: model %v, %d requests", format.ErrInvalidArgument, m != nil, len(reqs))
-	}
-	names := []string{SinkFull, SinkPackets, SinkBOSHidden, SinkBOSVisible}
-	out := make([]SinkMass, len(names))
-	for i, n := range names {
-		out[i] = SinkMass{Method: n, BOS: make([]float64, m.Layers), Starts: make([]float64, m.Layers),
-			Second: make([]float64, m.Layers), Docs: make([]float64, m.Layers), Value: make([]float64, m.Layers)}
 	}
 	hidden, err := adapter.InitToken(m, 1, 0, GoBOS)
 	if err != nil {
@@ -63,8 +61,17 @@ func MultiDocSinks(m *llama.Model, reqs []*MultiDocRequest) ([]SinkMass, error) 
 	}
 	visible := *hidden
 	visible.HideHeader = false
+	names := []string{SinkFull, SinkPackets, SinkBOSHidden, SinkBOSVisible}
+	layouts := []*adapter.Adapter{nil, nil, hidden, &visible} // full recompute first, then packets
+	for _, a := range adapters {
+		names, layouts = append(names, "adapter "+a.Name), append(layouts, a.Adapter)
+	}
+	out := make([]SinkMass, len(names))
+	for i, n := range names {
+		out[i] = SinkMass{Method: n, BOS: make([]float64, m.Layers), Starts: make([]float64, m.Layers), Second: make([]float64, m.Layers),
+			Docs: make([]float64, m.Layers), Value: make([]float64, m.Layers), Adapter: make([]float64, m.Layers)}
+	}
 	for ri, r := range reqs {
-		layouts := []*adapter.Adapter{nil, nil, hidden, &visible} // the full recompute's, then the packets'
 		caches, starts, err := sinkLayouts(m, r, layouts[1:])
 		if err != nil {
 			return nil, fmt.Errorf("quality: sinks, request %d: %w", ri, err)
@@ -75,13 +82,25 @@ func MultiDocSinks(m *llama.Model, reqs []*MultiDocRequest) ([]SinkMass, error) 
 		}
 		at += len(defLine(r.Name, "")) - 2 // the value's first byte
 		for i, c := range caches {
-			value := starts[i][r.Needle] + layouts[i].StoredHeaderRows() + at
+			lead := layouts[i].StoredHeaderRows()
+			value := starts[i][r.Needle] + lead + at
+			var rows []int // the visible adapter rows
+			for d, st := range starts[i] {
+				for j := range lead {
+					rows = append(rows, st+j)
+				}
+				if a := layouts[i]; a != nil {
+					for j := range a.TrailerRows() {
+						rows = append(rows, st+lead+len(r.Docs[d])+j)
+					}
+				}
+			}
 			n := c.Len()
 			res, err := m.Forward(r.Continuation(), int64(n), c, llama.ForwardOptions{Attention: true})
 			if err != nil {
 				return nil, fmt.Errorf("quality: sinks, request %d, %s: %w", ri, names[i], err)
 			}
-			addSinkMass(&out[i], res.Attention, starts[i], value, len(r.Value), n, float64(len(reqs)))
+			addSinkMass(&out[i], res.Attention, starts[i], rows, value, len(r.Value), n, float64(len(reqs)))
 		}
 	}
 	return out, nil
@@ -141,12 +160,12 @@ func sinkLayouts(m *llama.Model, r *MultiDocRequest, as []*adapter.Adapter) ([]*
 
 // addSinkMass adds att's mass (Attention[layer][head][query][key] of the
 // continuation's queries over n context rows and themselves) on row 0,
-// the rows starts (and the rows after them), the value's rows value to
-// value+vn-1 and the context rows 1..n-1 to s, each divided by heads,
-// queries and w.
-func addSinkMass(s *SinkMass, att [][][][]float32, starts []int, value, vn, n int, w float64) {
+// the rows starts (and the rows after them), the adapter rows, the
+// value's rows value to value+vn-1 and the context rows 1..n-1 to s, each
+// divided by heads, queries and w.
+func addSinkMass(s *SinkMass, att [][][][]float32, starts, adapterRows []int, value, vn, n int, w float64) {
 	for l, heads := range att {
-		var bos, first, second, docs, val, cnt float64
+		var bos, first, second, docs, val, ad, cnt float64
 		for _, qs := range heads {
 			for _, row := range qs {
 				bos += float64(row[0])
@@ -160,6 +179,9 @@ func addSinkMass(s *SinkMass, att [][][][]float32, starts []int, value, vn, n in
 				for _, v := range row[value : value+vn] {
 					val += float64(v)
 				}
+				for _, p := range adapterRows {
+					ad += float64(row[p])
+				}
 				cnt++
 			}
 		}
@@ -168,6 +190,7 @@ func addSinkMass(s *SinkMass, att [][][][]float32, starts []int, value, vn, n in
 		s.Second[l] += second / cnt / w
 		s.Docs[l] += docs / cnt / w
 		s.Value[l] += val / cnt / w
+		s.Adapter[l] += ad / cnt / w
 	}
 }
 

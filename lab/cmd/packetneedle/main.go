@@ -59,8 +59,8 @@ func main() {
 	flag.BoolVar(&o.compress, "compress", true, "measure int8, int4 and pruning")
 	flag.Var(&o.adapters, "adapter", "NAME=FILE: an adapter (safetensors) to measure; repeatable")
 	flag.Uint64Var(&o.spec.Seed, "seed", 1, "seed of the requests")
-	flag.BoolVar(&o.controls, "controls", false, "also measure the untrained one-row BOS header: each document prefilled after a BOS whose row is dropped from the packet (\"bos hidden\", what a hidden header initialised from BOS starts as) or kept (\"bos visible\")")
-	flag.BoolVar(&o.sinks, "sinks", false, "print instead the attention mass the question's and value's queries put on the BOS row and on the documents' first rows, per layer, for the full recompute, plain packets and the two BOS controls")
+	flag.BoolVar(&o.controls, "controls", false, "also measure the untrained one-row BOS header: each document prefilled after a BOS whose row is dropped from the packet (\"bos hidden\", what a hidden header initialised from BOS starts as) or kept (\"bos visible\"), and the reference's untrained N_h = N_t = 8 adapter (rows from N(mean, std) of the embeddings, seed -seed)")
+	flag.BoolVar(&o.sinks, "sinks", false, "print instead the attention mass the question's and value's queries put on the BOS row, the documents' first rows, the needle's value and the visible adapter rows, per layer, for the full recompute, plain packets, the two BOS controls and the adapters (-adapter, and with -controls the reference's untrained h8t8)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "packetneedle:", err)
@@ -108,18 +108,25 @@ func run(o options) error {
 	}
 	fmt.Printf("gocode-2k, %d requests of %d-%d documents of %d-%d bytes from held-out _test.go files of %s (%d files, seed %d); %d tokens per request on average\n\n",
 		len(reqs), o.spec.DocsMin, o.spec.DocsMax, o.spec.DocMin, o.spec.DocMax, root, len(files), o.spec.Seed, tokens/len(reqs))
-	if o.sinks {
-		return printSinks(m, reqs)
-	}
 	if o.controls {
-		hidden, err := adapter.InitToken(m, 1, 0, quality.GoBOS)
+		ref, err := adapter.Init(m, 8, 8, o.spec.Seed)
 		if err != nil {
 			return err
 		}
-		visible := *hidden
-		visible.HideHeader = false
-		o.adapters = append(o.adapters, quality.MultiDocAdapter{Name: "bos hidden (untrained)", Adapter: hidden},
-			quality.MultiDocAdapter{Name: "bos visible (untrained)", Adapter: &visible})
+		o.adapters = append(o.adapters, quality.MultiDocAdapter{Name: "reference init h8t8 (untrained)", Adapter: ref})
+		if !o.sinks { // -sinks measures the BOS controls always
+			hidden, err := adapter.InitToken(m, 1, 0, quality.GoBOS)
+			if err != nil {
+				return err
+			}
+			visible := *hidden
+			visible.HideHeader = false
+			o.adapters = append(o.adapters, quality.MultiDocAdapter{Name: "bos hidden (untrained)", Adapter: hidden},
+				quality.MultiDocAdapter{Name: "bos visible (untrained)", Adapter: &visible})
+		}
+	}
+	if o.sinks {
+		return printSinks(m, reqs, o.adapters)
 	}
 	rows, err := quality.RunMultiDoc(quality.MultiDocConfig{Model: m, Requests: reqs, Keeps: keeps, BlendRatio: o.blend,
 		Adapters: o.adapters, Compress: o.compress, Seed: o.spec.Seed,
@@ -143,18 +150,18 @@ func run(o options) error {
 
 // printSinks prints quality.MultiDocSinks over reqs, a row per layout and
 // layer.
-func printSinks(m *llama.Model, reqs []*quality.MultiDocRequest) error {
-	rows, err := quality.MultiDocSinks(m, reqs)
+func printSinks(m *llama.Model, reqs []*quality.MultiDocRequest, adapters []quality.MultiDocAdapter) error {
+	rows, err := quality.MultiDocSinks(m, reqs, adapters)
 	if err != nil {
 		return err
 	}
 	fmt.Println("Attention mass of the question's and value's queries (mean over requests, heads, queries):")
 	fmt.Println()
-	fmt.Println("| layout | layer | BOS row | documents' first rows (sum) | documents' second rows (sum) | all document rows | needle's value rows | question and value |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| layout | layer | BOS row | documents' first rows (sum) | documents' second rows (sum) | all document rows | needle's value rows | visible adapter rows (sum) | question and value |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		for l := range r.BOS {
-			fmt.Printf("| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", r.Method, l, r.BOS[l], r.Starts[l], r.Second[l], r.Docs[l], r.Value[l], 1-r.BOS[l]-r.Docs[l])
+			fmt.Printf("| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", r.Method, l, r.BOS[l], r.Starts[l], r.Second[l], r.Docs[l], r.Value[l], r.Adapter[l], 1-r.BOS[l]-r.Docs[l])
 		}
 	}
 	return nil
