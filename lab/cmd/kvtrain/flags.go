@@ -25,6 +25,7 @@ type adapterFlags struct {
 	initFile, epochDir string
 	docMin             int
 	baseline           bool
+	initToken          int
 	// requests: how many, and their shape.
 	requests, docsMin, docsMax, docLen, qLen, answer int
 	// training: rows, epochs, batch, lr, seed.
@@ -44,6 +45,7 @@ func (f *adapterFlags) define(fs *pflag.FlagSet) {
 	fs.StringVar(&f.initFile, "init-file", "", "start from this adapter (safetensors, as --epoch-dir or kvstore adapter export write them) instead of --init: resumes a run's rows (not its AdamW state or schedule)")
 	fs.StringVar(&f.epochDir, "epoch-dir", "", "write the adapter after every epoch to DIR/epoch-N.safetensors (N from 1), to resume from with --init-file or evaluate")
 	fs.BoolVar(&f.baseline, "baseline", false, "before training, print to stderr the training examples' loss with no adapter and with the initial one")
+	fs.IntVar(&f.initToken, "init-token", train.BOS, "the token whose embedding --init token starts the header rows from (default BOS; 10, a newline, for byte-level models that read documents as cuts of a longer text)")
 	fs.StringVar(&f.init, "init", "stats", "starting point: 'stats' (the reference's rows drawn from N(mean, std) of the embeddings, header and trailer visible) or 'token' (header rows BOS's embedding, hidden from the question; trailer rows the mean embedding)")
 	fs.IntVar(&f.header, "header", 8, "header rows N_h")
 	fs.IntVar(&f.trailer, "trailer", 8, "trailer rows N_t")

@@ -87,5 +87,8 @@ func (f *adapterFlags) initial(m *llama.Model) (*adapter.Adapter, error) {
 	if f.init != "token" {
 		return nil, nil
 	}
-	return adapter.InitToken(m, f.header, f.trailer, train.BOS)
+	if f.initToken < 0 || f.initToken >= m.Vocab {
+		return nil, fmt.Errorf("%w: --init-token %d outside the vocabulary [0, %d)", errUsage, f.initToken, m.Vocab)
+	}
+	return adapter.InitToken(m, f.header, f.trailer, f.initToken)
 }

@@ -59,7 +59,7 @@ func main() {
 	flag.BoolVar(&o.compress, "compress", true, "measure int8, int4 and pruning")
 	flag.Var(&o.adapters, "adapter", "NAME=FILE: an adapter (safetensors) to measure; repeatable")
 	flag.Uint64Var(&o.spec.Seed, "seed", 1, "seed of the requests")
-	flag.BoolVar(&o.controls, "controls", false, "also measure the untrained one-row BOS header: each document prefilled after a BOS whose row is dropped from the packet (\"bos hidden\", what a hidden header initialised from BOS starts as) or kept (\"bos visible\"), and the reference's untrained N_h = N_t = 8 adapter (rows from N(mean, std) of the embeddings, seed -seed)")
+	flag.BoolVar(&o.controls, "controls", false, "also measure the untrained one-row BOS header: each document prefilled after a BOS whose row is dropped from the packet (\"bos hidden\", what a hidden header initialised from BOS starts as) or kept (\"bos visible\"), the same after a newline (\"newline hidden\"), and the reference's untrained N_h = N_t = 8 adapter (rows from N(mean, std) of the embeddings, seed -seed)")
 	flag.BoolVar(&o.sinks, "sinks", false, "print instead the attention mass the question's and value's queries put on the BOS row, the documents' first rows, the needle's value and the visible adapter rows, per layer, for the full recompute, plain packets, the two BOS controls and the adapters (-adapter, and with -controls the reference's untrained h8t8)")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -113,7 +113,12 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		o.adapters = append(o.adapters, quality.MultiDocAdapter{Name: "reference init h8t8 (untrained)", Adapter: ref})
+		newline, err := adapter.InitToken(m, 1, 0, '\n')
+		if err != nil {
+			return err
+		}
+		o.adapters = append(o.adapters, quality.MultiDocAdapter{Name: "reference init h8t8 (untrained)", Adapter: ref},
+			quality.MultiDocAdapter{Name: "newline hidden (untrained)", Adapter: newline})
 		if !o.sinks { // -sinks measures the BOS controls always
 			hidden, err := adapter.InitToken(m, 1, 0, quality.GoBOS)
 			if err != nil {
