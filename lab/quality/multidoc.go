@@ -227,9 +227,14 @@ func (r *MultiDocRow) Exact() int {
 // MedianTop1 and WorstTop1 are over requests (worst: lowest); MedianKL
 // and WorstKL likewise (worst: highest).
 func (r *MultiDocRow) MedianTop1() float64 { return median(r.sorted(top1)) }
-func (r *MultiDocRow) WorstTop1() float64  { return r.sorted(top1)[0] }
-func (r *MultiDocRow) MedianKL() float64   { return median(r.sorted(kl)) }
-func (r *MultiDocRow) WorstKL() float64    { v := r.sorted(kl); return v[len(v)-1] }
+
+// MedianLogProb and WorstLogProb are the median and the lowest of the
+// requests' value log-probs per byte.
+func (r *MultiDocRow) MedianLogProb() float64 { return median(r.sorted(logProb)) }
+func (r *MultiDocRow) WorstLogProb() float64  { return r.sorted(logProb)[0] }
+func (r *MultiDocRow) WorstTop1() float64     { return r.sorted(top1)[0] }
+func (r *MultiDocRow) MedianKL() float64      { return median(r.sorted(kl)) }
+func (r *MultiDocRow) WorstKL() float64       { v := r.sorted(kl); return v[len(v)-1] }
 
 // RankTop1 is Top1 over the requests whose needle is in the first
 // document, an inner one and the last, and how many there are of each.

@@ -81,11 +81,30 @@ func (s Sampled) Chunk(rng *rand.Rand, n int) ([]int, error) {
 // read them) from files, byte BOS replaced by a space.
 type ByteFiles struct{ Files [][]byte }
 
-// LoadByteFiles reads every file under root whose name ends in suffix and
-// that keep accepts (nil: all), skipping directories named testdata or
-// vendor and files shorter than min bytes, in lexical order.
+// LoadByteFiles reads the files SourceFiles lists, byte BOS replaced by a
+// space, in lexical order.
 func LoadByteFiles(root, suffix string, keep func(path string) bool, min int) (*ByteFiles, error) {
+	paths, err := SourceFiles(root, suffix, keep, min)
+	if err != nil {
+		return nil, err
+	}
 	b := &ByteFiles{}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("train: reading %s: %w", root, err)
+		}
+		b.Files = append(b.Files, bytes.ReplaceAll(data, []byte{BOS}, []byte{' '}))
+	}
+	return b, nil
+}
+
+// SourceFiles lists every file under root whose name ends in suffix, that
+// keep accepts (nil: all) and that has at least min bytes, skipping
+// directories named testdata or vendor, in lexical order. No file is an
+// error.
+func SourceFiles(root, suffix string, keep func(path string) bool, min int) ([]string, error) {
+	var out []string
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -96,23 +115,28 @@ func LoadByteFiles(root, suffix string, keep func(path string) bool, min int) (*
 		if d.IsDir() || !strings.HasSuffix(p, suffix) || (keep != nil && !keep(p)) {
 			return nil
 		}
-		data, err := os.ReadFile(p)
+		info, err := d.Info()
 		if err != nil {
 			return err
 		}
-		if len(data) >= min {
-			b.Files = append(b.Files, bytes.ReplaceAll(data, []byte{BOS}, []byte{' '}))
+		if info.Size() >= int64(min) {
+			out = append(out, p)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("train: reading %s: %w", root, err)
 	}
-	if len(b.Files) == 0 {
+	if len(out) == 0 {
 		return nil, fmt.Errorf("train: no %s files of %d bytes or more under %s", suffix, min, root)
 	}
-	return b, nil
+	return out, nil
 }
+
+// NotTest accepts every path but Go test files (names ending in
+// _test.go): kvstore's quality harnesses hold test files out as the unseen
+// documents, so training must not read them.
+func NotTest(path string) bool { return !strings.HasSuffix(path, "_test.go") }
 
 // Chunk returns n consecutive bytes of a random file (of at least n).
 func (b *ByteFiles) Chunk(rng *rand.Rand, n int) ([]int, error) {

@@ -63,3 +63,32 @@ func Loss(m *llama.Model, a *adapter.Adapter, examples []*llama.PacketExample) (
 	}
 	return sum / float64(len(examples)), nil
 }
+
+// ForcedExample builds a distillation example over a given continuation,
+// teacher-forced on both sides: the teacher reads prefix, the documents
+// and cont as one sequence from position 0; the student reads cont over
+// the documents' packets (after prefix, as Example's does) and is asked
+// for the teacher's next-token distribution after every token of cont.
+// This is what lab/quality's multi-document needles score (KL over every
+// position of the question and the value, the value teacher-forced).
+func ForcedExample(m *llama.Model, prefix []int, docs [][]int, cont []int) (*llama.PacketExample, error) {
+	if len(cont) == 0 || len(docs) == 0 {
+		return nil, fmt.Errorf("%w: train: forced example of %d documents, a %d-token continuation",
+			format.ErrInvalidArgument, len(docs), len(cont))
+	}
+	full := append([]int(nil), prefix...)
+	for _, d := range docs {
+		full = append(full, d...)
+	}
+	ctx := len(full)
+	full = append(full, cont...)
+	res, err := m.Forward(full, 0, nil, llama.ForwardOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ex := &llama.PacketExample{Prefix: prefix, Docs: docs, Query: append([]int(nil), cont...)}
+	for _, l := range res.Logits[ctx:] {
+		ex.Teacher = append(ex.Teacher, llama.Probs(l))
+	}
+	return ex, nil
+}

@@ -326,3 +326,45 @@ func goSource(t *testing.T) string {
 	}
 	return filepath.Join(strings.TrimSpace(string(out)), "src")
 }
+
+// ForcedExample's teacher rows line up with the student's query rows: one
+// document and no prefix make the packet the full prefill itself, so the
+// loss with no adapter is 0 (float64 against float32), where a row out of
+// place would cost nats.
+func TestForcedExampleAligned(t *testing.T) {
+	m := stories(t)
+	rng := rand.New(rand.NewPCG(3, 3))
+	src := Sampled{Model: m, Skip: 3}
+	doc, err := src.Chunk(rng, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cont, err := src.Chunk(rng, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := ForcedExample(m, nil, [][]int{doc}, cont)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex.Teacher) != len(cont) || len(ex.Query) != len(cont) {
+		t.Fatalf("%d teacher rows, %d query tokens for a %d-token continuation", len(ex.Teacher), len(ex.Query), len(cont))
+	}
+	loss, err := Loss(m, nil, []*llama.PacketExample{ex})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(loss >= 0 && loss < 1e-5) {
+		t.Fatalf("loss %g of the full prefill against itself", loss)
+	}
+	ex2, err := ForcedExample(m, []int{BOS}, [][]int{doc[:6], doc[6:]}, cont)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loss, err = Loss(m, nil, []*llama.PacketExample{ex2}); err != nil || !(loss > 1e-3) {
+		t.Fatalf("loss %g (%v) of two packets against the full prefill: want it > 0", loss, err)
+	}
+	if _, err := ForcedExample(m, nil, [][]int{doc}, nil); !errors.Is(err, format.ErrInvalidArgument) {
+		t.Fatalf("an empty continuation: %v", err)
+	}
+}

@@ -3,7 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/kvstore/kvstore/adapter"
+	"github.com/kvstore/kvstore/format/safetensors"
 
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/lab/train"
@@ -93,8 +98,55 @@ func trainAdapter(ctx context.Context, m *llama.Model, f *adapterFlags, p *progr
 	if err != nil {
 		return nil, err
 	}
+	if f.baseline {
+		if err := baseline(m, o.Init, exs, p); err != nil {
+			return nil, err
+		}
+	}
+	p.stage(fmt.Sprintf("training on %d examples", len(exs)))
 	o.Progress = func(g train.Progress) {
 		p.step(fmt.Sprintf("step %d/%d, epoch %d, loss %.4f, %v", g.Step, g.Steps, g.Epoch+1, g.Loss, g.Elapsed.Round(time.Second)))
 	}
+	if f.epochDir != "" {
+		o.Epoch = func(e train.EpochEnd) error {
+			return saveEpoch(f.epochDir, e)
+		}
+	}
 	return train.Train(ctx, m, exs, o)
+}
+
+// saveEpoch writes e's adapter to dir/epoch-N.safetensors (F32), durably
+// enough to resume from: a temporary file renamed into place.
+func saveEpoch(dir string, e train.EpochEnd) error {
+	b, err := e.Adapter.Encode(safetensors.F32)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	p := filepath.Join(dir, fmt.Sprintf("epoch-%d.safetensors", e.Epoch+1))
+	if err := os.WriteFile(p+".tmp", b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(p+".tmp", p)
+}
+
+// baseline shows the loss of exs with no adapter and with init (nil: none
+// given, the reference's initialisation is drawn inside train.Train).
+func baseline(m *llama.Model, init *adapter.Adapter, exs []*llama.PacketExample, p *progress) error {
+	none, err := train.Loss(m, nil, exs)
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("baseline: loss %.4f with no adapter", none)
+	if init != nil {
+		l, err := train.Loss(m, init, exs)
+		if err != nil {
+			return err
+		}
+		msg += fmt.Sprintf(", %.4f with the initial adapter", l)
+	}
+	p.stage(msg)
+	return nil
 }

@@ -132,6 +132,13 @@ func TestAdapterTrainInitToken(t *testing.T) {
 		t.Fatalf("--init token stored hide=%v, %d header and %d trailer values (dim %d)", a.HideHeader, len(a.Header), len(a.Trailer), a.Dim)
 	}
 	kvtrain(t, "--dir", dir, "adapter", "--model", model, "--init", "bos").want(t, exitUsage)
+	kvtrain(t, "--dir", dir, "adapter", "--model", model, "--init", "token", "--init-token", "512").want(t, exitUsage)
+	// --init-token starts the header from another token's embedding.
+	rep2, _ := trainJSON(t, "--dir", dir, "--model", model, "--init", "token", "--init-token", "10", "--requests", "2", "--epochs", "1",
+		"--header", "1", "--trailer", "0", "--doc-len", "4", "--question-len", "2", "--answer", "2")
+	if b := storedAdapter(t, dir, model, rep2.ID); !b.HideHeader || b.ID() == a.ID() {
+		t.Fatalf("--init-token 10 stored hide=%v, id %s (BOS's %s)", b.HideHeader, b.ID(), a.ID())
+	}
 }
 
 // Bad usage exits 2 with a message and stores nothing; a --dir that holds

@@ -26,6 +26,16 @@
 // as the teacher and greedy-generate --answer tokens, and trains the
 // adapter's --header and --trailer rows by self-distillation (KL loss,
 // AdamW with --lr decayed linearly over --epochs; --init stats or token).
+// --data never reads _test.go files (lab/quality evaluates on them) unless
+// --tests is given, nor testdata or vendor directories. --shape needle
+// draws lab/quality's multi-document needles instead (--doc-min to
+// --doc-len bytes of whole lines per document, one defining a constant,
+// the question its recall line) and the loss covers every token of the
+// question and the teacher-forced value, as packetneedle scores them.
+// --epoch-dir DIR writes the adapter after every epoch
+// (DIR/epoch-N.safetensors); --init-file FILE starts from one (its rows,
+// not its AdamW state), so an interrupted run can go on; --baseline prints
+// the examples' loss with no adapter and the initial one first.
 // The adapter is stored with adapter.Put for the model fingerprint of the
 // packets it serves (--model, --dtype, --weights-id, as kvstore's adapter
 // verbs compute it), under --id or its content id (kvp-<hash>); it prints

@@ -17,12 +17,21 @@ type adapterFlags struct {
 	id    string // adapter id; "" for its content id
 	data  string // "sampled" or a directory of .go files
 	init  string // "stats" or "token"
+	// tests: read _test.go files under --data too (they are held out by
+	// default); shape: "chunks" or "needle"; initFile, epochDir: resume
+	// from and checkpoint to.
+	tests              bool
+	shape              string
+	initFile, epochDir string
+	docMin             int
+	baseline           bool
+	initToken          int
 	// requests: how many, and their shape.
 	requests, docsMin, docsMax, docLen, qLen, answer int
 	// training: rows, epochs, batch, lr, seed.
-	header, trailer, epochs, batch int
-	lr                             float64
-	seed                           uint64
+	header, trailer, epochs, batch, workers int
+	lr                                      float64
+	seed                                    uint64
 }
 
 // define adds f's flags, with their defaults, to fs.
@@ -30,6 +39,13 @@ func (f *adapterFlags) define(fs *pflag.FlagSet) {
 	f.model.define(fs)
 	fs.StringVar(&f.id, "id", "", "adapter id (default: its content id, kvp-<hash>)")
 	fs.StringVar(&f.data, "data", "sampled", "documents: 'sampled' (the model's own text) or a directory of .go files cut into bytes (byte-level models)")
+	fs.BoolVar(&f.tests, "tests", false, "with --data, read _test.go files too (by default they are left out: the quality harnesses evaluate on them); testdata and vendor directories are always skipped")
+	fs.StringVar(&f.shape, "shape", "chunks", "requests: 'chunks' (--doc-len-token cuts and an unrelated --question-len question, --answer greedy tokens) or 'needle' (with --data: lab/quality's multi-document needles, --doc-min to --doc-len bytes of whole lines per document, one defining a constant, the question its recall line, the loss over every token of the question and the teacher-forced value)")
+	fs.IntVar(&f.docMin, "doc-min", 48, "fewest bytes per document (--shape needle; at least 48)")
+	fs.StringVar(&f.initFile, "init-file", "", "start from this adapter (safetensors, as --epoch-dir or kvstore adapter export write them) instead of --init: resumes a run's rows (not its AdamW state or schedule)")
+	fs.StringVar(&f.epochDir, "epoch-dir", "", "write the adapter after every epoch to DIR/epoch-N.safetensors (N from 1), to resume from with --init-file or evaluate")
+	fs.BoolVar(&f.baseline, "baseline", false, "before training, print to stderr the training examples' loss with no adapter and with the initial one")
+	fs.IntVar(&f.initToken, "init-token", train.BOS, "the token whose embedding --init token starts the header rows from (default BOS; 10, a newline, for byte-level models that read documents as cuts of a longer text)")
 	fs.StringVar(&f.init, "init", "stats", "starting point: 'stats' (the reference's rows drawn from N(mean, std) of the embeddings, header and trailer visible) or 'token' (header rows BOS's embedding, hidden from the question; trailer rows the mean embedding)")
 	fs.IntVar(&f.header, "header", 8, "header rows N_h")
 	fs.IntVar(&f.trailer, "trailer", 8, "trailer rows N_t")
@@ -41,6 +57,7 @@ func (f *adapterFlags) define(fs *pflag.FlagSet) {
 	fs.IntVar(&f.answer, "answer", 4, "greedy answer tokens the loss covers")
 	fs.IntVar(&f.epochs, "epochs", 30, "epochs")
 	fs.IntVar(&f.batch, "batch", 1, "examples per step")
+	fs.IntVar(&f.workers, "workers", 1, "goroutines computing a batch's examples (the result does not depend on it)")
 	fs.Float64Var(&f.lr, "lr", 5e-4, "peak learning rate, decayed linearly to 0")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the requests, the initialisation and the example order")
 }
@@ -51,17 +68,21 @@ func (f *adapterFlags) check() error {
 	switch {
 	case f.init != "stats" && f.init != "token":
 		return fmt.Errorf("%w: --init %q: want stats or token", errUsage, f.init)
+	case f.shape != "chunks" && f.shape != "needle":
+		return fmt.Errorf("%w: --shape %q: want chunks or needle", errUsage, f.shape)
+	case f.shape == "needle" && (f.data == "sampled" || f.docMin < 48 || f.docLen < f.docMin):
+		return fmt.Errorf("%w: --shape needle needs --data DIR and 48 <= --doc-min <= --doc-len", errUsage)
 	case f.requests < 1 || f.docsMin < 1 || f.docsMax < f.docsMin || f.docLen < 1 || f.qLen < 1 || f.answer < 1 || f.header < 0 || f.trailer < 0:
 		return fmt.Errorf("%w: --requests, --docs-min, --doc-len, --question-len, --answer must be >= 1, --docs-max >= --docs-min, rows >= 0", errUsage)
-	case f.epochs < 1 || f.batch < 1 || !(f.lr > 0):
-		return fmt.Errorf("%w: --epochs and --batch must be >= 1, --lr > 0", errUsage)
+	case f.epochs < 1 || f.batch < 1 || f.workers < 1 || !(f.lr > 0):
+		return fmt.Errorf("%w: --epochs, --batch and --workers must be >= 1, --lr > 0", errUsage)
 	}
 	return nil
 }
 
 // options is the training options of f (without Init and Progress).
 func (f *adapterFlags) options() train.Options {
-	o := train.Options{Header: f.header, Trailer: f.trailer, Epochs: f.epochs, Batch: f.batch, LR: f.lr, Seed: f.seed}
+	o := train.Options{Header: f.header, Trailer: f.trailer, Epochs: f.epochs, Batch: f.batch, Workers: f.workers, LR: f.lr, Seed: f.seed}
 	for _, n := range []*int{&o.Header, &o.Trailer} {
 		if *n == 0 {
 			*n = -1 // none, not the default

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvstore/kvstore/adapter"
 	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/lab/quality"
 	"github.com/kvstore/kvstore/lab/train"
 )
 
@@ -16,12 +17,24 @@ func (f *adapterFlags) source(m *llama.Model) (train.Source, error) {
 	if f.data == "sampled" {
 		return train.Sampled{Model: m, Skip: 4}, nil
 	}
-	return train.LoadByteFiles(f.data, ".go", nil, 2*max(f.docLen, f.qLen))
+	return train.LoadByteFiles(f.data, ".go", f.keep(), 2*max(f.docLen, f.qLen))
+}
+
+// keep is the filter of --data's files: every .go file with --tests, else
+// all but _test.go files.
+func (f *adapterFlags) keep() func(string) bool {
+	if f.tests {
+		return nil
+	}
+	return train.NotTest
 }
 
 // examples draws f's training requests from src and has m, reading each
 // whole, give the teacher's answers; both stop once ctx is done.
 func (f *adapterFlags) examples(ctx context.Context, m *llama.Model, src train.Source, p *progress) ([]*llama.PacketExample, error) {
+	if f.shape == "needle" {
+		return f.needleExamples(ctx, m, p)
+	}
 	p.stage(fmt.Sprintf("drawing %d requests", f.requests))
 	reqs, err := train.Requests(ctx, src, rand.New(rand.NewPCG(f.seed, 1)), f.requests, f.docsMin, f.docsMax, f.docLen, f.qLen)
 	if err != nil {
@@ -31,11 +44,51 @@ func (f *adapterFlags) examples(ctx context.Context, m *llama.Model, src train.S
 	return train.Examples(ctx, m, reqs, f.answer)
 }
 
+// needleExamples draws f's requests as lab/quality's multi-document
+// needles from --data's files and has m, reading each whole, give the
+// teacher's distribution after every token of the question and the value.
+func (f *adapterFlags) needleExamples(ctx context.Context, m *llama.Model, p *progress) ([]*llama.PacketExample, error) {
+	files, err := train.SourceFiles(f.data, ".go", f.keep(), 2*f.docLen)
+	if err != nil {
+		return nil, err
+	}
+	rand.New(rand.NewPCG(f.seed, 0x66696c65)).Shuffle(len(files), func(i, j int) { files[i], files[j] = files[j], files[i] })
+	p.stage(fmt.Sprintf("drawing %d needle requests from %d files", f.requests, len(files)))
+	reqs, err := quality.MultiDocRequests(files, quality.MultiDocSpec{Requests: f.requests, DocsMin: f.docsMin, DocsMax: f.docsMax,
+		DocMin: f.docMin, DocMax: f.docLen, Limit: m.SeqLen, Seed: f.seed})
+	if err != nil {
+		return nil, err
+	}
+	p.stage(fmt.Sprintf("%d teacher distributions over the question and value (full recompute)", f.requests))
+	var out []*llama.PacketExample
+	for i, r := range reqs {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("stopped before the example of request %d of %d: %w", i+1, len(reqs), err)
+		}
+		ex, err := train.ForcedExample(m, []int{train.BOS}, r.Docs, r.Continuation())
+		if err != nil {
+			return nil, fmt.Errorf("request %d: %w", i, err)
+		}
+		out = append(out, ex)
+	}
+	return out, nil
+}
+
 // initial is the adapter training starts from: nil for --init stats
 // (train.Train draws it), a hidden BOS header for --init token.
 func (f *adapterFlags) initial(m *llama.Model) (*adapter.Adapter, error) {
+	if f.initFile != "" {
+		a, err := adapter.ReadFile(f.initFile)
+		if err == nil && a.Dim != m.Dim {
+			err = fmt.Errorf("%w: --init-file %s: %d wide, the model is %d", errUsage, f.initFile, a.Dim, m.Dim)
+		}
+		return a, err
+	}
 	if f.init != "token" {
 		return nil, nil
 	}
-	return adapter.InitToken(m, f.header, f.trailer, train.BOS)
+	if f.initToken < 0 || f.initToken >= m.Vocab {
+		return nil, fmt.Errorf("%w: --init-token %d outside the vocabulary [0, %d)", errUsage, f.initToken, m.Vocab)
+	}
+	return adapter.InitToken(m, f.header, f.trailer, f.initToken)
 }

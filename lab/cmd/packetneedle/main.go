@@ -13,19 +13,28 @@
 // Methods: full recompute, plain packets, CacheBlend (-blend of the
 // document tokens recomputed), the adapters given with -adapter
 // NAME=FILE (safetensors, as kvstore adapter export writes them), and on
-// plain packets int8, int4, TOVA and random pruning at -keeps. A progress
+// plain packets int8, int4, TOVA and random pruning at -keeps; with
+// -controls, the untrained one-row headers (BOS dropped or kept, newline
+// dropped) and the reference's untrained N_h = N_t = 8. Under the table,
+// the share of the packets-to-full gap each method closes. -sinks prints
+// instead the attention mass the question's and value's queries put on
+// the BOS row, the documents' first rows, the needle's value and the
+// visible adapter rows, per layer (quality.MultiDocSinks). A progress
 // line per request goes to stderr.
 package main
 
 import (
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/kvstore/kvstore/adapter"
+	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/lab/quality"
 )
 
@@ -58,6 +67,8 @@ func main() {
 	flag.BoolVar(&o.compress, "compress", true, "measure int8, int4 and pruning")
 	flag.Var(&o.adapters, "adapter", "NAME=FILE: an adapter (safetensors) to measure; repeatable")
 	flag.Uint64Var(&o.spec.Seed, "seed", 1, "seed of the requests")
+	flag.BoolVar(&o.controls, "controls", false, "also measure the untrained one-row BOS header: each document prefilled after a BOS whose row is dropped from the packet (\"bos hidden\", what a hidden header initialised from BOS starts as) or kept (\"bos visible\"), the same after a newline (\"newline hidden\"), and the reference's untrained N_h = N_t = 8 adapter (rows from N(mean, std) of the embeddings, seed -seed)")
+	flag.BoolVar(&o.sinks, "sinks", false, "print instead the attention mass the question's and value's queries put on the BOS row, the documents' first rows, the needle's value and the visible adapter rows, per layer, for the full recompute, plain packets, the two BOS controls and the adapters (-adapter, and with -controls the reference's untrained h8t8)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "packetneedle:", err)
@@ -72,6 +83,8 @@ type options struct {
 	blend    float64
 	compress bool
 	adapters adapters
+	controls bool
+	sinks    bool
 }
 
 func run(o options) error {
@@ -103,6 +116,31 @@ func run(o options) error {
 	}
 	fmt.Printf("gocode-2k, %d requests of %d-%d documents of %d-%d bytes from held-out _test.go files of %s (%d files, seed %d); %d tokens per request on average\n\n",
 		len(reqs), o.spec.DocsMin, o.spec.DocsMax, o.spec.DocMin, o.spec.DocMax, root, len(files), o.spec.Seed, tokens/len(reqs))
+	if o.controls {
+		ref, err := adapter.Init(m, 8, 8, o.spec.Seed)
+		if err != nil {
+			return err
+		}
+		newline, err := adapter.InitToken(m, 1, 0, '\n')
+		if err != nil {
+			return err
+		}
+		o.adapters = append(o.adapters, quality.MultiDocAdapter{Name: "reference init h8t8 (untrained)", Adapter: ref},
+			quality.MultiDocAdapter{Name: "newline hidden (untrained)", Adapter: newline})
+		if !o.sinks { // -sinks measures the BOS controls always
+			hidden, err := adapter.InitToken(m, 1, 0, quality.GoBOS)
+			if err != nil {
+				return err
+			}
+			visible := *hidden
+			visible.HideHeader = false
+			o.adapters = append(o.adapters, quality.MultiDocAdapter{Name: "bos hidden (untrained)", Adapter: hidden},
+				quality.MultiDocAdapter{Name: "bos visible (untrained)", Adapter: &visible})
+		}
+	}
+	if o.sinks {
+		return printSinks(m, reqs, o.adapters)
+	}
 	rows, err := quality.RunMultiDoc(quality.MultiDocConfig{Model: m, Requests: reqs, Keeps: keeps, BlendRatio: o.blend,
 		Adapters: o.adapters, Compress: o.compress, Seed: o.spec.Seed,
 		Progress: func(i int, r *quality.MultiDocRequest, elapsed time.Duration) {
@@ -111,14 +149,71 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("| method | log-prob/byte | top-1/byte | top-1 median / worst | exact | top-1 needle first / inner / last | KL mean | KL median | KL worst |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| method | log-prob/byte | log-prob median / worst | top-1/byte | top-1 median / worst | exact | top-1 needle first / inner / last | KL mean | KL median | KL worst |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		top, _ := r.RankTop1()
-		fmt.Printf("| %s | %.2f | %.3f | %.2f / %.2f | %d/%d | %.2f / %.2f / %.2f | %.3f | %.3f | %.3f |\n", r.Method, r.LogProb(), r.Top1(),
+		fmt.Printf("| %s | %.2f | %.2f / %.2f | %.3f | %.2f / %.2f | %d/%d | %.2f / %.2f / %.2f | %.3f | %.3f | %.3f |\n", r.Method, r.LogProb(), r.MedianLogProb(), r.WorstLogProb(), r.Top1(),
 			r.MedianTop1(), r.WorstTop1(), r.Exact(), len(r.Scores), top[0], top[1], top[2], r.KL(), r.MedianKL(), r.WorstKL())
 	}
+	printRecovered(rows)
 	_, n := rows[0].RankTop1()
 	fmt.Printf("\nneedle in the first / an inner / the last document: %d / %d / %d requests\n", n[0], n[1], n[2])
 	return nil
+}
+
+// printSinks prints quality.MultiDocSinks over reqs, a row per layout and
+// layer.
+func printSinks(m *llama.Model, reqs []*quality.MultiDocRequest, adapters []quality.MultiDocAdapter) error {
+	rows, err := quality.MultiDocSinks(m, reqs, adapters)
+	if err != nil {
+		return err
+	}
+	fmt.Println("Attention mass of the question's and value's queries (mean over requests, heads, queries):")
+	fmt.Println()
+	fmt.Println("| layout | layer | BOS row | documents' first rows (sum) | documents' second rows (sum) | all document rows | needle's value rows | visible adapter rows (sum) | question and value |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		for l := range r.BOS {
+			fmt.Printf("| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", r.Method, l, r.BOS[l], r.Starts[l], r.Second[l], r.Docs[l], r.Value[l], r.Adapter[l], 1-r.BOS[l]-r.Docs[l])
+		}
+	}
+	return nil
+}
+
+// printRecovered prints, for every method after the full recompute and
+// the plain packets (rows[0] and rows[1]), the share of the gap between
+// the packets and the full recompute it closes: in value log-prob (mean
+// over requests: (method - packets) / (full - packets); per request: the
+// median over requests of |method - full| against the packets' median
+// |packets - full|) and in KL (the full recompute's is 0: (packets -
+// method) / packets, of the mean and of the median).
+func printRecovered(rows []quality.MultiDocRow) {
+	if len(rows) < 3 {
+		return
+	}
+	full, plain := &rows[0], &rows[1]
+	share := func(m, p, f float64) string {
+		if f == p {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", 100*(m-p)/(f-p))
+	}
+	dev := func(r *quality.MultiDocRow) float64 { // median |log-prob - full's| over requests
+		d := make([]float64, len(r.Scores))
+		for i, s := range r.Scores {
+			d[i] = math.Abs(s.LogProb - full.Scores[i].LogProb)
+		}
+		slices.Sort(d)
+		n := len(d)
+		return (d[(n-1)/2] + d[n/2]) / 2
+	}
+	fmt.Println()
+	fmt.Println("| method | median abs(log-prob - full's) | gap closed: log-prob mean | log-prob per request (median abs) | KL mean | KL median |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|")
+	fmt.Printf("| %s | %.3f | | | | |\n", plain.Method, dev(plain))
+	for _, r := range rows[2:] {
+		fmt.Printf("| %s | %.3f | %s | %s | %s | %s |\n", r.Method, dev(&r), share(r.LogProb(), plain.LogProb(), full.LogProb()),
+			share(dev(&r), dev(plain), 0), share(r.KL(), plain.KL(), full.KL()), share(r.MedianKL(), plain.MedianKL(), full.MedianKL()))
+	}
 }
