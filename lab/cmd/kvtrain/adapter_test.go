@@ -161,6 +161,8 @@ func TestAdapterUsage(t *testing.T) {
 		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--docs-min", "3", "--docs-max", "2"}, exitUsage},
 		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--epochs", "0"}, exitUsage},
 		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--lr", "0"}, exitUsage},
+		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--loss-on", "question"}, exitUsage},
+		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--loss-on", "value"}, exitUsage},
 		{[]string{"adapter", "--dir", none, "--model", model, "--requests", "1", "--epochs", "1"}, exitFail},
 		{[]string{"adapter", "--dir", dir, "--create", "--model", filepath.Join(dir, "missing.bin")}, exitFail},
 	} {

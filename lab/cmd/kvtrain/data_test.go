@@ -53,7 +53,7 @@ func TestAdapterNeedleShapeEpochs(t *testing.T) {
 	dir, epochs := t.TempDir(), filepath.Join(t.TempDir(), "epochs")
 	args := []string{"--dir", dir, "--create", "--model", model, "--data", data, "--shape", "needle", "--requests", "2",
 		"--docs-min", "2", "--docs-max", "2", "--doc-min", "48", "--doc-len", "64", "--init", "token", "--header", "1", "--trailer", "0",
-		"--epochs", "2", "--batch", "2", "--workers", "2", "--epoch-dir", epochs}
+		"--epochs", "2", "--batch", "2", "--workers", "2", "--epoch-dir", epochs, "--loss-on", "both"}
 	rep, r := trainJSON(t, append(args, "--baseline")...)
 	if !strings.Contains(r.stderr, "baseline: loss ") || !strings.Contains(r.stderr, "with the initial adapter") {
 		t.Fatalf("--baseline: stderr %q", r.stderr)

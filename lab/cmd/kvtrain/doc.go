@@ -31,7 +31,10 @@
 // draws lab/quality's multi-document needles instead (--doc-min to
 // --doc-len bytes of whole lines per document, one defining a constant,
 // the question its recall line) and the loss covers every token of the
-// question and the teacher-forced value, as packetneedle scores them.
+// question and the teacher-forced value, as packetneedle scores them;
+// --loss-on value keeps only the positions that predict the value (and
+// its closing quote), --loss-on both adds them to every request's
+// examples a second time, so they weigh double.
 // --epoch-dir DIR writes the adapter after every epoch
 // (DIR/epoch-N.safetensors); --init-file FILE starts from one (its rows,
 // not its AdamW state), so an interrupted run can go on; --baseline prints

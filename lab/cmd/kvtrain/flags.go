@@ -22,6 +22,7 @@ type adapterFlags struct {
 	// from and checkpoint to.
 	tests              bool
 	shape              string
+	lossOn             string
 	initFile, epochDir string
 	docMin             int
 	baseline           bool
@@ -41,6 +42,7 @@ func (f *adapterFlags) define(fs *pflag.FlagSet) {
 	fs.StringVar(&f.data, "data", "sampled", "documents: 'sampled' (the model's own text) or a directory of .go files cut into bytes (byte-level models)")
 	fs.BoolVar(&f.tests, "tests", false, "with --data, read _test.go files too (by default they are left out: the quality harnesses evaluate on them); testdata and vendor directories are always skipped")
 	fs.StringVar(&f.shape, "shape", "chunks", "requests: 'chunks' (--doc-len-token cuts and an unrelated --question-len question, --answer greedy tokens) or 'needle' (with --data: lab/quality's multi-document needles, --doc-min to --doc-len bytes of whole lines per document, one defining a constant, the question its recall line, the loss over every token of the question and the teacher-forced value)")
+	fs.StringVar(&f.lossOn, "loss-on", "all", "--shape needle: the positions the loss covers: 'all' (every token of the question and the value), 'value' (those that predict the value's bytes and its closing quote) or 'both' (every request twice, once each way: the value's positions weigh double)")
 	fs.IntVar(&f.docMin, "doc-min", 48, "fewest bytes per document (--shape needle; at least 48)")
 	fs.StringVar(&f.initFile, "init-file", "", "start from this adapter (safetensors, as --epoch-dir or kvstore adapter export write them) instead of --init: resumes a run's rows (not its AdamW state or schedule)")
 	fs.StringVar(&f.epochDir, "epoch-dir", "", "write the adapter after every epoch to DIR/epoch-N.safetensors (N from 1), to resume from with --init-file or evaluate")
@@ -70,6 +72,10 @@ func (f *adapterFlags) check() error {
 		return fmt.Errorf("%w: --init %q: want stats or token", errUsage, f.init)
 	case f.shape != "chunks" && f.shape != "needle":
 		return fmt.Errorf("%w: --shape %q: want chunks or needle", errUsage, f.shape)
+	case f.lossOn != "all" && f.lossOn != "value" && f.lossOn != "both":
+		return fmt.Errorf("%w: --loss-on %q: want all, value or both", errUsage, f.lossOn)
+	case f.lossOn != "all" && f.shape != "needle":
+		return fmt.Errorf("%w: --loss-on %s needs --shape needle", errUsage, f.lossOn)
 	case f.shape == "needle" && (f.data == "sampled" || f.docMin < 48 || f.docLen < f.docMin):
 		return fmt.Errorf("%w: --shape needle needs --data DIR and 48 <= --doc-min <= --doc-len", errUsage)
 	case f.requests < 1 || f.docsMin < 1 || f.docsMax < f.docsMin || f.docLen < 1 || f.qLen < 1 || f.answer < 1 || f.header < 0 || f.trailer < 0:

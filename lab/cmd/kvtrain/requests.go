@@ -69,9 +69,23 @@ func (f *adapterFlags) needleExamples(ctx context.Context, m *llama.Model, p *pr
 		if err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
-		out = append(out, ex)
+		if f.lossOn != "value" {
+			out = append(out, ex)
+		}
+		if f.lossOn != "all" {
+			out = append(out, valueOnly(ex, len(r.Value)))
+		}
 	}
 	return out, nil
+}
+
+// valueOnly is ex with its loss on the last n+1 positions of its
+// continuation only: those after the question's last token and after each
+// of the value's n bytes, which predict the value and its closing quote.
+func valueOnly(ex *llama.PacketExample, n int) *llama.PacketExample {
+	v := *ex
+	v.Teacher = ex.Teacher[len(ex.Teacher)-min(n+1, len(ex.Teacher)):]
+	return &v
 }
 
 // initial is the adapter training starts from: nil for --init stats
