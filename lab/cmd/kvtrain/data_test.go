@@ -16,12 +16,15 @@ import (
 // harnesses evaluate on them), and never testdata or vendor.
 func TestAdapterDataLeavesTestsOut(t *testing.T) {
 	dir := t.TempDir()
-	for p, c := range map[string]byte{"a.go": 'a', "a_test.go": 't', "testdata/b.go": 'd', "vendor/v/c.go": 'v'} {
-		p = filepath.Join(dir, filepath.FromSlash(p))
+	for _, f := range []struct {
+		path string
+		fill byte
+	}{{"a.go", 'a'}, {"a_test.go", 't'}, {"testdata/b.go", 'd'}, {"vendor/v/c.go", 'v'}} {
+		p := filepath.Join(dir, filepath.FromSlash(f.path))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, []byte(strings.Repeat(string(c), 64)), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(strings.Repeat(string(f.fill), 64)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
