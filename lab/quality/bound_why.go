@@ -308,7 +308,7 @@ func (w *whyMethod) rows(a *llama.StepAttention) ([]rowSet, error) {
 				}
 			}
 			gi := a.Layer*kv + best
-			if v := scores[gi][w.needleSpan]; !math.IsNaN(float64(v)) && topMass(mass[best]) == w.needleSpan {
+			if v := scores[gi][w.needleSpan]; !math.IsNaN(float64(v)) && llama.Argmax(mass[best]) == w.needleSpan {
 				rank := 1
 				for _, o := range scores[gi] {
 					if o > v {
@@ -350,15 +350,4 @@ func nanScores(n int) []float32 {
 		s[i] = float32(math.NaN())
 	}
 	return s
-}
-
-// topMass is the span of the most mass.
-func topMass(m []float64) int {
-	best := 0
-	for sp, v := range m {
-		if v > m[best] {
-			best = sp
-		}
-	}
-	return best
 }

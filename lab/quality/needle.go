@@ -14,6 +14,16 @@ import (
 	"github.com/kvstore/kvstore/lab/llama"
 )
 
+// HeldOutGoSrc is HeldOutGoFiles over the Go toolchain's GOROOT/src
+// (GoSrcDir), and that root.
+func HeldOutGoSrc(minBytes int) (files []string, root string, err error) {
+	if root, err = GoSrcDir(""); err != nil {
+		return nil, "", err
+	}
+	files, err = HeldOutGoFiles(root, minBytes)
+	return files, root, err
+}
+
 // HeldOutGoFiles lists the _test.go files under root (GOROOT/src) of at
 // least minBytes bytes, outside testdata and vendor directories, sorted:
 // Go that gocode-hd64 and gocode-2k never saw in training.

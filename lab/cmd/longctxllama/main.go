@@ -62,11 +62,7 @@ func run(needles, window int, budgetList string, seed uint64, threads int) error
 		return err
 	}
 	defer e.Close()
-	root, err := quality.GoSrcDir("")
-	if err != nil {
-		return err
-	}
-	all, err := quality.HeldOutGoFiles(root, window)
+	all, root, err := quality.HeldOutGoSrc(window)
 	if err != nil {
 		return err
 	}

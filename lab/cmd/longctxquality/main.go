@@ -65,11 +65,7 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	if err != nil {
 		return err
 	}
-	root, err := quality.GoSrcDir("")
-	if err != nil {
-		return err
-	}
-	all, err := quality.HeldOutGoFiles(root, window)
+	all, root, err := quality.HeldOutGoSrc(window)
 	if err != nil {
 		return err
 	}

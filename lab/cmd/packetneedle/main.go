@@ -96,11 +96,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	root, err := quality.GoSrcDir("")
-	if err != nil {
-		return err
-	}
-	files, err := quality.HeldOutGoFiles(root, 2*o.spec.DocMax)
+	files, root, err := quality.HeldOutGoSrc(2 * o.spec.DocMax)
 	if err != nil {
 		return err
 	}

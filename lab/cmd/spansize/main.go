@@ -50,11 +50,7 @@ func run(contexts, window int, seed uint64, dtype string) error {
 	if err != nil {
 		return err
 	}
-	root, err := quality.GoSrcDir("")
-	if err != nil {
-		return err
-	}
-	all, err := quality.HeldOutGoFiles(root, window)
+	all, root, err := quality.HeldOutGoSrc(window)
 	if err != nil {
 		return err
 	}
