@@ -30,33 +30,13 @@ its next step; nothing is stored (exit 130).`
 // adapterCommand is the adapter verb; *ran is set when its body runs.
 func adapterCommand(e *env, ran *bool) *cobra.Command {
 	var f adapterFlags
-	cmd := &cobra.Command{
-		Use:   "adapter --dir STORE [--create] --model CKPT",
-		Short: "train a KV Packet adapter on a llama2.c checkpoint and store it",
-		Long:  adapterLong,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			*ran = true
-			return runAdapter(cmd.Context(), e, &f)
-		},
-	}
-	f.define(cmd.Flags())
-	return cmd
+	return verb("adapter --dir STORE [--create] --model CKPT", "train a KV Packet adapter on a llama2.c checkpoint and store it",
+		adapterLong, &f, ran, func(ctx context.Context) error { return runAdapter(ctx, e, &f) })
 }
 
 // runAdapter trains the adapter f asks for and stores it.
 func runAdapter(ctx context.Context, e *env, f *adapterFlags) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	if e.dir == "" {
-		return fmt.Errorf("%w: --dir is required", errUsage)
-	}
-	m, fp, err := f.model.load()
-	if err != nil {
-		return err
-	}
-	db, err := openStore(e)
+	m, fp, db, err := begin(e, f.check, &f.model)
 	if err != nil {
 		return err
 	}

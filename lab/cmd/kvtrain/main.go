@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes, documented in the package comment.
@@ -98,4 +99,21 @@ SIGTERM; nothing stored; router and rankgate save their checkpoints).`,
 	root.AddCommand(routerCommand(e, ran))
 	root.AddCommand(rankgateCommand(e, ran))
 	return root
+}
+
+// verb is a kvtrain subcommand with f's flags whose body is run; *ran is
+// set when the body runs.
+func verb(use, short, long string, f interface{ define(*pflag.FlagSet) }, ran *bool, run func(context.Context) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			*ran = true
+			return run(cmd.Context())
+		},
+	}
+	f.define(cmd.Flags())
+	return cmd
 }

@@ -114,18 +114,8 @@ type rankgateCheckpoint struct {
 // rankgateCommand is the rankgate verb; *ran is set when its body runs.
 func rankgateCommand(e *env, ran *bool) *cobra.Command {
 	var f rankgateFlags
-	cmd := &cobra.Command{
-		Use:   "rankgate --dir STORE [--create] --model CKPT --data DIR",
-		Short: "train SeKV's rank gate g_phi on a llama2.c checkpoint and store it",
-		Long:  rankgateLong,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			*ran = true
-			return runRankGate(cmd.Context(), e, &f)
-		},
-	}
-	f.define(cmd.Flags())
-	return cmd
+	return verb("rankgate --dir STORE [--create] --model CKPT --data DIR", "train SeKV's rank gate g_phi on a llama2.c checkpoint and store it",
+		rankgateLong, &f, ran, func(ctx context.Context) error { return runRankGate(ctx, e, &f) })
 }
 
 // rankgateReport is what rankgate prints.
@@ -157,17 +147,7 @@ type rankgateHeldout struct {
 }
 
 func runRankGate(ctx context.Context, e *env, f *rankgateFlags) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	if e.dir == "" {
-		return fmt.Errorf("%w: --dir is required", errUsage)
-	}
-	m, fp, err := f.model.load()
-	if err != nil {
-		return err
-	}
-	db, err := openStore(e)
+	m, fp, db, err := begin(e, f.check, &f.model)
 	if err != nil {
 		return err
 	}

@@ -147,18 +147,8 @@ func loadRouterCheckpoint(path string) (*routerCheckpoint, error) {
 // routerCommand is the router verb; *ran is set when its body runs.
 func routerCommand(e *env, ran *bool) *cobra.Command {
 	var f routerFlags
-	cmd := &cobra.Command{
-		Use:   "router --dir STORE [--create] --model CKPT",
-		Short: "train SeKV span-memory routers on a long-context llama2.c checkpoint and store them",
-		Long:  routerLong,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			*ran = true
-			return runRouter(cmd.Context(), e, &f)
-		},
-	}
-	f.define(cmd.Flags())
-	return cmd
+	return verb("router --dir STORE [--create] --model CKPT", "train SeKV span-memory routers on a long-context llama2.c checkpoint and store them",
+		routerLong, &f, ran, func(ctx context.Context) error { return runRouter(ctx, e, &f) })
 }
 
 // routerReport is what router prints.
@@ -187,14 +177,7 @@ func (r *routerReport) write(w io.Writer, asJSON bool) error {
 // runRouter builds the examples f asks for (or resumes them), trains the
 // routers and stores them.
 func runRouter(ctx context.Context, e *env, f *routerFlags) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	m, fp, err := f.model.load()
-	if err != nil {
-		return err
-	}
-	db, err := openStore(e)
+	m, fp, db, err := begin(e, f.check, &f.model)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvstore/kvstore/adapter"
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/store"
 )
 
@@ -23,6 +24,28 @@ func openStore(e *env) (*store.DB, error) {
 		return nil, fmt.Errorf("%w (pass --create to make a new store there)", err)
 	}
 	return db, err
+}
+
+// begin is every verb's start: check its flags, require --dir (before
+// the model loads, so a usage error costs nothing), load the model and
+// open the store, which the caller closes.
+func begin(e *env, check func() error, mf *modelFlags) (*llama.Model, format.Fingerprint, *store.DB, error) {
+	var fp format.Fingerprint
+	if err := check(); err != nil {
+		return nil, fp, nil, err
+	}
+	if e.dir == "" {
+		return nil, fp, nil, fmt.Errorf("%w: --dir is required", errUsage)
+	}
+	m, fp, err := mf.load()
+	if err != nil {
+		return nil, fp, nil, err
+	}
+	db, err := openStore(e)
+	if err != nil {
+		return nil, fp, nil, err
+	}
+	return m, fp, db, nil
 }
 
 // storeAdapter stores a in db for model under id, or under its content
