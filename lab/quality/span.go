@@ -232,25 +232,7 @@ func (sm *spanMethod) rows(a *llama.StepAttention) ([]rowSet, error) {
 	if err := sm.zoomer.zoom(a.Layer, z, queries); err != nil {
 		return nil, err
 	}
-	out := make([]rowSet, meta.KVHeads)
-	before := sm.stats.rows
-	defer func() { sm.stats.maxRows = max(sm.stats.maxRows, (sm.stats.rows-before)/float64(meta.KVHeads)) }()
-	for g := range out {
-		gi := a.Layer*meta.KVHeads + g
-		rs, err := sm.groupRows(a.Layer, g, z.Spans[gi])
-		if err != nil {
-			return nil, err
-		}
-		out[g] = rs
-		sm.stats.steps++
-		sm.stats.rows += sm.fixedRows
-		for _, sp := range z.Spans[gi] {
-			sm.stats.rows += float64(sm.rt.SpanTokens[sp])
-			sm.stats.bytes += float64(sm.rt.SpanBytes[gi][sp])
-			sm.stats.spans++
-		}
-	}
-	return out, nil
+	return sm.zoomedRows(a.Layer, z)
 }
 
 // groupRows is (layer, g)'s resident rows, zoomed spans' rows not resident,
