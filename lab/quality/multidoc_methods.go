@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/kvstore/kvstore/adapter"
@@ -55,7 +57,11 @@ type MultiDocConfig struct {
 	// packets, CacheBlend and adapters only).
 	Compress bool
 	Seed     uint64
-	// Progress, when not nil, is called after each request.
+	// Workers is how many requests are measured at once (0: 1). The rows
+	// do not depend on it: each request's methods are seeded by its index.
+	Workers int
+	// Progress, when not nil, is called after each request, in the order
+	// they finish (request i's index), never twice at once.
 	Progress func(i int, r *MultiDocRequest, elapsed time.Duration)
 }
 
@@ -75,22 +81,40 @@ func RunMultiDoc(cfg MultiDocConfig) ([]MultiDocRow, error) {
 		return nil, fmt.Errorf("%w: quality: cacheblend ratio %v", format.ErrInvalidArgument, cfg.BlendRatio)
 	}
 	start := time.Now()
+	runs := make([][]multiRun, len(cfg.Requests))
+	errs := make([]error, len(cfg.Requests))
+	next := make(chan int)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range min(max(cfg.Workers, 1), len(cfg.Requests)) {
+		wg.Go(func() {
+			for i := range next {
+				runs[i], errs[i] = runMultiDocMethods(&cfg, cfg.Requests[i], cfg.Seed+uint64(i))
+				if errs[i] == nil && cfg.Progress != nil {
+					mu.Lock()
+					cfg.Progress(i, cfg.Requests[i], time.Since(start))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range cfg.Requests {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 	var rows []MultiDocRow
 	for i, r := range cfg.Requests {
-		runs, err := runMultiDocMethods(&cfg, r, cfg.Seed+uint64(i))
-		if err != nil {
-			return nil, fmt.Errorf("quality: multi-document request %d: %w", i, err)
+		if errs[i] != nil {
+			return nil, fmt.Errorf("quality: multi-document request %d: %w", i, errs[i])
 		}
 		if rows == nil {
-			for _, x := range runs {
+			for _, x := range runs[i] {
 				rows = append(rows, MultiDocRow{Method: x.name})
 			}
 		}
-		for j, x := range runs {
-			rows[j].Scores = append(rows[j].Scores, scoreMultiDoc(r, runs[0].logits, x.logits))
-		}
-		if cfg.Progress != nil {
-			cfg.Progress(i, r, time.Since(start))
+		for j, x := range runs[i] {
+			rows[j].Scores = append(rows[j].Scores, scoreMultiDoc(r, runs[i][0].logits, x.logits))
 		}
 	}
 	return rows, nil
@@ -153,7 +177,8 @@ func runMultiDocMethods(cfg *MultiDocConfig, r *MultiDocRequest, seed uint64) ([
 	if err := add(fmt.Sprintf("%s %g%%", MultiCacheBlend, 100*cfg.BlendRatio), blend, nil); err != nil {
 		return nil, err
 	}
-	for _, a := range cfg.Adapters {
+	adapted := make([][]*llama.Cache, len(cfg.Adapters))
+	for i, a := range cfg.Adapters {
 		ps := make([]*llama.Cache, len(r.Docs))
 		for d, doc := range r.Docs {
 			kv, err := a.Adapter.Prefill(m, doc)
@@ -171,9 +196,38 @@ func runMultiDocMethods(cfg *MultiDocConfig, r *MultiDocRequest, seed uint64) ([
 		if err := add("adapter "+a.Name, c, nil); err != nil {
 			return nil, err
 		}
+		adapted[i] = ps
 	}
 	if !cfg.Compress {
 		return out, nil
+	}
+	if err := compressedRuns(m, cfg.Keeps, "", bos.Cache, packets, atts, seed, add); err != nil {
+		return nil, err
+	}
+	for i, a := range cfg.Adapters {
+		// TOVA votes with the document's own prefill: a hidden header's
+		// packet has the same rows; a visible adapter's has others, and
+		// is not TOVA-pruned.
+		var votes [][][][][]float32
+		if a.Adapter.HideHeader && a.Adapter.TrailerRows() == 0 {
+			votes = atts
+		}
+		if err := compressedRuns(m, cfg.Keeps, "adapter "+a.Name+" ", bos.Cache, adapted[i], votes, seed, add); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// compressedRuns decodes the request with its packets quantized (int8,
+// int4) and pruned (TOVA by atts, each packet's own prefill attention,
+// when not nil; seeded random), each packet alone, the methods named
+// after prefix.
+func compressedRuns(m *llama.Model, keeps []float64, prefix string, bos *llama.Cache, packets []*llama.Cache, atts [][][][][]float32, seed uint64,
+	add func(string, *llama.Cache, *prune.Set) error) error {
+	name := func(method string) string { return prefix + strings.TrimPrefix(method, "packets ") }
+	if prefix == "" {
+		name = func(method string) string { return method }
 	}
 	for _, q := range []struct {
 		name  string
@@ -181,30 +235,38 @@ func runMultiDocMethods(cfg *MultiDocConfig, r *MultiDocRequest, seed uint64) ([
 	}{{MultiInt8, format.CodecInt8}, {MultiInt4, format.CodecInt4}} {
 		ps := make([]*llama.Cache, len(packets))
 		for d, p := range packets {
+			var err error
 			if ps[d], err = quantized(p, q.codec); err != nil {
-				return nil, fmt.Errorf("%s: %w", q.name, err)
+				return fmt.Errorf("%s: %w", name(q.name), err)
 			}
 		}
-		c, err := Assemble(m, bos.Cache, ps)
+		c, err := Assemble(m, bos, ps)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := add(q.name, c, nil); err != nil {
-			return nil, err
+		if err := add(name(q.name), c, nil); err != nil {
+			return err
 		}
+	}
+	assembled, err := Assemble(m, bos, packets)
+	if err != nil {
+		return err
 	}
 	for _, policy := range []string{MultiTOVA, MultiRandom} {
-		for _, f := range cfg.Keeps {
+		if policy == MultiTOVA && atts == nil {
+			continue
+		}
+		for _, f := range keeps {
 			keep, err := packetKeep(m, packets, atts, policy, f, seed)
 			if err != nil {
-				return nil, fmt.Errorf("%s %g: %w", policy, f, err)
+				return fmt.Errorf("%s %g: %w", name(policy), f, err)
 			}
-			if err := add(fmt.Sprintf("%s %g%%", policy, 100*f), plain, keep); err != nil {
-				return nil, err
+			if err := add(fmt.Sprintf("%s %g%%", name(policy), 100*f), assembled, keep); err != nil {
+				return err
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // Assemble returns prefix (a cache from position 0) followed by every

@@ -3,9 +3,12 @@ package quality
 import (
 	"errors"
 	"math"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/kvstore/kvstore/adapter"
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/testenv"
 	"github.com/kvstore/kvstore/lab/llama"
@@ -57,6 +60,32 @@ func TestMultiDocRetrieval(t *testing.T) {
 	}
 	if full.KL() != 0 || !(plain.KL() > 0) || !(blend.KL() > 0) {
 		t.Errorf("KL: full %v, packets %v, cacheblend %v: want 0, > 0 and > 0", full.KL(), plain.KL(), blend.KL())
+	}
+	// Requests measured at once give the same rows; an adapter's packets
+	// are compressed as the plain ones are.
+	nl, err := adapter.InitToken(m, 1, 0, '\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	par, err := RunMultiDoc(MultiDocConfig{Model: m, Requests: reqs, Compress: true, Keeps: []float64{0.5}, Workers: 3,
+		Adapters: []MultiDocAdapter{{Name: "nl", Adapter: nl}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range par {
+		names = append(names, r.Method)
+		if want, ok := got[r.Method]; ok && !reflect.DeepEqual(r, *want) {
+			t.Errorf("%s: 3 workers and an adapter give other scores than one worker", r.Method)
+		}
+	}
+	wantNames := []string{MultiFull, MultiPackets, MultiCacheBlend + " 15%", "adapter nl", MultiInt8, MultiInt4, MultiTOVA + " 50%", MultiRandom + " 50%",
+		"adapter nl int8", "adapter nl int4", "adapter nl tova 50%", "adapter nl random 50%"}
+	if !slices.Equal(names, wantNames) {
+		t.Errorf("methods %q, want %q", names, wantNames)
+	}
+	if par[3].KL() == par[8].KL() && par[3].KL() == par[10].KL() {
+		t.Errorf("the adapter's int8 and TOVA packets decode as its uncompressed ones (KL %v)", par[3].KL())
 	}
 }
 

@@ -67,6 +67,7 @@ func main() {
 	flag.BoolVar(&o.compress, "compress", true, "measure int8, int4 and pruning")
 	flag.Var(&o.adapters, "adapter", "NAME=FILE: an adapter (safetensors) to measure; repeatable")
 	flag.Uint64Var(&o.spec.Seed, "seed", 1, "seed of the requests")
+	flag.IntVar(&o.workers, "workers", 1, "requests measured at once (the table does not depend on it)")
 	flag.BoolVar(&o.controls, "controls", false, "also measure the untrained one-row BOS header: each document prefilled after a BOS whose row is dropped from the packet (\"bos hidden\", what a hidden header initialised from BOS starts as) or kept (\"bos visible\"), the same after a newline (\"newline hidden\"), and the reference's untrained N_h = N_t = 8 adapter (rows from N(mean, std) of the embeddings, seed -seed)")
 	flag.BoolVar(&o.sinks, "sinks", false, "print instead the attention mass the question's and value's queries put on the BOS row, the documents' first rows, the needle's value and the visible adapter rows, per layer, for the full recompute, plain packets, the two BOS controls and the adapters (-adapter, and with -controls the reference's untrained h8t8)")
 	flag.Parse()
@@ -85,6 +86,7 @@ type options struct {
 	adapters adapters
 	controls bool
 	sinks    bool
+	workers  int
 }
 
 func run(o options) error {
@@ -138,7 +140,7 @@ func run(o options) error {
 		return printSinks(m, reqs, o.adapters)
 	}
 	rows, err := quality.RunMultiDoc(quality.MultiDocConfig{Model: m, Requests: reqs, Keeps: keeps, BlendRatio: o.blend,
-		Adapters: o.adapters, Compress: o.compress, Seed: o.spec.Seed,
+		Adapters: o.adapters, Compress: o.compress, Seed: o.spec.Seed, Workers: o.workers,
 		Progress: func(i int, r *quality.MultiDocRequest, elapsed time.Duration) {
 			fmt.Fprintf(os.Stderr, "request %d/%d (%d documents, needle in %d, %d tokens) %v\n", i+1, len(reqs), len(r.Docs), r.Needle+1, r.Len(), elapsed.Round(time.Second))
 		}})
