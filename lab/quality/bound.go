@@ -31,6 +31,15 @@ const (
 	// head). MethodSpanBoundChWindow adds the recent window.
 	MethodSpanBoundCh       = "span+bound-ch"
 	MethodSpanBoundChWindow = "span+bound-ch+window"
+	// MethodSpanAnchor routes by the attention the query puts on the
+	// resident anchors each span holds or follows (the anchor just before
+	// its first row): no row beyond the anchors the memory keeps anyway.
+	// MethodSpanAnchorWindow adds the recent window; MethodSpanAnchorBoundCh
+	// takes, per span, the larger of its anchors' attention and its
+	// span+bound-ch estimate.
+	MethodSpanAnchor        = "span+anchor"
+	MethodSpanAnchorWindow  = "span+anchor+window"
+	MethodSpanAnchorBoundCh = "span+anchor+bound-ch"
 )
 
 // boundSpan is span memory zoomed by key bounds in place of a router's
@@ -46,8 +55,13 @@ type boundSpan struct {
 	// mean, in mean mode (lo and hi nil), is per group and span the mean
 	// key, nil for a span with no row to zoom.
 	mean    [][][]float32
-	bounded int       // spans with rows to zoom (the same in every group)
-	win     *windowed // the recent window, or nil
+	bounded int // spans with rows to zoom (the same in every group)
+	mode    boundMode
+	// near is, per resident row (an index into resIdx), the spans whose
+	// score its attention raises in an anchor mode: the factored span it
+	// lies in and the one it ends before, -1 where none.
+	near [][2]int
+	win  *windowed // the recent window, or nil
 	// check, when set, is told at every scoring of each bounded span the
 	// bound and the largest true logit (q . k, unscaled) of its rows.
 	check func(bound, logit float64)
@@ -58,7 +72,7 @@ type boundSpan struct {
 // fewer where the anchors and bounds leave less room.
 func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cache, w int, mode boundMode) (*boundSpan, error) {
 	sm := newSpanMethod(s, h, b, share, false)
-	bs := &boundSpan{spanMethod: sm}
+	bs := &boundSpan{spanMethod: sm, mode: mode}
 	mean := mode.mean
 	cost, fixed := mode.cost(s.hd)
 	if w > 0 {
@@ -117,6 +131,9 @@ func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cach
 	if mode.channels > 0 {
 		bs.narrow(mode.channels)
 	}
+	if mode.anchors || mode.anchorsOnly {
+		bs.nearSpans()
+	}
 	sm.fixedRows += fixed + cost*float64(bs.bounded)
 	left := float64(b) - sm.fixedRows
 	sm.over, sm.zoom = left < 0, 0
@@ -132,11 +149,16 @@ func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cach
 type boundMode struct {
 	mean     bool
 	channels int
+	// anchors adds each span's anchors' attention to its score;
+	// anchorsOnly scores by it alone (no bounds, no cost).
+	anchors, anchorsOnly bool
 }
 
 // cost is the rows a mode costs per span and once per (layer, KV head).
 func (m boundMode) cost(hd int) (perSpan, fixed float64) {
 	switch {
+	case m.anchorsOnly:
+		return 0, 0
 	case m.mean:
 		return 0.5, 0
 	case m.channels > 0 && m.channels < hd:
@@ -235,6 +257,9 @@ func (bs *boundSpan) scores(a *llama.StepAttention) [][]float32 {
 			}
 			for sp := range bound {
 				bound[sp] = math.NaN()
+				if bs.mode.anchorsOnly {
+					continue
+				}
 				if mk[sp] != nil {
 					bound[sp] = dot64(q, mk[sp]) * scale
 					mx = max(mx, bound[sp])
@@ -258,18 +283,50 @@ func (bs *boundSpan) scores(a *llama.StepAttention) [][]float32 {
 					z += math.Exp(l - mx)
 				}
 			}
-			for sp, l := range bound {
-				if math.IsNaN(l) {
-					continue
-				}
+			raise := func(sp int, l float64) {
 				p := float32(math.Exp(l-mx) / z)
 				if cur := out[gi][sp]; math.IsNaN(float64(cur)) || p > cur {
 					out[gi][sp] = p
 				}
 			}
+			for sp, l := range bound {
+				if !math.IsNaN(l) {
+					raise(sp, l)
+				}
+			}
+			if bs.near != nil {
+				for j, l := range logits {
+					for _, sp := range bs.near[j] {
+						if sp >= 0 {
+							raise(sp, l)
+						}
+					}
+				}
+			}
 		}
 	}
 	return out
+}
+
+// nearSpans sets bs.near: for each resident row, the span with rows to
+// zoom it lies in and the one that starts right after it.
+func (bs *boundSpan) nearSpans() {
+	meta := bs.s.meta
+	zoomable := func(sp int) int {
+		if sp >= 0 && sp < len(meta.Spans) && bs.rt.SpanTokens[sp] > 0 {
+			return sp
+		}
+		return -1
+	}
+	bs.near = make([][2]int, len(bs.resIdx))
+	for j, i := range bs.resIdx {
+		t := meta.Resident[i]
+		in, next := spanOf(meta, t), spanOf(meta, t+1)
+		bs.near[j] = [2]int{zoomable(in), -1}
+		if next != in {
+			bs.near[j][1] = zoomable(next)
+		}
+	}
 }
 
 // trueMax is the largest q . k over span sp's rows not resident, from its
@@ -339,10 +396,14 @@ func (c *LongConfig) boundMethod(name string, s *spanStore, h []float32, b int, 
 	w := 0
 	var mode boundMode
 	switch name {
-	case MethodSpanBoundWindow, MethodSpanMeanKeyWindow, MethodSpanBoundChWindow:
+	case MethodSpanBoundWindow, MethodSpanMeanKeyWindow, MethodSpanBoundChWindow, MethodSpanAnchorWindow:
 		w = int(WindowShare * float64(b))
 	}
 	switch name {
+	case MethodSpanAnchor, MethodSpanAnchorWindow:
+		mode.anchorsOnly = true
+	case MethodSpanAnchorBoundCh:
+		mode.anchors, mode.channels = true, c.boundChannels()
 	case MethodSpanMeanKey, MethodSpanMeanKeyWindow:
 		mode.mean = true
 	case MethodSpanBoundCh, MethodSpanBoundChWindow:

@@ -5,12 +5,15 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/kvstore/kvstore/lab/llama"
 )
 
-var boundMethods = []string{MethodSpanBound, MethodSpanBoundWindow, MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow}
+var boundMethods = []string{MethodSpanBound, MethodSpanBoundWindow, MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow,
+	MethodSpanAnchor, MethodSpanAnchorWindow, MethodSpanAnchorBoundCh}
 
-// TestSpanBound runs span+bound, span+bound-ch, span+meankey and their
-// +window variants on two short
+// TestSpanBound runs span+bound, span+bound-ch, span+meankey, span+anchor,
+// span+anchor+bound-ch and the +window variants on two short
 // needles: every bound a step computes is at least the largest true logit
 // of the span's reconstructed keys it bounds (an upper bound by
 // construction), each method keeps within its budget's rows with the
@@ -70,6 +73,74 @@ func TestSpanBound(t *testing.T) {
 		t.Errorf("%d of %d bounds below the span's largest logit (by up to %v)", violated, checked, worst)
 	}
 	t.Logf("%d bounds checked", checked)
+}
+
+// TestAnchorNear: span+anchor costs no row beyond span memory's own, and
+// each resident row raises the score of the zoomable span it lies in and
+// of the one starting right after it, no other.
+func TestAnchorNear(t *testing.T) {
+	m, files := longCtxOrSkip(t, 512)
+	filler, err := goBytes(files[0], 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd, err := NewNeedle(filler, 512, 1, 0.3, rand.New(rand.NewPCG(7, 8)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := nd.Tokens[:nd.Context]
+	res, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := make([]float32, len(ctx))
+	h[0] = float32(math.NaN())
+	for i := 1; i < len(ctx); i++ {
+		h[i] = float32(res.Surprisal[i-1])
+	}
+	cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "anchor"}
+	cfg.ensureDefaults()
+	s, err := newSpanStore(m, res.Cache, h, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	b := len(ctx) / 4
+	plain := newSpanMethod(s, h, b, cfg.AnchorShare, false)
+	bs, err := newBoundSpan(s, h, b, cfg.AnchorShare, res.Cache, 0, boundMode{anchorsOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs.fixedRows != plain.fixedRows || bs.zoom != plain.zoom {
+		t.Errorf("span+anchor: %v fixed rows, zoom %d; span: %v, %d", bs.fixedRows, bs.zoom, plain.fixedRows, plain.zoom)
+	}
+	meta := s.meta
+	if len(bs.near) != len(bs.resIdx) || len(bs.resIdx) == 0 {
+		t.Fatalf("%d near entries for %d resident rows", len(bs.near), len(bs.resIdx))
+	}
+	raised := 0
+	for j, i := range bs.resIdx {
+		tok := meta.Resident[i]
+		for k, sp := range bs.near[j] {
+			if sp < 0 {
+				continue
+			}
+			raised++
+			info := meta.Spans[sp]
+			if bs.rt.SpanTokens[sp] == 0 {
+				t.Errorf("row %d raises span %d, which has no row to zoom", tok, sp)
+			}
+			if k == 0 && !(info.Start <= tok && tok < info.End) {
+				t.Errorf("row %d raises span %d [%d, %d) as its own", tok, sp, info.Start, info.End)
+			}
+			if k == 1 && info.Start != tok+1 {
+				t.Errorf("row %d raises span %d [%d, %d) as the next", tok, sp, info.Start, info.End)
+			}
+		}
+	}
+	if raised == 0 {
+		t.Errorf("no resident row raises a span of %d", len(meta.Spans))
+	}
 }
 
 // TestKeyBound: the bound of a box of keys is reached by the box's corner

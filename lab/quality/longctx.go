@@ -42,10 +42,14 @@ type LongConfig struct {
 	Oracle  bool
 	// Bound adds MethodSpanBound, MethodSpanBoundWindow,
 	// MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey and
-	// MethodSpanMeanKeyWindow (bound.go); BoundChannels is
+	// MethodSpanMeanKeyWindow, MethodSpanAnchor, MethodSpanAnchorWindow and
+	// MethodSpanAnchorBoundCh (bound.go); BoundChannels is
 	// MethodSpanBoundCh's channels (0: DefaultBoundChannels).
 	Bound         bool
 	BoundChannels int
+	// Only, when not empty, keeps of the methods above these (full KV is
+	// always measured).
+	Only []string
 	// boundCheck, when set, is given every bound the bound methods
 	// compute with the largest true logit it bounds (boundSpan.check).
 	boundCheck func(bound, logit float64)
@@ -193,7 +197,8 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 				run.Rows, run.Over = max(sm.stats.maxRows, sm.fixedRows), sm.over
 				out = append(out, run)
 				continue
-			case MethodSpanBound, MethodSpanBoundWindow, MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow:
+			case MethodSpanBound, MethodSpanBoundWindow, MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow,
+				MethodSpanAnchor, MethodSpanAnchorWindow, MethodSpanAnchorBoundCh:
 				bs, err := c.boundMethod(name, s, h, b, cache)
 				if err != nil {
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)

@@ -3,6 +3,7 @@ package quality
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/lab/llama"
@@ -354,8 +355,13 @@ func (c *LongConfig) methods() []string {
 		extra = append(extra, MethodSpanOracle)
 	}
 	if c.Bound {
-		extra = append(extra, MethodSpanBound, MethodSpanBoundWindow, MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow)
+		extra = append(extra, MethodSpanBound, MethodSpanBoundWindow, MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow,
+			MethodSpanAnchor, MethodSpanAnchorWindow, MethodSpanAnchorBoundCh)
 	}
 	out := append([]string(nil), LongMethods[:len(LongMethods)-1]...)
-	return append(append(out, extra...), LongMethods[len(LongMethods)-1])
+	out = append(append(out, extra...), LongMethods[len(LongMethods)-1])
+	if len(c.Only) == 0 {
+		return out
+	}
+	return slices.DeleteFunc(out, func(m string) bool { return !slices.Contains(c.Only, m) })
 }

@@ -27,6 +27,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kvstore/kvstore/lab/quality"
@@ -47,16 +48,25 @@ func main() {
 	lookahead := flag.Int("lookahead", 0, "-gpuzoom: spans per KV head prefetched beyond the zoomed ones")
 	var ro routerFlags
 	ro.define()
+	only := flag.String("methods", "", "comma-separated: measure only these methods (and full KV)")
+	anchorShare := flag.Float64("anchor-share", quality.DefaultAnchorShare, "span memory: the most of the budget its resident anchors take")
+	anchorAlpha := flag.Float64("anchor-alpha", 0, "span memory: tokens above mean + this many standard deviations of surprisal are anchors (0: segment's default)")
 	sizeRule := flag.Bool("sizerule", false, "build span memory with the store's size rule: spans factored only where that makes the memory smaller, memories larger than their rows refused and left out")
 	flag.Parse()
 	zoom = gpuZoomFlags{*gpuZoom, *arena, *lookahead}
-	if err := run(*needles, *multi, *keys, *files, *window, *tail, *budgets, *seed, &ro, *sizeRule); err != nil {
+	span := quality.Config{SizeRule: *sizeRule, AnchorShare: *anchorShare}
+	span.Segment.AnchorAlpha = *anchorAlpha
+	var methods []string
+	if *only != "" {
+		methods = strings.Split(*only, ",")
+	}
+	if err := run(*needles, *multi, *keys, *files, *window, *tail, *budgets, *seed, &ro, span, methods); err != nil {
 		fmt.Fprintln(os.Stderr, "longctxquality:", err)
 		os.Exit(1)
 	}
 }
 
-func run(needles, multi, keys, files, window, tail int, budgetList string, seed uint64, ro *routerFlags, sizeRule bool) error {
+func run(needles, multi, keys, files, window, tail int, budgetList string, seed uint64, ro *routerFlags, span quality.Config, only []string) error {
 	budgets, err := quality.ParseFloats(budgetList)
 	if err != nil {
 		return err
@@ -74,7 +84,7 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	}
 	rand.New(rand.NewPCG(seed, 0x66696c65)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	var sizes []store.SpanSize // of the current table's contexts
-	lc := quality.LongConfig{Model: m, Budgets: budgets, Oracle: ro.oracle, Bound: ro.bound, BoundChannels: ro.channels, Span: quality.Config{SizeRule: sizeRule},
+	lc := quality.LongConfig{Model: m, Budgets: budgets, Oracle: ro.oracle, Bound: ro.bound, BoundChannels: ro.channels, Span: span, Only: only,
 		SpanSize: func(s store.SpanSize) { sizes = append(sizes, s) }}
 	if lc.Routers, err = ro.load(m, p); err != nil {
 		return err
