@@ -13,14 +13,17 @@
 // Methods: full recompute, plain packets, CacheBlend (-blend of the
 // document tokens recomputed), the adapters given with -adapter
 // NAME=FILE (safetensors, as kvstore adapter export writes them), and on
-// plain packets int8, int4, TOVA and random pruning at -keeps; with
+// plain and adapted packets int8, int4, TOVA (by each document's own
+// prefill; not on a visible adapter's packets, whose rows differ) and
+// random pruning at -keeps; with
 // -controls, the untrained one-row headers (BOS dropped or kept, newline
 // dropped) and the reference's untrained N_h = N_t = 8. Under the table,
 // the share of the packets-to-full gap each method closes. -sinks prints
 // instead the attention mass the question's and value's queries put on
 // the BOS row, the documents' first rows, the needle's value and the
 // visible adapter rows, per layer (quality.MultiDocSinks). A progress
-// line per request goes to stderr.
+// line per request goes to stderr; -workers measures that many requests
+// at once (the table does not depend on it).
 package main
 
 import (
