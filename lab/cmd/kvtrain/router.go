@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -57,6 +58,7 @@ type routerFlags struct {
 	needles, text, window, tail   int
 	steps, checkpointEvery        int
 	lr, budgetWeight, share, temp float64
+	anchorAlpha                   float64
 	seed                          uint64
 }
 
@@ -75,6 +77,7 @@ func (f *routerFlags) define(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.share, "share", 0.05, "budget penalty's target: the share of the zoomable rows zoomed")
 	fs.Float64Var(&f.temp, "temp", 0.01, "temperature of the soft zoom decisions of the budget penalty")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the windows")
+	fs.Float64Var(&f.anchorAlpha, "anchor-alpha", 0, "span memory's anchors: tokens above mean + this many standard deviations of surprisal (0: segment's default); the same as the memories the routers will route (longctxquality -anchor-alpha)")
 }
 
 func (f *routerFlags) check() error {
@@ -87,6 +90,8 @@ func (f *routerFlags) check() error {
 		return fmt.Errorf("%w: --steps, --checkpoint-every, --budget-weight >= 0, --lr, --temp > 0, --share in [0, 1]", errUsage)
 	case f.checkpoint == "":
 		return fmt.Errorf("%w: --checkpoint is required", errUsage)
+	case math.IsNaN(f.anchorAlpha) || math.IsInf(f.anchorAlpha, 0):
+		return fmt.Errorf("%w: --anchor-alpha must be finite", errUsage)
 	}
 	return nil
 }
@@ -94,7 +99,11 @@ func (f *routerFlags) check() error {
 // dataKey is what the examples depend on: a checkpoint built with other
 // data flags is refused.
 func (f *routerFlags) dataKey(fp format.Fingerprint) string {
-	return fmt.Sprintf("%s needles=%d text=%d window=%d tail=%d seed=%d data=%s", fp, f.needles, f.text, f.window, f.tail, f.seed, f.data)
+	key := fmt.Sprintf("%s needles=%d text=%d window=%d tail=%d seed=%d data=%s", fp, f.needles, f.text, f.window, f.tail, f.seed, f.data)
+	if f.anchorAlpha != 0 {
+		key += fmt.Sprintf(" anchor-alpha=%g", f.anchorAlpha)
+	}
+	return key
 }
 
 // routerCheckpoint is a router run's saved state.
@@ -264,6 +273,7 @@ func routerExamples(ctx context.Context, m *llama.Model, f *routerFlags, ck *rou
 		return err
 	}
 	lc := quality.LongConfig{Model: m}
+	lc.Span.Segment.AnchorAlpha = f.anchorAlpha
 	for i := ck.Windows; i < total; i++ {
 		if err := ctx.Err(); err != nil {
 			if serr := ck.save(f.checkpoint); serr != nil {

@@ -94,6 +94,13 @@ func TestRouterTrainResume(t *testing.T) {
 	if r := kvtrain(t, args...).want(t, exitUsage); !strings.Contains(r.stderr, "was built for") {
 		t.Fatalf("stderr %q", r.stderr)
 	}
+	// So is one of other anchors, and anchors no memory can have.
+	for _, c := range []struct{ alpha, say string }{{"0.5", "was built for"}, {"NaN", "--anchor-alpha must be finite"}} {
+		args = append(routerArgs(t, dir, ckpt, "12"), "--anchor-alpha", c.alpha)
+		if r := kvtrain(t, args...).want(t, exitUsage); !strings.Contains(r.stderr, c.say) {
+			t.Fatalf("--anchor-alpha %s: stderr %q, want %q", c.alpha, r.stderr, c.say)
+		}
+	}
 }
 
 // The built binary stops on SIGINT after its first step: exit 130, one
