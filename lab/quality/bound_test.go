@@ -1,11 +1,13 @@
 package quality
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
+	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/lab/llama"
 )
 
@@ -172,6 +174,30 @@ func TestKeyBound(t *testing.T) {
 			if l := dot64(q, k); l > b+1e-12*(1+math.Abs(b)) {
 				t.Fatalf("logit %v above the bound %v", l, b)
 			}
+		}
+	}
+}
+
+// TestOnlyRefusesUnmeasured: LongConfig.Only naming a method the
+// configuration does not measure is an error, not a method quietly left
+// out of the table.
+func TestOnlyRefusesUnmeasured(t *testing.T) {
+	m, _ := longCtxOrSkip(t, 512)
+	for _, c := range []struct {
+		only  []string
+		bound bool
+		ok    bool
+	}{
+		{[]string{MethodTop, MethodSpan}, false, true},
+		{[]string{MethodSpanAnchor}, false, false},
+		{[]string{MethodSpanAnchor, MethodFull}, true, true},
+		{[]string{"span+anchors"}, true, false},
+		{[]string{MethodSpanOracle}, true, false},
+	} {
+		lc := LongConfig{Model: m, Budgets: []float64{0.1}, Bound: c.bound, Only: c.only}
+		err := lc.defaults()
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, format.ErrInvalidArgument)) {
+			t.Errorf("Only %q, Bound %v: %v, want ok %v", c.only, c.bound, err, c.ok)
 		}
 	}
 }

@@ -81,7 +81,7 @@ func (c *LongConfig) defaults() error {
 			return fmt.Errorf("%w: quality: budget %v not in (0, 1]", prune.ErrInvalidArgument, f)
 		}
 	}
-	return nil
+	return c.checkOnly()
 }
 
 // errSpanBuild marks a context whose span memory could not be built (an

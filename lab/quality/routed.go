@@ -365,3 +365,19 @@ func (c *LongConfig) methods() []string {
 	}
 	return slices.DeleteFunc(out, func(m string) bool { return !slices.Contains(c.Only, m) })
 }
+
+// checkOnly refuses an Only naming a method c does not measure (a bound
+// method without Bound, a trained one without Routers, a typo), which
+// would otherwise be left out of the table without a word.
+func (c *LongConfig) checkOnly() error {
+	only := c.Only
+	c.Only = nil
+	all := c.methods()
+	c.Only = only
+	for _, m := range only {
+		if m != MethodFull && !slices.Contains(all, m) {
+			return fmt.Errorf("%w: quality: method %q is not one of %q", format.ErrInvalidArgument, m, all)
+		}
+	}
+	return nil
+}
