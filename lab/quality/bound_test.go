@@ -95,11 +95,7 @@ func TestAnchorNear(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := make([]float32, len(ctx))
-	h[0] = float32(math.NaN())
-	for i := 1; i < len(ctx); i++ {
-		h[i] = float32(res.Surprisal[i-1])
-	}
+	h := surprisal(res, len(ctx))
 	cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "anchor"}
 	cfg.ensureDefaults()
 	s, err := newSpanStore(m, res.Cache, h, &cfg)

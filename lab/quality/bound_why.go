@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -74,14 +75,10 @@ func (c *NeedleConfig) why(nd *Needle, rows []WhyRow) error {
 	if err != nil {
 		return err
 	}
-	h := make([]float32, n)
-	h[0] = float32(math.NaN())
-	for t := 1; t < n; t++ {
-		h[t] = float32(pre.Surprisal[t-1])
-	}
+	h := surprisal(pre, n)
 	s, err := newSpanStore(m, pre.Cache, h, &c.Span)
 	if err != nil {
-		return errSpanBuild
+		return fmt.Errorf("%w: %w", errSpanBuild, err)
 	}
 	defer s.close()
 	meta, hd := s.meta, s.hd
@@ -151,8 +148,8 @@ func (c *NeedleConfig) why(nd *Needle, rows []WhyRow) error {
 	for i := range rows {
 		r := &rows[i]
 		wb := bud[i/len(WhySignals)]
-		r.Captured = append(r.Captured, mean(w.captured[i]))
-		r.OwnCaptured = append(r.OwnCaptured, mean(w.owned[i]))
+		r.Captured = append(r.Captured, Mean(w.captured[i]))
+		r.OwnCaptured = append(r.OwnCaptured, Mean(w.owned[i]))
 		r.Rank = append(r.Rank, w.ranks[i]...)
 		k := float64(len(r.Captured))
 		r.Spans += (float64(wb.bs.bounded) - r.Spans) / k
@@ -160,14 +157,6 @@ func (c *NeedleConfig) why(nd *Needle, rows []WhyRow) error {
 		r.OwnZoom += (float64(wb.zoom[r.Signal])/float64(meta.KVHeads) - r.OwnZoom) / k
 	}
 	return nil
-}
-
-func mean(x []float64) float64 {
-	var s float64
-	for _, v := range x {
-		s += v
-	}
-	return s / float64(len(x))
 }
 
 // valueAt is the context position of the recalled definition's value.

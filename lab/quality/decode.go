@@ -2,6 +2,7 @@ package quality
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/kvstore/kvstore/lab/llama"
@@ -145,4 +146,16 @@ func topSurprisal(h []float32, b int) []int {
 	t = t[:min(b, len(t))]
 	slices.Sort(t)
 	return t
+}
+
+// surprisal is SeKV's H_t of every token a prefill from position 0 saw:
+// token t's is the prefill's Surprisal[t-1], token 0's NaN (nothing
+// predicts it).
+func surprisal(pre *llama.Result, n int) []float32 {
+	h := make([]float32, n)
+	h[0] = float32(math.NaN())
+	for t := 1; t < n; t++ {
+		h[t] = float32(pre.Surprisal[t-1])
+	}
+	return h
 }

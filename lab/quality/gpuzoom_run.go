@@ -168,11 +168,7 @@ func compareZoom(span *Config, ctx, cont []int, budgets []float64, summaries boo
 	if err != nil {
 		return nil, nil, err
 	}
-	h := make([]float32, n)
-	h[0] = float32(math.NaN())
-	for t := 1; t < n; t++ {
-		h[t] = float32(pre.Surprisal[t-1])
-	}
+	h := surprisal(pre, n)
 	if full, err = decode(m, keepRows(pre.Cache, allTokens(n)), cont, n); err != nil {
 		return nil, nil, err
 	}

@@ -157,11 +157,7 @@ func (cfg *LlamaNeedleConfig) runLlama(lc *llamacpp.Context, nd *Needle) ([]llam
 	if err != nil {
 		return nil, err
 	}
-	h := make([]float32, n)
-	h[0] = float32(math.NaN())
-	for t := 1; t < n; t++ {
-		h[t] = float32(pre.Surprisal[t-1])
-	}
+	h := surprisal(pre, n)
 	cache := pre.Cache
 	full, err := decode(m, keepRows(cache, allTokens(n)), cont, n)
 	if err != nil {

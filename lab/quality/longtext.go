@@ -3,6 +3,7 @@ package quality
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/kvstore/kvstore/format"
@@ -41,12 +42,28 @@ func (r *LongTextRow) WorstKL() float64    { return slices.Max(r.KL) }
 func (r *LongTextRow) MedianTop1() float64 { return median(r.Top1) }
 func (r *LongTextRow) WorstTop1() float64  { return slices.Min(r.Top1) }
 
-func median(x []float64) float64 {
+func median(x []float64) float64 { return Median(x) }
+
+// Median is x's median (the mean of the two middle values of an even
+// count); NaN for none.
+func Median(x []float64) float64 {
 	s := slices.Sorted(slices.Values(x))
-	if len(s)%2 == 1 {
+	switch {
+	case len(s) == 0:
+		return math.NaN()
+	case len(s)%2 == 1:
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// Mean is x's mean; NaN for none.
+func Mean(x []float64) float64 {
+	var s float64
+	for _, v := range x {
+		s += v
+	}
+	return s / float64(len(x))
 }
 
 // RunLongText measures every method (but MethodSnapKVQuery: there is no

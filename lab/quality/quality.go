@@ -69,11 +69,7 @@ func Run(cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := make([]float32, n)
-	h[0] = float32(math.NaN())
-	for t := 1; t < n; t++ {
-		h[t] = float32(pre.Surprisal[t-1])
-	}
+	h := surprisal(pre, n)
 	cache := pre.Cache
 	rep := &Report{Name: cfg.Name, Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim(), Context: n, Continuation: len(cont)}
 	full, err := decode(m, keepRows(cache, allTokens(n)), cont, n)

@@ -286,11 +286,7 @@ func (c *LongConfig) RouterExamples(ctx, cont []int) (exs []router.Example, init
 	if err != nil {
 		return nil, nil, err
 	}
-	h := make([]float32, n)
-	h[0] = float32(math.NaN())
-	for t := 1; t < n; t++ {
-		h[t] = float32(pre.Surprisal[t-1])
-	}
+	h := surprisal(pre, n)
 	s, err := newSpanStore(m, pre.Cache, h, &c.Span)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", errSpanBuild, err)

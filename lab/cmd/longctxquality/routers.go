@@ -91,17 +91,9 @@ func printSpread(rows []quality.NeedleRow) {
 		for _, s := range r.Scores {
 			top, lp = append(top, s.Top1), append(lp, s.LogProb)
 		}
-		fmt.Printf("| %s | %s | %.2f | %.2f | %.2f | %.2f |\n", budget(r.Budget), r.Method, median(top), slices.Min(top), median(lp), slices.Min(lp))
+		fmt.Printf("| %s | %s | %.2f | %.2f | %.2f | %.2f |\n", budget(r.Budget), r.Method, quality.Median(top), slices.Min(top), quality.Median(lp), slices.Min(lp))
 	}
 	fmt.Println()
-}
-
-func median(x []float64) float64 {
-	s := slices.Sorted(slices.Values(x))
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
 }
 
 // runWhy prints quality.BoundWhy's table.
@@ -115,17 +107,9 @@ func runWhy(cfg quality.NeedleConfig) error {
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		fmt.Printf("| %s | %s | %.0f | %.0f / %.0f | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.0f / %.0f, %d |\n", budget(r.Budget), r.Signal, r.Spans, r.Zoom, r.OwnZoom,
-			mean(r.Captured), median(r.Captured), slices.Min(r.Captured), mean(r.OwnCaptured), median(r.OwnCaptured), slices.Min(r.OwnCaptured),
-			median(r.Rank), slices.Max(r.Rank), len(r.Rank))
+			quality.Mean(r.Captured), quality.Median(r.Captured), slices.Min(r.Captured), quality.Mean(r.OwnCaptured), quality.Median(r.OwnCaptured), slices.Min(r.OwnCaptured),
+			quality.Median(r.Rank), slices.Max(r.Rank), len(r.Rank))
 	}
 	fmt.Println()
 	return nil
-}
-
-func mean(x []float64) float64 {
-	var s float64
-	for _, v := range x {
-		s += v
-	}
-	return s / float64(len(x))
 }
