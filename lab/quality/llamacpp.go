@@ -14,6 +14,7 @@ import (
 	"github.com/kvstore/kvstore/format/gguf"
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/llamacpp"
+	"github.com/kvstore/kvstore/reconstruct"
 )
 
 // Span memory served to llama.cpp. The request's rows are chosen once,
@@ -37,6 +38,9 @@ import (
 //     last cell's position): every cell is a row of every group, so the
 //     resident rows, the last row and the zoomed spans' other rows
 //     together fill at most B cells.
+//   - MethodSpanAnchorUnion: as MethodSpanUnion, the spans ranked by the
+//     attention the question's queries put on the resident anchors each
+//     holds or follows (span+anchor's signal) in place of the routers'.
 
 // Engines of a LlamaNeedleRow.
 const (
@@ -48,6 +52,12 @@ const (
 const (
 	MethodSpanRequest = "span@request" // per (layer, KV head) spans, cell positions as labels
 	MethodSpanUnion   = "span@union"   // one span set for every (layer, KV head), true positions
+	// MethodSpanAnchorUnion is span+anchor's request-time row set: one
+	// span set for every (layer, KV head) at true positions, as
+	// span@union, the spans ranked by the attention the question's
+	// queries put on the resident anchors each holds or follows (the lab's
+	// per-step MethodSpanAnchor ranks by each decoded token's).
+	MethodSpanAnchorUnion = "span+anchor@union"
 )
 
 // LlamaNeedleConfig is a needle measurement through llama.cpp beside the
@@ -205,21 +215,112 @@ func (cfg *LlamaNeedleConfig) runLlama(lc *llamacpp.Context, nd *Needle) ([]llam
 			if err != nil {
 				return nil, fmt.Errorf("quality: %s at %v: %w", meth, f, err)
 			}
-			lab, err := decode(m, rowsMethod(rows, m.KVHeads, m.HeadDim()), cont, n)
-			if err != nil {
+			if out, err = requestRuns(out, lc, m, rows, cont, n, f, b, meth); err != nil {
 				return nil, err
 			}
-			eng, err := engineDecode(lc, rows, cont, n)
-			if err != nil {
-				return nil, fmt.Errorf("quality: llama.cpp %s at %v: %w", meth, f, err)
-			}
-			r := float64(rows.Len())
-			out = append(out,
-				llamaRun{budget: f, method: meth, engine: EngineLab, logits: lab, rows: r, limit: float64(b)},
-				llamaRun{budget: f, method: meth, engine: EngineLlama, logits: eng, rows: r, limit: float64(b), diff: logitsDiff(eng, lab)})
+		}
+		bs, err := newBoundSpan(s, h, b, cfg.Span.AnchorShare, nil, 0, boundMode{anchorsOnly: true})
+		if err != nil {
+			return nil, err
+		}
+		if step, err = decode(m, bs, cont, n); err != nil {
+			return nil, fmt.Errorf("quality: %s at %v: %w", MethodSpanAnchor, f, err)
+		}
+		out = append(out, llamaRun{budget: f, method: MethodSpanAnchor, engine: EngineLab, logits: step,
+			rows: max(bs.stats.maxRows, bs.fixedRows), limit: float64(b), over: bs.over})
+		best, err := questionAnchorScores(m, cache, bs, cont[:nd.Query])
+		if err != nil {
+			return nil, err
+		}
+		rows, err := anchorRequestRows(bs, best, b)
+		if err != nil {
+			return nil, fmt.Errorf("quality: %s at %v: %w", MethodSpanAnchorUnion, f, err)
+		}
+		if out, err = requestRuns(out, lc, m, rows, cont, n, f, b, MethodSpanAnchorUnion); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// requestRuns appends to out a request-time row set's runs at budget f (b
+// rows): the lab decode loop over rows and llama.cpp over the same rows.
+func requestRuns(out []llamaRun, lc *llamacpp.Context, m *llama.Model, rows *llamacpp.Rows, cont []int, n int, f float64, b int, meth string) ([]llamaRun, error) {
+	lab, err := decode(m, rowsMethod(rows, m.KVHeads, m.HeadDim()), cont, n)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := engineDecode(lc, rows, cont, n)
+	if err != nil {
+		return nil, fmt.Errorf("quality: llama.cpp %s at %v: %w", meth, f, err)
+	}
+	r := float64(rows.Len())
+	return append(out,
+		llamaRun{budget: f, method: meth, engine: EngineLab, logits: lab, rows: r, limit: float64(b)},
+		llamaRun{budget: f, method: meth, engine: EngineLlama, logits: eng, rows: r, limit: float64(b), diff: logitsDiff(eng, lab)}), nil
+}
+
+// questionAnchorScores is, per (layer, KV head) group and span, the best
+// span+anchor score (boundSpan.scores: the attention a query head puts on
+// a resident row the span holds or follows) over the question's tokens,
+// computed by the lab model attending over bs's resident rows alone; NaN
+// for a span no resident row raises.
+func questionAnchorScores(m *llama.Model, cache *llama.Cache, bs *boundSpan, question []int) ([][]float32, error) {
+	rec := &anchorRecorder{inner: keepRows(cache, residentTokens(bs.spanMethod)), bs: bs}
+	if _, err := decode(m, rec, question, cache.Len()); err != nil {
+		return nil, err
+	}
+	return rec.best, nil
+}
+
+// anchorRecorder attends as inner does and keeps, per group and span, the
+// best anchor score bs gives any step's queries.
+type anchorRecorder struct {
+	inner method
+	bs    *boundSpan
+	best  [][]float32
+}
+
+func (r *anchorRecorder) rows(a *llama.StepAttention) ([]rowSet, error) {
+	sc := r.bs.scores(a)
+	if r.best == nil {
+		r.best = sc
+		return r.inner.rows(a)
+	}
+	for g, row := range sc {
+		for sp, v := range row {
+			if cur := r.best[g][sp]; !math.IsNaN(float64(v)) && (math.IsNaN(float64(cur)) || v > cur) {
+				r.best[g][sp] = v
+			}
+		}
+	}
+	return r.inner.rows(a)
+}
+
+// anchorRequestRows is MethodSpanAnchorUnion's rows within b cells: the
+// spans by their best score over the groups, as span@union chooses them
+// by the routers'.
+func anchorRequestRows(bs *boundSpan, best [][]float32, b int) (*llamacpp.Rows, error) {
+	return unionRows(bs.spanMethod, b, func(left int64) ([]int, error) {
+		u := make([]float32, len(bs.s.meta.Spans))
+		for sp := range u {
+			u[sp] = float32(math.NaN())
+			for g := range best {
+				if v := best[g][sp]; !math.IsNaN(float64(v)) && !(v <= u[sp]) {
+					u[sp] = v
+				}
+			}
+		}
+		if left <= 0 {
+			return nil, nil
+		}
+		z, err := reconstruct.Select([][]float32{u}, []float32{float32(math.Inf(-1))}, bs.rt.SpanTokens, nil,
+			reconstruct.Budget{Tokens: left, Fill: true})
+		if err != nil {
+			return nil, err
+		}
+		return z.Spans[0], nil
+	})
 }
 
 // questionQueries are the question's pre-RoPE queries per (layer, KV
@@ -294,6 +395,12 @@ func groupRequestRows(sm *spanMethod, q [][]float32, b int) (*llamacpp.Rows, err
 
 // unionRequestRows is MethodSpanUnion's rows within b cells.
 func unionRequestRows(sm *spanMethod, q [][]float32, b int) (*llamacpp.Rows, error) {
+	return unionRows(sm, b, func(left int64) ([]int, error) { return llamacpp.RequestSpans(&sm.rt, q, left) })
+}
+
+// unionRows is sm's resident rows, the context's last row and the spans
+// choose picks within the cells left of b, at their true positions.
+func unionRows(sm *spanMethod, b int, choose func(left int64) ([]int, error)) (*llamacpp.Rows, error) {
 	n := len(sm.resident)
 	recon := make([]bool, n)
 	left := b - len(residentTokens(sm))
@@ -301,7 +408,7 @@ func unionRequestRows(sm *spanMethod, q [][]float32, b int) (*llamacpp.Rows, err
 		recon[n-1] = true
 		left--
 	}
-	spans, err := llamacpp.RequestSpans(&sm.rt, q, int64(left))
+	spans, err := choose(int64(left))
 	if err != nil {
 		return nil, err
 	}

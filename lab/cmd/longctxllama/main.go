@@ -28,14 +28,18 @@ func main() {
 	budgets := flag.String("budgets", "0.10,0.25", "GPU budgets, fractions of the context KV")
 	seed := flag.Uint64("seed", 1, "seed of the needles and of the files' order")
 	threads := flag.Int("threads", 1, "llama.cpp CPU threads")
+	anchorShare := flag.Float64("anchor-share", quality.DefaultAnchorShare, "span memory: the most of the budget its resident anchors take")
+	anchorAlpha := flag.Float64("anchor-alpha", 0, "span memory: tokens above mean + this many standard deviations of surprisal are anchors (0: segment's default)")
 	flag.Parse()
-	if err := run(*needles, *window, *budgets, *seed, *threads); err != nil {
+	span := quality.Config{AnchorShare: *anchorShare}
+	span.Segment.AnchorAlpha = *anchorAlpha
+	if err := run(*needles, *window, *budgets, *seed, *threads, span); err != nil {
 		fmt.Fprintln(os.Stderr, "longctxllama:", err)
 		os.Exit(1)
 	}
 }
 
-func run(needles, window int, budgetList string, seed uint64, threads int) error {
+func run(needles, window int, budgetList string, seed uint64, threads int, span quality.Config) error {
 	budgets, err := quality.ParseFloats(budgetList)
 	if err != nil {
 		return err
@@ -73,7 +77,7 @@ func run(needles, window int, budgetList string, seed uint64, threads int) error
 	rand.New(rand.NewPCG(seed, 0x66696c65)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	start := time.Now()
 	rows, skipped, err := quality.RunLlamaNeedles(quality.LlamaNeedleConfig{
-		NeedleConfig: quality.NeedleConfig{LongConfig: quality.LongConfig{Model: m, Budgets: budgets},
+		NeedleConfig: quality.NeedleConfig{LongConfig: quality.LongConfig{Model: m, Budgets: budgets, Span: span},
 			Files: all, Window: window, Needles: needles, Keys: 1, Seed: seed,
 			Progress: func(i int, nd *quality.Needle, err error) {
 				fmt.Fprintf(os.Stderr, "needle %d/%d (depth %.2f) %v %v\n", i+1, needles, nd.Depth, time.Since(start).Round(time.Second), err)
