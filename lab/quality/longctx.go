@@ -159,6 +159,7 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 		for _, name := range c.methods() {
 			run := methodRun{Budget: f, Method: name, Limit: float64(b)}
 			var meth method
+			var sm *spanMethod // a span method's memory: its rows are counted as it zooms
 			switch name {
 			case MethodWindow, MethodTop:
 				tokens := windowTokens(n, b)
@@ -184,47 +185,30 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 				}
 				meth, run.Rows = keptRows(cache, set), float64(maxKept(set))
 			case MethodSpanTrained, MethodSpanTrainedSum, MethodSpanTrainedWindow, MethodSpanOracle:
-				sm, dm, err := c.routedSpan(name, s, h, b, cache, &trained)
-				if err != nil {
+				if sm, meth, err = c.routedSpan(name, s, h, b, cache, &trained); err != nil {
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
 				}
-				if dm == nil {
-					continue
-				}
-				if run.Logits, err = decode(m, dm, cont, n); err != nil {
-					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
-				}
-				run.Rows, run.Over = max(sm.stats.maxRows, sm.fixedRows), sm.over
-				out = append(out, run)
-				continue
 			case MethodSpanBound, MethodSpanBoundWindow, MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow,
 				MethodSpanAnchor, MethodSpanAnchorWindow, MethodSpanAnchorBoundCh:
 				bs, err := c.boundMethod(name, s, h, b, cache)
 				if err != nil {
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
 				}
-				if bs == nil {
-					continue
+				if bs != nil {
+					sm, meth = bs.spanMethod, bs
 				}
-				if run.Logits, err = decode(m, bs, cont, n); err != nil {
-					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
-				}
-				run.Rows, run.Over = max(bs.stats.maxRows, bs.fixedRows), bs.over
-				out = append(out, run)
-				continue
 			case MethodSpan, MethodSpanSum:
-				sm := newSpanMethod(s, h, b, c.Span.AnchorShare, name == MethodSpanSum)
-				meth, run.Over = sm, sm.over
-				logits, err := decode(m, sm, cont, n)
-				if err != nil {
-					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
-				}
-				run.Logits, run.Rows = logits, max(sm.stats.maxRows, sm.fixedRows)
-				out = append(out, run)
+				sm = newSpanMethod(s, h, b, c.Span.AnchorShare, name == MethodSpanSum)
+				meth = sm
+			}
+			if meth == nil { // a method this configuration does not measure
 				continue
 			}
 			if run.Logits, err = decode(m, meth, cont, n); err != nil {
 				return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
+			}
+			if sm != nil {
+				run.Rows, run.Over = max(sm.stats.maxRows, sm.fixedRows), sm.over
 			}
 			out = append(out, run)
 		}
