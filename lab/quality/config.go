@@ -34,6 +34,10 @@ type Config struct {
 	// FactorDType is the stored factors' dtype (0: f16, the store's
 	// default; SeKV keeps f32).
 	FactorDType format.DType
+	// RowDType is the model spec's dtype the memory is built for, and so
+	// its resident rows' and the size rule's raw rows' (0: f32, the lab
+	// model's arithmetic; bf16 rounds the resident rows).
+	RowDType format.DType
 	// SizeRule builds span memory with the store's rule: a span keeps its
 	// factors only where that makes the memory smaller (and they take less
 	// room than its rows in bf16), and a memory larger than its rows is
@@ -70,6 +74,9 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.FactorDType == 0 {
 		c.FactorDType = store.DefaultSpanFactorDType
+	}
+	if c.RowDType == 0 {
+		c.RowDType = format.DTypeF32
 	}
 }
 

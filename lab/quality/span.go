@@ -45,7 +45,11 @@ func newSpanStore(m *llama.Model, c *llama.Cache, h []float32, cfg *Config) (*sp
 }
 
 func (s *spanStore) build(m *llama.Model, c *llama.Cache, h []float32, cfg *Config) error {
-	spec := m.Spec(format.DTypeF32, cfg.Name)
+	dt := cfg.RowDType
+	if dt == 0 {
+		dt = format.DTypeF32
+	}
+	spec := m.Spec(dt, cfg.Name)
 	in := &store.SpanInput{Model: spec, Surprisal: h}
 	for _, kv := range c.Layers {
 		in.K, in.V = append(in.K, kv.K), append(in.V, kv.V)
@@ -86,11 +90,11 @@ func (s *spanStore) build(m *llama.Model, c *llama.Cache, h []float32, cfg *Conf
 		if err != nil {
 			return err
 		}
-		k, v := make([]float32, len(kb)/4), make([]float32, len(vb)/4)
-		if err := format.ToF32(k, kb, format.DTypeF32); err != nil {
+		k, v := make([]float32, len(kb)/dt.Size()), make([]float32, len(vb)/dt.Size())
+		if err := format.ToF32(k, kb, dt); err != nil {
 			return err
 		}
-		if err := format.ToF32(v, vb, format.DTypeF32); err != nil {
+		if err := format.ToF32(v, vb, dt); err != nil {
 			return err
 		}
 		s.resK, s.resV = append(s.resK, k), append(s.resV, v)
