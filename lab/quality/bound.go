@@ -93,7 +93,7 @@ func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cach
 	for gi := range groups {
 		bs.lo[gi], bs.hi[gi], bs.mean[gi] = make([][]float32, len(meta.Spans)), make([][]float32, len(meta.Spans)), make([][]float32, len(meta.Spans))
 		for sp, info := range meta.Spans {
-			if !info.Factored || sm.rt.SpanTokens[sp] == 0 || mode.anchorsOnly {
+			if !s.zoomable(sp) || sm.rt.SpanTokens[sp] == 0 || mode.anchorsOnly {
 				continue
 			}
 			rec, err := s.span(gi/meta.KVHeads, gi%meta.KVHeads, sp)

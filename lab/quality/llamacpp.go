@@ -390,7 +390,11 @@ func groupRequestRows(sm *spanMethod, q [][]float32, b int) (*llamacpp.Rows, err
 			}
 		}
 	}
-	return llamacpp.SpanGroupRows(sm.s.r, tokens, sm.resident)
+	exact := slices.Clone(sm.resident) // every stored resident row, raw zoom's included
+	for t := range exact {
+		exact[t] = exact[t] || !sm.s.meta.Spans[spanOf(sm.s.meta, t)].Factored
+	}
+	return llamacpp.SpanGroupRows(sm.s.r, tokens, exact)
 }
 
 // unionRequestRows is MethodSpanUnion's rows within b cells.
@@ -403,9 +407,19 @@ func unionRequestRows(sm *spanMethod, q [][]float32, b int) (*llamacpp.Rows, err
 func unionRows(sm *spanMethod, b int, choose func(left int64) ([]int, error)) (*llamacpp.Rows, error) {
 	n := len(sm.resident)
 	recon := make([]bool, n)
+	exact := slices.Clone(sm.resident)
+	add := func(t int) { // a token not resident on the GPU, from the store
+		switch {
+		case sm.resident[t]:
+		case sm.s.meta.Spans[spanOf(sm.s.meta, t)].Factored:
+			recon[t] = true
+		default: // an unfactored span's row (raw zoom): stored exact
+			exact[t] = true
+		}
+	}
 	left := b - len(residentTokens(sm))
 	if !sm.resident[n-1] {
-		recon[n-1] = true
+		add(n - 1)
 		left--
 	}
 	spans, err := choose(int64(left))
@@ -415,10 +429,10 @@ func unionRows(sm *spanMethod, b int, choose func(left int64) ([]int, error)) (*
 	for _, sp := range spans {
 		info := sm.s.meta.Spans[sp]
 		for t := info.Start; t < info.End; t++ {
-			recon[t] = !sm.resident[t]
+			add(t)
 		}
 	}
-	return llamacpp.SpanRows(sm.s.r, sm.resident, recon)
+	return llamacpp.SpanRows(sm.s.r, exact, recon)
 }
 
 // queryRecorder attends as inner does and keeps every step's pre-RoPE

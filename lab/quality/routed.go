@@ -115,7 +115,7 @@ func (o *oracleSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 			scores[g] = make([]float32, len(meta.Spans))
 			for sp := range scores[g] {
 				scores[g][sp] = float32(math.NaN())
-				if g/meta.KVHeads == a.Layer && meta.Spans[sp].Factored {
+				if g/meta.KVHeads == a.Layer && sm.s.zoomable(sp) {
 					scores[g][sp] = float32(mass[g%meta.KVHeads][sp])
 				}
 			}
@@ -225,17 +225,7 @@ func newWindowed(sm *spanMethod, c *llama.Cache, w, b int) *windowed {
 			toks = append(toks, t)
 		}
 	}
-	for sp, info := range meta.Spans {
-		if !info.Factored {
-			continue
-		}
-		sm.rt.SpanTokens[sp] = 0
-		for t := info.Start; t < info.End; t++ {
-			if !sm.resident[t] {
-				sm.rt.SpanTokens[sp]++
-			}
-		}
-	}
+	sm.countSpanTokens()
 	sm.fixedRows += float64(len(toks))
 	left := float64(b) - sm.fixedRows
 	sm.over, sm.zoom = left < 0, 0

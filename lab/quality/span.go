@@ -27,6 +27,14 @@ type spanStore struct {
 	resK, resV [][]float32       // per layer, [KVHeads][resident][hd], post-RoPE at their positions
 	recon      map[[3]int]rowSet // (layer, head, span) -> reconstructed rows
 	size       store.SpanSize    // of the stored memory
+	// rawZoom, with the store's size rule (Config.SizeRule), keeps the
+	// rows of a span left unfactored off the GPU like a factored span's:
+	// a zoom moves them exact from the stored resident rows (resAt: the
+	// index of a token's row there). Without it they are resident on the
+	// GPU, as the store's routing assumes.
+	rawZoom bool
+	resAt   map[int]int
+	rowSize int // bytes of one stored row, K or V, of one (layer, KV head)
 }
 
 // newSpanStore builds, stores and opens the span memory of a prefilled
@@ -36,7 +44,7 @@ func newSpanStore(m *llama.Model, c *llama.Cache, h []float32, cfg *Config) (*sp
 	if err != nil {
 		return nil, err
 	}
-	s := &spanStore{db: db, hd: c.HeadDim, recon: map[[3]int]rowSet{}}
+	s := &spanStore{db: db, hd: c.HeadDim, recon: map[[3]int]rowSet{}, rawZoom: cfg.SizeRule}
 	if err := s.build(m, c, h, cfg); err != nil {
 		s.close()
 		return nil, err
@@ -69,6 +77,11 @@ func (s *spanStore) build(m *llama.Model, c *llama.Cache, h []float32, cfg *Conf
 		return err
 	}
 	s.meta = s.r.Meta()
+	s.rowSize = s.hd * dt.Size()
+	s.resAt = make(map[int]int, len(s.meta.Resident))
+	for i, t := range s.meta.Resident {
+		s.resAt[t] = i
+	}
 	if cfg.SetTau {
 		tau := make([]float32, spec.Layers*spec.KVHeads)
 		for i := range tau {
@@ -110,20 +123,39 @@ func (s *spanStore) close() {
 }
 
 // span reconstructs (once) span sp of (layer, head) from its stored factors,
-// keys RoPE'd at their positions.
+// keys RoPE'd at their positions; an unfactored span's rows are its stored
+// resident rows.
 func (s *spanStore) span(layer, head, sp int) (rowSet, error) {
 	key := [3]int{layer, head, sp}
 	if rs, ok := s.recon[key]; ok {
 		return rs, nil
 	}
-	n := s.meta.Spans[sp].Len()
-	rs := rowSet{k: make([]float32, n*s.hd), v: make([]float32, n*s.hd)}
-	if err := s.r.ReconstructSpan(layer, head, sp, 0, rs.k, rs.v); err != nil {
-		return rowSet{}, err
+	info := s.meta.Spans[sp]
+	n, hd := info.Len(), s.hd
+	rs := rowSet{k: make([]float32, n*hd), v: make([]float32, n*hd)}
+	if info.Factored {
+		if err := s.r.ReconstructSpan(layer, head, sp, 0, rs.k, rs.v); err != nil {
+			return rowSet{}, err
+		}
+		s.recon[key] = rs
+		return rs, nil
+	}
+	nr := len(s.meta.Resident)
+	for t := info.Start; t < info.End; t++ {
+		i, ok := s.resAt[t]
+		if !ok {
+			return rowSet{}, fmt.Errorf("%w: quality: token %d of unfactored span %d has no stored row", format.ErrCorruption, t, sp)
+		}
+		copy(rs.k[(t-info.Start)*hd:], s.resK[layer][(head*nr+i)*hd:(head*nr+i+1)*hd])
+		copy(rs.v[(t-info.Start)*hd:], s.resV[layer][(head*nr+i)*hd:(head*nr+i+1)*hd])
 	}
 	s.recon[key] = rs
 	return rs, nil
 }
+
+// zoomable reports whether span sp's rows not resident at a budget can be
+// zoomed in: a factored span's always, an unfactored one's with rawZoom.
+func (s *spanStore) zoomable(sp int) bool { return s.meta.Spans[sp].Factored || s.rawZoom }
 
 // spanMethod is span memory at one budget.
 type spanMethod struct {
@@ -154,22 +186,16 @@ func newSpanMethod(s *spanStore, h []float32, b int, share float64, summaries bo
 	sm := &spanMethod{s: s, zoomer: s, rt: *s.rt, summaries: summaries, resident: make([]bool, meta.Tokens)}
 	keep := keptAnchors(meta, h, int(share*float64(b)))
 	for i, t := range meta.Resident {
-		if keep[t] || !meta.Spans[spanOf(meta, t)].Factored {
+		if keep[t] || !s.zoomable(spanOf(meta, t)) {
 			sm.resident[t] = true
 			sm.resIdx = append(sm.resIdx, i)
 		}
 	}
-	sm.rt.SpanTokens = make([]int, len(meta.Spans))
+	sm.countSpanTokens()
 	factored := 0
-	for sp, info := range meta.Spans {
-		if !info.Factored {
-			continue
-		}
-		factored++
-		for t := info.Start; t < info.End; t++ {
-			if !sm.resident[t] {
-				sm.rt.SpanTokens[sp]++
-			}
+	for _, info := range meta.Spans {
+		if info.Factored {
+			factored++
 		}
 	}
 	sm.fixedRows = float64(len(sm.resIdx))
@@ -182,6 +208,37 @@ func newSpanMethod(s *spanStore, h []float32, b int, share float64, summaries bo
 		sm.zoom = int64(math.Floor(left)) * int64(meta.KVHeads)
 	}
 	return sm
+}
+
+// countSpanTokens sets sm.rt.SpanTokens, per span the rows a zoom adds
+// (its zoomable rows not resident), and, with raw zoom, the bytes an
+// unfactored span's zoom moves (its rows, K and V, in the stored dtype).
+func (sm *spanMethod) countSpanTokens() {
+	meta := sm.s.meta
+	sm.rt.SpanTokens = make([]int, len(meta.Spans))
+	for sp, info := range meta.Spans {
+		if !sm.s.zoomable(sp) {
+			continue
+		}
+		for t := info.Start; t < info.End; t++ {
+			if !sm.resident[t] {
+				sm.rt.SpanTokens[sp]++
+			}
+		}
+	}
+	if !sm.s.rawZoom {
+		return
+	}
+	bytes := make([][]int64, len(sm.rt.SpanBytes))
+	for g, row := range sm.rt.SpanBytes {
+		bytes[g] = slices.Clone(row)
+		for sp, info := range meta.Spans {
+			if !info.Factored {
+				bytes[g][sp] = int64(2 * sm.rt.SpanTokens[sp] * sm.s.rowSize)
+			}
+		}
+	}
+	sm.rt.SpanBytes = bytes
 }
 
 // keptAnchors marks the anchors resident within limit rows: the sinks

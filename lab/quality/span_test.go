@@ -2,6 +2,7 @@ package quality
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
@@ -76,4 +77,80 @@ func TestSpanStoreRowDType(t *testing.T) {
 	if !(sizes[format.DTypeBF16] < sizes[format.DTypeF32]) {
 		t.Errorf("stored bytes: bf16 %d, f32 %d", sizes[format.DTypeBF16], sizes[format.DTypeF32])
 	}
+}
+
+// TestRawZoom: with the store's size rule (Config.SizeRule) a span left
+// unfactored is off the GPU like a factored one: only the kept anchors are
+// resident, so span memory fits a budget the unfactored rows alone would
+// pass, and a zoom into such a span moves its stored rows exact.
+func TestRawZoom(t *testing.T) {
+	m, files := longCtxOrSkip(t, 512)
+	filler, err := goBytes(files[0], 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd, err := NewNeedle(filler, 512, 1, 0.3, rand.New(rand.NewPCG(7, 8)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := nd.Tokens[:nd.Context]
+	n := len(ctx)
+	res, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := surprisal(res, n)
+	cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "rawzoom", SizeRule: true}
+	cfg.ensureDefaults()
+	s, err := newSpanStore(m, res.Cache, h, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	if !s.rawZoom {
+		t.Fatal("size rule without raw zoom")
+	}
+	b := n / 10
+	sm := newSpanMethod(s, h, b, cfg.AnchorShare, false)
+	if sm.over || sm.fixedRows > float64(b) {
+		t.Errorf("raw zoom at %d rows: %v resident, over %v", b, sm.fixedRows, sm.over)
+	}
+	s.rawZoom = false
+	gpu := newSpanMethod(s, h, b, cfg.AnchorShare, false)
+	s.rawZoom = true
+	hd, meta := m.HeadDim(), s.meta
+	raw := 0
+	for sp, info := range meta.Spans {
+		if info.Factored || sm.rt.SpanTokens[sp] == 0 {
+			continue
+		}
+		raw++
+		if gpu.rt.SpanTokens[sp] != 0 {
+			t.Errorf("span %d unfactored: %d rows to zoom without raw zoom", sp, gpu.rt.SpanTokens[sp])
+		}
+		for l, kv := range res.Cache.Layers {
+			for g := range m.KVHeads {
+				rs, err := s.span(l, g, sp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for tok := info.Start; tok < info.End; tok++ {
+					for j := range hd {
+						i := (tok - info.Start) * hd
+						if rs.k[i+j] != kv.K[(g*n+tok)*hd+j] || rs.v[i+j] != kv.V[(g*n+tok)*hd+j] {
+							t.Fatalf("span %d layer %d head %d token %d: zoomed row is not the prefill's", sp, l, g, tok)
+						}
+					}
+				}
+			}
+		}
+	}
+	if raw == 0 {
+		t.Fatalf("no unfactored span with rows to zoom among %d spans: the test needs one", len(meta.Spans))
+	}
+	if !(gpu.fixedRows > sm.fixedRows) {
+		t.Errorf("resident rows: %v with unfactored spans on the GPU, %v with raw zoom", gpu.fixedRows, sm.fixedRows)
+	}
+	t.Logf("%d tokens, %d spans (%d unfactored with rows to zoom), budget %d: resident %v with raw zoom, %v without",
+		n, len(meta.Spans), raw, b, sm.fixedRows, gpu.fixedRows)
 }
