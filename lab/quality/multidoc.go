@@ -174,8 +174,10 @@ func cutLines(text []byte, n, lo int, rng *rand.Rand) []byte {
 type MultiDocScore struct {
 	NeedleScore
 	// KL is the mean KL(full || method) over the question's and value's
-	// positions (0 for full recompute).
-	KL float64
+	// positions (0 for full recompute); QuestionKL over the positions that
+	// predict the question's tokens after its first, ValueKL over those
+	// that predict the value's bytes and the byte after them.
+	KL, QuestionKL, ValueKL float64
 	// Rank is the needle document's index among Docs of them.
 	Rank, Docs int
 }
@@ -203,9 +205,11 @@ func (r *MultiDocRow) sorted(f func(MultiDocScore) float64) []float64 {
 	return v
 }
 
-func logProb(s MultiDocScore) float64 { return s.LogProb }
-func top1(s MultiDocScore) float64    { return s.Top1 }
-func kl(s MultiDocScore) float64      { return s.KL }
+func logProb(s MultiDocScore) float64    { return s.LogProb }
+func top1(s MultiDocScore) float64       { return s.Top1 }
+func kl(s MultiDocScore) float64         { return s.KL }
+func questionKL(s MultiDocScore) float64 { return s.QuestionKL }
+func valueKL(s MultiDocScore) float64    { return s.ValueKL }
 
 // LogProb and Top1 are the means over requests of the value's per-byte
 // log-prob and top-1; KL the mean KL.
@@ -236,6 +240,14 @@ func (r *MultiDocRow) WorstTop1() float64     { return r.sorted(top1)[0] }
 func (r *MultiDocRow) MedianKL() float64      { return median(r.sorted(kl)) }
 func (r *MultiDocRow) WorstKL() float64       { v := r.sorted(kl); return v[len(v)-1] }
 
+// QuestionKL and ValueKL are the means over requests of the KL on the
+// question's and on the value's positions (MultiDocScore), the Median
+// ones their medians.
+func (r *MultiDocRow) QuestionKL() float64       { return r.mean(questionKL) }
+func (r *MultiDocRow) ValueKL() float64          { return r.mean(valueKL) }
+func (r *MultiDocRow) MedianQuestionKL() float64 { return median(r.sorted(questionKL)) }
+func (r *MultiDocRow) MedianValueKL() float64    { return median(r.sorted(valueKL)) }
+
 // RankTop1 is Top1 over the requests whose needle is in the first
 // document, an inner one and the last, and how many there are of each.
 func (r *MultiDocRow) RankTop1() (top [3]float64, n [3]int) {
@@ -263,10 +275,23 @@ func scoreMultiDoc(r *MultiDocRequest, full, got [][]float32) MultiDocScore {
 	cont := r.Continuation()
 	nd := &Needle{Tokens: cont, Query: len(r.Question), ValueLen: len(r.Value)}
 	s := MultiDocScore{NeedleScore: scoreNeedle(nd, got), Rank: r.Needle, Docs: len(r.Docs)}
+	q := len(r.Question) - 1 // positions before q predict the question's tokens
 	for i := range got {
-		s.KL += llama.LogitsKL(full[i], got[i])
+		d := llama.LogitsKL(full[i], got[i])
+		s.KL += d
+		if i < q {
+			s.QuestionKL += d
+		} else {
+			s.ValueKL += d
+		}
 	}
 	s.KL /= float64(len(got))
+	if q > 0 {
+		s.QuestionKL /= float64(q)
+	}
+	if n := len(got) - max(q, 0); n > 0 {
+		s.ValueKL /= float64(n)
+	}
 	return s
 }
 

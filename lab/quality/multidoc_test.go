@@ -61,6 +61,17 @@ func TestMultiDocRetrieval(t *testing.T) {
 	if full.KL() != 0 || !(plain.KL() > 0) || !(blend.KL() > 0) {
 		t.Errorf("KL: full %v, packets %v, cacheblend %v: want 0, > 0 and > 0", full.KL(), plain.KL(), blend.KL())
 	}
+	// The question's and the value's positions split each request's KL.
+	for i, s := range plain.Scores {
+		r := reqs[i]
+		q, n := float64(len(r.Question)-1), float64(len(r.Question)+len(r.Value))
+		if d := math.Abs(s.QuestionKL*q + s.ValueKL*(n-q) - s.KL*n); !(d <= 1e-9*n) || !(s.QuestionKL > 0) || !(s.ValueKL > 0) {
+			t.Errorf("request %d: KL %v over %v positions, question %v over %v, value %v: the parts do not add up", i, s.KL, n, s.QuestionKL, q, s.ValueKL)
+		}
+		if f := full.Scores[i]; f.QuestionKL != 0 || f.ValueKL != 0 {
+			t.Errorf("request %d: full recompute's question KL %v, value KL %v, want 0", i, f.QuestionKL, f.ValueKL)
+		}
+	}
 	// Requests measured at once give the same rows; an adapter's packets
 	// are compressed as the plain ones are.
 	nl, err := adapter.InitToken(m, 1, 0, '\n')

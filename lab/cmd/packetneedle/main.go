@@ -217,4 +217,13 @@ func printRecovered(rows []quality.MultiDocRow) {
 		fmt.Printf("| %s | %.3f | %s | %s | %s | %s |\n", r.Method, dev(&r), share(r.LogProb(), plain.LogProb(), full.LogProb()),
 			share(dev(&r), dev(plain), 0), share(r.KL(), plain.KL(), full.KL()), share(r.MedianKL(), plain.MedianKL(), full.MedianKL()))
 	}
+	fmt.Println()
+	fmt.Println("KL on the positions that predict the question's tokens and on those that predict the value's bytes (and the byte after), mean / median over requests, and the share of the packets' median each method closes:")
+	fmt.Println()
+	fmt.Println("| method | question KL mean / median | value KL mean / median | gap closed: question median | value median |")
+	fmt.Println("|---|---|---|---:|---:|")
+	for _, r := range rows[1:] {
+		fmt.Printf("| %s | %.3f / %.3f | %.3f / %.3f | %s | %s |\n", r.Method, r.QuestionKL(), r.MedianQuestionKL(), r.ValueKL(), r.MedianValueKL(),
+			share(r.MedianQuestionKL(), plain.MedianQuestionKL(), 0), share(r.MedianValueKL(), plain.MedianValueKL(), 0))
+	}
 }
