@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/lab/llama"
 )
 
 var boundMethods = []string{MethodSpanBound, MethodSpanBoundWindow, MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow,
@@ -81,21 +80,7 @@ func TestSpanBound(t *testing.T) {
 // each resident row raises the score of the zoomable span it lies in and
 // of the one starting right after it, no other.
 func TestAnchorNear(t *testing.T) {
-	m, files := longCtxOrSkip(t, 512)
-	filler, err := goBytes(files[0], 512)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nd, err := NewNeedle(filler, 512, 1, 0.3, rand.New(rand.NewPCG(7, 8)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := nd.Tokens[:nd.Context]
-	res, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := surprisal(res, len(ctx))
+	m, ctx, res, h := needlePrefill(t)
 	cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "anchor"}
 	cfg.ensureDefaults()
 	s, err := newSpanStore(m, res.Cache, h, &cfg)

@@ -103,3 +103,25 @@ func TestLongCtxNeedleLayout(t *testing.T) {
 		t.Errorf("definition at depth %v (Depth %v), want about 0.5", d, nd.Depth)
 	}
 }
+
+// needlePrefill is a single needle in a 512-byte window of gocode-2k (the
+// definition at depth 0.3 of a strings or bytes test file) prefilled: the
+// model, the context's tokens, its prefill and its surprisal.
+func needlePrefill(t *testing.T) (*llama.Model, []int, *llama.Result, []float32) {
+	t.Helper()
+	m, files := longCtxOrSkip(t, 512)
+	filler, err := goBytes(files[0], 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd, err := NewNeedle(filler, 512, 1, 0.3, rand.New(rand.NewPCG(7, 8)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := nd.Tokens[:nd.Context]
+	res, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, ctx, res, surprisal(res, len(ctx))
+}

@@ -2,7 +2,6 @@ package quality
 
 import (
 	"math"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
@@ -84,22 +83,8 @@ func TestSpanStoreRowDType(t *testing.T) {
 // resident, so span memory fits a budget the unfactored rows alone would
 // pass, and a zoom into such a span moves its stored rows exact.
 func TestRawZoom(t *testing.T) {
-	m, files := longCtxOrSkip(t, 512)
-	filler, err := goBytes(files[0], 512)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nd, err := NewNeedle(filler, 512, 1, 0.3, rand.New(rand.NewPCG(7, 8)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := nd.Tokens[:nd.Context]
+	m, ctx, res, h := needlePrefill(t)
 	n := len(ctx)
-	res, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := surprisal(res, n)
 	cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "rawzoom", SizeRule: true}
 	cfg.ensureDefaults()
 	s, err := newSpanStore(m, res.Cache, h, &cfg)
