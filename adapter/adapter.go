@@ -87,19 +87,44 @@ func InitToken(m Model, nh, nt, bos int) (*Adapter, error) {
 	if nh < 0 || nt < 0 || nh > 1<<16 || nt > 1<<16 {
 		return nil, fmt.Errorf("%w: adapter: %d header and %d trailer rows", format.ErrInvalidArgument, nh, nt)
 	}
-	d := m.EmbeddingDim()
-	b, err := m.AppendEmbeddings(nil, []int{bos})
-	if err != nil {
+	if _, err := m.AppendEmbeddings(nil, []int{bos}); err != nil {
 		return nil, err
 	}
-	mean, _ := m.EmbeddingStats()
-	if d <= 0 || len(b) != d || len(mean) != d {
-		return nil, fmt.Errorf("%w: adapter: a token embedding of %d and statistics of %d values for a model of width %d",
-			format.ErrInvalidArgument, len(b), len(mean), d)
+	text := make([]int, nh)
+	for i := range text {
+		text[i] = bos
 	}
-	a := &Adapter{Dim: d, Header: make([]float32, nh*d), Trailer: make([]float32, nt*d), HideHeader: true}
-	for i := range a.Header {
-		a.Header[i] = b[i%d]
+	return initHidden(m, text, nt)
+}
+
+// InitText returns an untrained adapter for m whose hidden header is the
+// input embeddings of text, one row per token, and whose nt trailer rows
+// are the mean embedding row: every document is prefilled after the same
+// text, whose rows are then dropped (HideHeader), so a cut from the middle
+// of a file starts in a context like the one it was cut from. The header
+// costs len(text) rows of prefill per document and no stored row.
+func InitText(m Model, text []int, nt int) (*Adapter, error) {
+	if len(text) == 0 || len(text) > 1<<16 || nt < 0 || nt > 1<<16 {
+		return nil, fmt.Errorf("%w: adapter: a header text of %d tokens and %d trailer rows", format.ErrInvalidArgument, len(text), nt)
+	}
+	return initHidden(m, text, nt)
+}
+
+// initHidden is the adapter whose hidden header rows are text's input
+// embeddings and whose nt trailer rows are the mean embedding row.
+func initHidden(m Model, text []int, nt int) (*Adapter, error) {
+	d := m.EmbeddingDim()
+	mean, _ := m.EmbeddingStats()
+	if d <= 0 || len(mean) != d {
+		return nil, fmt.Errorf("%w: adapter: statistics of %d values for a model of width %d", format.ErrInvalidArgument, len(mean), d)
+	}
+	a := &Adapter{Dim: d, Header: make([]float32, 0, len(text)*d), Trailer: make([]float32, nt*d), HideHeader: true}
+	var err error
+	if a.Header, err = m.AppendEmbeddings(a.Header, text); err != nil {
+		return nil, err
+	}
+	if len(a.Header) != len(text)*d {
+		return nil, fmt.Errorf("%w: adapter: %d embedding values for %d tokens of width %d", format.ErrInvalidArgument, len(a.Header), len(text), d)
 	}
 	for i := range a.Trailer {
 		a.Trailer[i] = float32(mean[i%d])

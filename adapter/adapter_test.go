@@ -234,3 +234,52 @@ func TestInitTokenHiddenHeader(t *testing.T) {
 		t.Fatalf("a token outside the vocabulary: %v", err)
 	}
 }
+
+// InitText's header rows are the text's embeddings, one per token, hidden;
+// an empty text or a token outside the vocabulary is refused.
+func TestInitText(t *testing.T) {
+	m := testModel(t)
+	text := []int{3, 7, 7, 2}
+	a, err := InitText(m, text, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.HeaderRows() != len(text) || a.TrailerRows() != 1 || !a.HideHeader || a.StoredHeaderRows() != 0 {
+		t.Fatalf("%d header rows (%d stored), %d trailer, hide %v", a.HeaderRows(), a.StoredHeaderRows(), a.TrailerRows(), a.HideHeader)
+	}
+	emb, _ := m.Embed(text)
+	for r := range text {
+		for j := range m.Dim {
+			if a.Header[r*m.Dim+j] != emb[r][j] {
+				t.Fatalf("header row %d value %d is not token %d's embedding", r, j, text[r])
+			}
+		}
+	}
+	// A document prefilled after the text keeps the rows the full
+	// [text; doc] prefill gives it.
+	doc := []int{4, 5, 6}
+	c := prefillCache(t, m, a, doc)
+	full, err := m.Forward(append(append([]int(nil), text...), doc...), 0, nil, llama.ForwardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := full.Cache.Slice(len(text), len(text)+len(doc))
+	if err := want.Shift(m.RoPE(), -int64(len(text))); err != nil {
+		t.Fatal(err)
+	}
+	for l := range want.Layers {
+		for i, v := range want.Layers[l].V {
+			if math.Abs(float64(v-c.Layers[l].V[i])) > 1e-5 || math.Abs(float64(want.Layers[l].K[i]-c.Layers[l].K[i])) > 1e-5 {
+				t.Fatalf("layer %d value %d: %v %v, the text's prefill gives %v %v", l, i, c.Layers[l].K[i], c.Layers[l].V[i], want.Layers[l].K[i], v)
+			}
+		}
+	}
+	for _, bad := range [][]int{nil, {1, 99}, {-1}} {
+		if _, err := InitText(m, bad, 0); !errors.Is(err, format.ErrInvalidArgument) {
+			t.Fatalf("text %v: %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+	if _, err := InitToken(m, 0, 0, 99); !errors.Is(err, format.ErrInvalidArgument) {
+		t.Fatalf("token outside the vocabulary: %v", err)
+	}
+}

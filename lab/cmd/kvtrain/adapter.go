@@ -74,6 +74,9 @@ func trainAdapter(ctx context.Context, m *llama.Model, f *adapterFlags, p *progr
 	if o.Init, err = f.initial(m); err != nil {
 		return nil, err
 	}
+	if f.epochs == 0 && !f.baseline {
+		return &train.Result{Adapter: o.Init}, nil
+	}
 	exs, err := f.examples(ctx, m, src, p)
 	if err != nil {
 		return nil, err
@@ -82,6 +85,9 @@ func trainAdapter(ctx context.Context, m *llama.Model, f *adapterFlags, p *progr
 		if err := baseline(m, o.Init, exs, p); err != nil {
 			return nil, err
 		}
+	}
+	if f.epochs == 0 {
+		return &train.Result{Adapter: o.Init}, nil
 	}
 	p.stage(fmt.Sprintf("training on %d examples", len(exs)))
 	o.Progress = func(g train.Progress) {

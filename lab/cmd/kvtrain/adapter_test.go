@@ -141,6 +141,34 @@ func TestAdapterTrainInitToken(t *testing.T) {
 	}
 }
 
+// --init text starts from a hidden header of a file's bytes; --epochs 0
+// stores it untrained, and --baseline still measures it.
+func TestAdapterInitText(t *testing.T) {
+	model := testenv.ModelFile(t, "stories260K.bin")
+	dir := t.TempDir()
+	text := filepath.Join(t.TempDir(), "header.txt")
+	if err := os.WriteFile(text, []byte("\x01ab\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, res := trainJSON(t, "--dir", dir, "--create", "--model", model, "--init", "text", "--init-text", text, "--epochs", "0",
+		"--trailer", "0", "--requests", "2", "--doc-len", "4", "--question-len", "2", "--answer", "2", "--baseline")
+	if !strings.Contains(res.stderr, "with the initial adapter") {
+		t.Fatalf("--baseline printed no initial loss: %q", res.stderr)
+	}
+	a := storedAdapter(t, dir, model, rep.ID)
+	m, _, err := (&modelFlags{path: model, dtype: "f32"}).load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := adapter.InitText(m, []int{1, 'a', 'b', '\n'}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.HideHeader || a.HeaderRows() != 4 || a.ID() != want.ID() || len(rep.EpochLoss) != 0 {
+		t.Fatalf("stored hide=%v, %d header rows, id %s (want %s), epoch losses %v", a.HideHeader, a.HeaderRows(), a.ID(), want.ID(), rep.EpochLoss)
+	}
+}
+
 // Bad usage exits 2 with a message and stores nothing; a --dir that holds
 // no store is a failure without --create, and creates nothing.
 func TestAdapterUsage(t *testing.T) {
@@ -159,7 +187,10 @@ func TestAdapterUsage(t *testing.T) {
 		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--bogus"}, exitUsage},
 		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--dtype", "int8"}, exitUsage},
 		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--docs-min", "3", "--docs-max", "2"}, exitUsage},
-		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--epochs", "0"}, exitUsage},
+		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--epochs", "-1"}, exitUsage},
+		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--init", "text"}, exitUsage},
+		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--init-text", model}, exitUsage},
+		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--init", "text", "--init-text", none}, exitUsage},
 		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--lr", "0"}, exitUsage},
 		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--loss-on", "question"}, exitUsage},
 		{[]string{"adapter", "--dir", dir, "--create", "--model", model, "--loss-on", "value"}, exitUsage},

@@ -24,6 +24,7 @@ type adapterFlags struct {
 	shape              string
 	lossOn             string
 	initFile, epochDir string
+	initText           string
 	docMin             int
 	baseline           bool
 	initToken          int
@@ -48,7 +49,8 @@ func (f *adapterFlags) define(fs *pflag.FlagSet) {
 	fs.StringVar(&f.epochDir, "epoch-dir", "", "write the adapter after every epoch to DIR/epoch-N.safetensors (N from 1), to resume from with --init-file or evaluate")
 	fs.BoolVar(&f.baseline, "baseline", false, "before training, print to stderr the training examples' loss with no adapter and with the initial one")
 	fs.IntVar(&f.initToken, "init-token", train.BOS, "the token whose embedding --init token starts the header rows from (default BOS; 10, a newline, for byte-level models that read documents as cuts of a longer text)")
-	fs.StringVar(&f.init, "init", "stats", "starting point: 'stats' (the reference's rows drawn from N(mean, std) of the embeddings, header and trailer visible) or 'token' (header rows BOS's embedding, hidden from the question; trailer rows the mean embedding)")
+	fs.StringVar(&f.init, "init", "stats", "starting point: 'stats' (the reference's rows drawn from N(mean, std) of the embeddings, header and trailer visible), 'token' (header rows BOS's embedding, hidden from the question; trailer rows the mean embedding) or 'text' (a hidden header of --init-text's bytes, one row per byte; --header is then its length)")
+	fs.StringVar(&f.initText, "init-text", "", "--init text: a file whose bytes (byte-level models: one token per byte) every document is prefilled after, their rows then dropped")
 	fs.IntVar(&f.header, "header", 8, "header rows N_h")
 	fs.IntVar(&f.trailer, "trailer", 8, "trailer rows N_t")
 	fs.IntVar(&f.requests, "requests", 64, "training requests")
@@ -57,7 +59,7 @@ func (f *adapterFlags) define(fs *pflag.FlagSet) {
 	fs.IntVar(&f.docLen, "doc-len", 24, "tokens per document")
 	fs.IntVar(&f.qLen, "question-len", 8, "tokens per question")
 	fs.IntVar(&f.answer, "answer", 4, "greedy answer tokens the loss covers")
-	fs.IntVar(&f.epochs, "epochs", 30, "epochs")
+	fs.IntVar(&f.epochs, "epochs", 30, "epochs (0: store the initial adapter untrained)")
 	fs.IntVar(&f.batch, "batch", 1, "examples per step")
 	fs.IntVar(&f.workers, "workers", 1, "goroutines computing a batch's examples (the result does not depend on it)")
 	fs.Float64Var(&f.lr, "lr", 5e-4, "peak learning rate, decayed linearly to 0")
@@ -68,8 +70,10 @@ func (f *adapterFlags) define(fs *pflag.FlagSet) {
 // the model loads.
 func (f *adapterFlags) check() error {
 	switch {
-	case f.init != "stats" && f.init != "token":
-		return fmt.Errorf("%w: --init %q: want stats or token", errUsage, f.init)
+	case f.init != "stats" && f.init != "token" && f.init != "text":
+		return fmt.Errorf("%w: --init %q: want stats, token or text", errUsage, f.init)
+	case (f.init == "text") != (f.initText != ""):
+		return fmt.Errorf("%w: --init text and --init-text FILE go together", errUsage)
 	case f.shape != "chunks" && f.shape != "needle":
 		return fmt.Errorf("%w: --shape %q: want chunks or needle", errUsage, f.shape)
 	case f.lossOn != "all" && f.lossOn != "value" && f.lossOn != "both":
@@ -80,8 +84,8 @@ func (f *adapterFlags) check() error {
 		return fmt.Errorf("%w: --shape needle needs --data DIR and 48 <= --doc-min <= --doc-len", errUsage)
 	case f.requests < 1 || f.docsMin < 1 || f.docsMax < f.docsMin || f.docLen < 1 || f.qLen < 1 || f.answer < 1 || f.header < 0 || f.trailer < 0:
 		return fmt.Errorf("%w: --requests, --docs-min, --doc-len, --question-len, --answer must be >= 1, --docs-max >= --docs-min, rows >= 0", errUsage)
-	case f.epochs < 1 || f.batch < 1 || f.workers < 1 || !(f.lr > 0):
-		return fmt.Errorf("%w: --epochs, --batch and --workers must be >= 1, --lr > 0", errUsage)
+	case f.epochs < 0 || f.batch < 1 || f.workers < 1 || !(f.lr > 0):
+		return fmt.Errorf("%w: --epochs must be >= 0, --batch and --workers >= 1, --lr > 0", errUsage)
 	}
 	return nil
 }

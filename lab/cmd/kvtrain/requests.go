@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 
 	"github.com/kvstore/kvstore/adapter"
 	"github.com/kvstore/kvstore/lab/llama"
@@ -98,8 +99,27 @@ func (f *adapterFlags) initial(m *llama.Model) (*adapter.Adapter, error) {
 		}
 		return a, err
 	}
-	if f.init != "token" {
-		return nil, nil
+	switch f.init {
+	case "text":
+		b, err := os.ReadFile(f.initText)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --init-text: %w", errUsage, err)
+		}
+		text := make([]int, len(b))
+		for i, c := range b {
+			text[i] = int(c)
+		}
+		a, err := adapter.InitText(m, text, f.trailer)
+		if err != nil {
+			return nil, fmt.Errorf("--init-text %s: %w", f.initText, err)
+		}
+		return a, nil
+	case "token":
+	default:
+		if f.epochs > 0 {
+			return nil, nil // train.Train draws the reference's rows
+		}
+		return adapter.Init(m, f.header, f.trailer, f.seed)
 	}
 	if f.initToken < 0 || f.initToken >= m.Vocab {
 		return nil, fmt.Errorf("%w: --init-token %d outside the vocabulary [0, %d)", errUsage, f.initToken, m.Vocab)
