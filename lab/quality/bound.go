@@ -62,6 +62,11 @@ type boundSpan struct {
 	// lies in and the one it ends before, -1 where none.
 	near [][2]int
 	win  *windowed // the recent window, or nil
+	// layerZoom, when set, is each layer's zoom rows in place of
+	// spanMethod.zoom, and routed the (layer, KV head)s that zoom (nil:
+	// all): MethodSpanHeads zooms its retrieval heads only.
+	layerZoom []int64
+	routed    []bool
 	// check, when set, is told at every scoring of each bounded span the
 	// bound and the largest true logit (q . k, unscaled) of its rows.
 	check func(bound, logit float64)
@@ -358,11 +363,22 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 	sm := bs.spanMethod
 	meta := sm.s.meta
 	z := &reconstruct.ZoomSet{Spans: make([][]int, meta.Layers*meta.KVHeads)}
-	if sm.zoom > 0 {
+	zoom := sm.zoom
+	if bs.layerZoom != nil {
+		zoom = bs.layerZoom[a.Layer]
+	}
+	if zoom > 0 {
 		scores := bs.scores(a)
+		for gi, r := range bs.routed {
+			if !r {
+				for sp := range scores[gi] {
+					scores[gi][sp] = float32(math.NaN())
+				}
+			}
+		}
 		var err error
 		if z, err = reconstruct.Select(scores, noTau(len(scores)), sm.rt.SpanTokens, nil,
-			reconstruct.Budget{Tokens: sm.zoom, Fill: true}); err != nil {
+			reconstruct.Budget{Tokens: zoom, Fill: true}); err != nil {
 			return nil, err
 		}
 	}

@@ -47,6 +47,13 @@ type LongConfig struct {
 	// MethodSpanBoundCh's channels (0: DefaultBoundChannels).
 	Bound         bool
 	BoundChannels int
+	// Retrieval, when not nil, marks per (layer, KV head) (index
+	// layer*KVHeads+head) the retrieval heads of MethodSpanHeads (heads.go;
+	// RetrievalHeads picks them from HeadRetrieval on training needles),
+	// which it adds; StreamShare is the share of the budget a streaming
+	// head keeps (0: DefaultStreamShare).
+	Retrieval   []bool
+	StreamShare float64
 	// Only, when not empty, keeps of the methods above these (full KV is
 	// always measured).
 	Only []string
@@ -75,6 +82,15 @@ func (c *LongConfig) defaults() error {
 	c.Span.ensureDefaults()
 	if err := c.Span.validate(); err != nil {
 		return err
+	}
+	if c.StreamShare == 0 {
+		c.StreamShare = DefaultStreamShare
+	}
+	if !(c.StreamShare > 0 && c.StreamShare <= 1) {
+		return fmt.Errorf("%w: quality: stream share %v", prune.ErrInvalidArgument, c.StreamShare)
+	}
+	if g := c.Model.Layers * c.Model.KVHeads; c.Retrieval != nil && len(c.Retrieval) != g {
+		return fmt.Errorf("%w: quality: %d retrieval flags for %d KV heads", prune.ErrInvalidArgument, len(c.Retrieval), g)
 	}
 	for _, f := range c.Budgets {
 		if !(f > 0 && f <= 1) {
@@ -160,6 +176,7 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 			run := methodRun{Budget: f, Method: name, Limit: float64(b)}
 			var meth method
 			var sm *spanMethod // a span method's memory: its rows are counted as it zooms
+			var hs *headSplit
 			switch name {
 			case MethodWindow, MethodTop:
 				tokens := windowTokens(n, b)
@@ -200,6 +217,11 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 			case MethodSpan, MethodSpanSum:
 				sm = newSpanMethod(s, h, b, c.Span.AnchorShare, name == MethodSpanSum)
 				meth = sm
+			case MethodSpanHeads:
+				if hs, err = newHeadSplit(s, h, cache, b, c.Span.AnchorShare, c.StreamShare, c.Retrieval); err != nil {
+					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
+				}
+				meth = hs
 			}
 			if meth == nil { // a method this configuration does not measure
 				continue
@@ -209,6 +231,9 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 			}
 			if sm != nil {
 				run.Rows, run.Over = max(sm.stats.maxRows, sm.fixedRows), sm.over
+			}
+			if hs != nil {
+				run.Rows, run.Over = max(hs.maxRows, hs.fixed), hs.fixed > float64(b)
 			}
 			out = append(out, run)
 		}

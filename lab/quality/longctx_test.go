@@ -102,6 +102,9 @@ func TestLongCtxNeedleLayout(t *testing.T) {
 	if d := float64(at+2) / 512; d < 0.45 || d > 0.5+2*35.0/512 || d != nd.Depth {
 		t.Errorf("definition at depth %v (Depth %v), want about 0.5", d, nd.Depth)
 	}
+	if got := string(b[nd.Def[0]-1 : nd.Def[1]-1]); got != def[1:] {
+		t.Errorf("Def holds %q, want %q", got, def[1:])
+	}
 }
 
 // needlePrefill is a single needle in a 512-byte window of gocode-2k (the

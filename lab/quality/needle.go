@@ -91,6 +91,9 @@ type Needle struct {
 	// Depth is where the recalled definition starts, as a fraction of the
 	// window.
 	Depth float64
+	// Def is the recalled definition line's tokens, Tokens[Def[0]:Def[1]]
+	// (its newline included).
+	Def [2]int
 }
 
 // NewNeedle builds a needle of at most window tokens from filler (whole
@@ -142,7 +145,11 @@ func NewNeedle(filler []byte, window, keys int, depth float64, rng *rand.Rand) (
 		if i == 0 {
 			nd.Depth = float64(len(nd.Tokens)) / float64(window)
 		}
+		start := len(nd.Tokens)
 		nd.Tokens = appendBytes(nd.Tokens, []byte(defLine(defs[i].name, defs[i].value)))
+		if i == 0 {
+			nd.Def = [2]int{start, len(nd.Tokens)}
+		}
 	}
 	nd.Tokens = appendBytes(nd.Tokens, body[at:])
 	nd.Context, nd.Query, nd.ValueLen = len(nd.Tokens), len(recall), len(defs[0].value)

@@ -344,6 +344,9 @@ func (c *LongConfig) methods() []string {
 		extra = append(extra, MethodSpanBound, MethodSpanBoundWindow, MethodSpanBoundCh, MethodSpanBoundChWindow, MethodSpanMeanKey, MethodSpanMeanKeyWindow,
 			MethodSpanAnchor, MethodSpanAnchorWindow, MethodSpanAnchorBoundCh)
 	}
+	if c.Retrieval != nil {
+		extra = append(extra, MethodSpanHeads)
+	}
 	out := append([]string(nil), LongMethods[:len(LongMethods)-1]...)
 	out = append(append(out, extra...), LongMethods[len(LongMethods)-1])
 	if len(c.Only) == 0 {

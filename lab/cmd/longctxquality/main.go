@@ -14,6 +14,10 @@
 // "Key bounds"); -boundwhy prints instead, on -needles single needles,
 // the teacher's attention mass each routing signal's zoom captures.
 //
+// -heads adds span memory on the retrieval heads only, a recent window on
+// the others (docs/quality.md, "Retrieval heads"), the heads measured first
+// on training needles.
+//
 // -gpuzoom prints instead docs/quality.md's "GPU zoom path" table: on
 // -needles single needles, span memory's zoom rebuilt through gpu.Prefetcher
 // and the reconstruct kernel (the CUDA device with KVSTORE_GPU=1, else the
@@ -49,6 +53,7 @@ func main() {
 	lookahead := flag.Int("lookahead", 0, "-gpuzoom: spans per KV head prefetched beyond the zoomed ones")
 	var ro routerFlags
 	ro.define()
+	heads.define()
 	only := flag.String("methods", "", "comma-separated: measure only these methods (and full KV)")
 	anchorShare := flag.Float64("anchor-share", quality.DefaultAnchorShare, "span memory: the most of the budget its resident anchors take")
 	anchorAlpha := flag.Float64("anchor-alpha", 0, "span memory: tokens above mean + this many standard deviations of surprisal are anchors (0: segment's default)")
@@ -95,6 +100,10 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	lc := quality.LongConfig{Model: m, Budgets: budgets, Oracle: ro.oracle, Bound: ro.bound, BoundChannels: ro.channels, Span: span, Only: only,
 		SpanSize: func(s store.SpanSize) { sizes = append(sizes, s) }}
 	if lc.Routers, err = ro.load(m, p); err != nil {
+		return err
+	}
+	lc.StreamShare = heads.stream
+	if lc.Retrieval, err = heads.retrieval(lc, window); err != nil {
 		return err
 	}
 	if ro.why {
@@ -166,7 +175,10 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 }
 
 // zoom is the -gpuzoom flags.
-var zoom gpuZoomFlags
+var (
+	zoom  gpuZoomFlags
+	heads headFlags
+)
 
 type gpuZoomFlags struct {
 	on        bool

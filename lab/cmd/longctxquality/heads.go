@@ -1,0 +1,58 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/kvstore/kvstore/lab/quality"
+	"github.com/kvstore/kvstore/lab/train"
+)
+
+// headFlags select span+heads: -heads N training needles measure which
+// KV heads retrieve (quality.HeadRetrieval), before any table.
+type headFlags struct {
+	n      int
+	seed   uint64
+	mass   float64
+	stream float64
+}
+
+func (h *headFlags) define() {
+	flag.IntVar(&h.n, "heads", 0, "add span+heads (span memory on the retrieval heads, a recent window on the others), the retrieval heads measured first on this many single needles of non-test Go (training text, not the tables')")
+	flag.Uint64Var(&h.seed, "heads-seed", 99, "-heads: seed of the training needles")
+	flag.Float64Var(&h.mass, "retrieval-mass", quality.DefaultRetrievalMass, "-heads: a KV head whose attention on the needle's definition line is at least this share is a retrieval head")
+	flag.Float64Var(&h.stream, "stream-share", quality.DefaultStreamShare, "span+heads: the share of the budget a streaming head keeps (sinks and the last rows)")
+}
+
+// retrieval measures the retrieval heads on -heads needles of non-test Go
+// under GOROOT/src, printing each KV head's mass; nil without -heads.
+func (h *headFlags) retrieval(lc quality.LongConfig, window int) ([]bool, error) {
+	if h.n == 0 {
+		return nil, nil
+	}
+	root, err := quality.GoSrcDir("")
+	if err != nil {
+		return nil, err
+	}
+	files, err := train.SourceFiles(root, ".go", train.NotTest, window)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "retrieval heads: %d training needles from %d non-test files\n", h.n, len(files))
+	mass, err := quality.HeadRetrievalOn(quality.NeedleConfig{LongConfig: lc, Files: files, Window: window, Needles: h.n, Seed: h.seed})
+	if err != nil {
+		return nil, fmt.Errorf("-heads: %w", err)
+	}
+	heads := quality.RetrievalHeads(mass, h.mass)
+	fmt.Printf("Retrieval heads (attention on the definition line, %d needles of non-test Go, seed %d; retrieval at >= %.2f):\n", h.n, h.seed, h.mass)
+	for gi, v := range mass {
+		mark := ""
+		if heads[gi] {
+			mark = " retrieval"
+		}
+		fmt.Printf("  layer %d, KV head %d: %.3f%s\n", gi/lc.Model.KVHeads, gi%lc.Model.KVHeads, v, mark)
+	}
+	fmt.Println()
+	return heads, nil
+}

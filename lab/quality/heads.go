@@ -1,0 +1,179 @@
+package quality
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/lab/llama"
+)
+
+// Span memory on the retrieval heads only: DuoAttention's split of the KV
+// heads into retrieval heads, which read far back, and streaming heads,
+// which read the sinks and the recent rows, with SeKV's span memory in
+// place of DuoAttention's full KV on the retrieval heads. Which heads
+// retrieve is measured once per model, offline, on needles of training
+// text (HeadRetrieval), never on the context being decoded.
+//
+// The budget is the model's: B rows per (layer, KV head) on average, G*B
+// over its G KV heads. A streaming head keeps the sinks and the last rows,
+// W = StreamShare*B in all; the rest, (G*B - S*W)/R rows for each of the R
+// retrieval heads, is span+anchor memory (resident anchors, zoom by the
+// anchors' attention), the zoom of a layer shared by its retrieval heads
+// only. Rows are counted per step over every head and reported as the
+// mean per head.
+const MethodSpanHeads = "span+heads"
+
+// DefaultStreamShare is LongConfig.StreamShare's default.
+const DefaultStreamShare = 0.5
+
+// DefaultRetrievalMass is the HeadRetrieval share at or above which a head
+// is a retrieval head (RetrievalHeads).
+const DefaultRetrievalMass = 0.05
+
+// HeadRetrieval is, per (layer, KV head) (index layer*KVHeads+head), the
+// attention that full attention puts on each needle's recalled definition
+// line from the queries that predict its value (the recall line's last
+// token and the value's bytes but the last), averaged over the KV head's
+// query heads, those queries and the needles. Each needle is prefilled
+// whole up to its recall line, the recall line and value then forwarded
+// with their attention.
+func HeadRetrieval(m *llama.Model, needles []*Needle) ([]float64, error) {
+	if m == nil || len(needles) == 0 {
+		return nil, fmt.Errorf("%w: quality: head retrieval of %d needles", format.ErrInvalidArgument, len(needles))
+	}
+	per := m.Heads / m.KVHeads
+	out := make([]float64, m.Layers*m.KVHeads)
+	for i, nd := range needles {
+		n := nd.Context
+		if nd.Def[1] <= nd.Def[0] || nd.Def[1] > n || nd.Query < 1 || nd.ValueLen < 1 || n+nd.Query+nd.ValueLen > len(nd.Tokens) {
+			return nil, fmt.Errorf("%w: quality: needle %d: definition %v in a context of %d", format.ErrInvalidArgument, i, nd.Def, n)
+		}
+		pre, err := m.Forward(nd.Tokens[:n], 0, nil, llama.ForwardOptions{LastOnly: true})
+		if err != nil {
+			return nil, fmt.Errorf("quality: needle %d: %w", i, err)
+		}
+		res, err := m.Forward(nd.Tokens[n:n+nd.Query+nd.ValueLen-1], int64(n), pre.Cache, llama.ForwardOptions{Attention: true})
+		if err != nil {
+			return nil, fmt.Errorf("quality: needle %d: %w", i, err)
+		}
+		for l := range m.Layers {
+			for g := range m.KVHeads {
+				var s float64
+				for h := g * per; h < (g+1)*per; h++ {
+					for q := nd.Query - 1; q < nd.Query-1+nd.ValueLen; q++ {
+						for _, w := range res.Attention[l][h][q][nd.Def[0]:nd.Def[1]] {
+							s += float64(w)
+						}
+					}
+				}
+				out[l*m.KVHeads+g] += s / float64(per*nd.ValueLen*len(needles))
+			}
+		}
+	}
+	return out, nil
+}
+
+// HeadRetrievalOn is HeadRetrieval over cfg's single needles (Files,
+// Window, Needles, Seed; Progress told of each as it is made).
+func HeadRetrievalOn(cfg NeedleConfig) ([]float64, error) {
+	if cfg.Model == nil {
+		return nil, fmt.Errorf("%w: quality: head retrieval: no model", format.ErrInvalidArgument)
+	}
+	cfg.Keys = 1
+	var needles []*Needle
+	if _, err := cfg.eachNeedle(func(nd *Needle) error { needles = append(needles, nd); return nil }); err != nil {
+		return nil, err
+	}
+	return HeadRetrieval(cfg.Model, needles)
+}
+
+// RetrievalHeads marks the heads whose HeadRetrieval mass is at least min.
+func RetrievalHeads(mass []float64, min float64) []bool {
+	out := make([]bool, len(mass))
+	for i, v := range mass {
+		out[i] = v >= min
+	}
+	return out
+}
+
+// headSplit is MethodSpanHeads: per (layer, KV head), the streaming rows
+// or span memory's.
+type headSplit struct {
+	bs        *boundSpan
+	win       *fixedRows
+	retrieval []bool
+	kvHeads   int
+	// stepRows are the rows handed out so far in the step being decoded;
+	// maxRows the most of one step, per head.
+	stepRows, maxRows float64
+	fixed             float64 // rows per head every step holds: its budget's floor
+}
+
+// newHeadSplit is MethodSpanHeads at b rows per head: streaming heads
+// keep floor(stream*b) rows (sinks and the last context rows), retrieval
+// heads share the rest as span+anchor memory with anchors at most share
+// of their rows.
+func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, share, stream float64, retrieval []bool) (*headSplit, error) {
+	meta := s.meta
+	groups := meta.Layers * meta.KVHeads
+	if len(retrieval) != groups {
+		return nil, fmt.Errorf("%w: quality: %d retrieval flags for %d KV heads", format.ErrInvalidArgument, len(retrieval), groups)
+	}
+	nr := 0
+	perLayer := make([]int64, meta.Layers)
+	for gi, r := range retrieval {
+		if r {
+			nr++
+			perLayer[gi/meta.KVHeads]++
+		}
+	}
+	w := b
+	if nr > 0 {
+		w = min(b, max(sinks+1, int(math.Floor(stream*float64(b)))))
+	}
+	r := b
+	if nr > 0 {
+		r = (groups*b - (groups-nr)*w) / nr
+	}
+	n := c.Len()
+	hs := &headSplit{win: keepRows(c, windowTokens(n, min(w, n))), retrieval: retrieval, kvHeads: meta.KVHeads}
+	bs, err := newBoundSpan(s, h, min(r, n), share, nil, 0, boundMode{anchorsOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	// The zoom rows of a layer are its retrieval heads' only.
+	bs.layerZoom = make([]int64, meta.Layers)
+	for l, k := range perLayer {
+		bs.layerZoom[l] = bs.zoom / int64(meta.KVHeads) * k
+	}
+	bs.routed = retrieval
+	hs.bs = bs
+	hs.fixed = (float64(groups-nr)*float64(min(w, n)) + float64(nr)*bs.fixedRows) / float64(groups)
+	return hs, nil
+}
+
+func (hs *headSplit) rows(a *llama.StepAttention) ([]rowSet, error) {
+	span, err := hs.bs.rows(a)
+	if err != nil {
+		return nil, err
+	}
+	win, err := hs.win.rows(a)
+	if err != nil {
+		return nil, err
+	}
+	if a.Layer == 0 {
+		hs.stepRows = 0
+	}
+	hd := hs.bs.s.hd
+	out := make([]rowSet, len(span))
+	for g := range out {
+		out[g] = win[g]
+		if hs.retrieval[a.Layer*hs.kvHeads+g] {
+			out[g] = span[g]
+		}
+		hs.stepRows += float64(len(out[g].k) / hd)
+	}
+	hs.maxRows = max(hs.maxRows, hs.stepRows/float64(len(hs.retrieval)))
+	return out, nil
+}
