@@ -8,7 +8,9 @@
 // like any other row. With HideHeader the header is a prefill-only
 // context: the packet keeps only the document's and trailer's rows
 // (HeaderTokens 0), so the question never attends to the header
-// (docs/quality.md, "KV Packet adapters", says why).
+// (docs/quality.md, "KV Packet adapters", says why). InitToken starts a
+// hidden header from one token's embedding; InitText makes it a text, one
+// row per token, so every document is prefilled after the same text.
 //
 // # Models
 //

@@ -25,7 +25,9 @@
 // under DIR for byte-level models), has the model read each request whole
 // as the teacher and greedy-generate --answer tokens, and trains the
 // adapter's --header and --trailer rows by self-distillation (KL loss,
-// AdamW with --lr decayed linearly over --epochs; --init stats or token).
+// AdamW with --lr decayed linearly over --epochs; --init stats, token, or
+// text with --init-text FILE: a hidden header of the file's bytes, one row
+// per byte; --epochs 0 stores the initial adapter untrained).
 // --data never reads _test.go files (lab/quality evaluates on them) unless
 // --tests is given, nor testdata or vendor directories. --shape needle
 // draws lab/quality's multi-document needles instead (--doc-min to
