@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kvstore/kvstore/adapter"
+	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/internal/testenv"
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/lab/quality"
@@ -21,7 +23,9 @@ import (
 // alone by llama.cpp, saved as a packet, and the request assembled and
 // loaded with Load (F32 cache), give the value's per-byte top-1 and
 // log-prob of the lab's packets within 0.02, and recall it (top-1 per
-// byte >= 0.25, chance 1/26) as llama.cpp's own full recompute does.
+// byte >= 0.25, chance 1/26) as llama.cpp's own full recompute does. The
+// same holds for packets adapted with a hidden text header, each document
+// prefilled after it by llama.cpp (SaveAdapter).
 func TestMultiDocNeedle(t *testing.T) {
 	multiDocNeedle(t, quality.MultiDocSpec{Requests: 4, DocsMin: 4, DocsMax: 4, DocMin: 60, DocMax: 90, Seed: 1}, 0.25)
 }
@@ -54,7 +58,18 @@ func multiDocNeedle(t *testing.T, spec quality.MultiDocSpec, floor float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := quality.RunMultiDoc(quality.MultiDocConfig{Model: lm, Requests: reqs})
+	// The adapted packets: a hidden header of a few lines of Go
+	// (adapter.InitText), each document prefilled after it by llama.cpp.
+	text := []int{}
+	for _, c := range []byte(multiDocHeader) {
+		text = append(text, int(c))
+	}
+	hdr, err := adapter.InitText(lm, text, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := quality.RunMultiDoc(quality.MultiDocConfig{Model: lm, Requests: reqs,
+		Adapters: []quality.MultiDocAdapter{{Name: "text", Adapter: hdr}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,17 +77,24 @@ func multiDocNeedle(t *testing.T, spec quality.MultiDocSpec, floor float64) {
 	for i := range rows {
 		lab[rows[i].Method] = &rows[i]
 	}
-	var ours, full [2]float64 // top-1, log-prob means
+	var ours, full, adapted [2]float64 // top-1, log-prob means
 	for i, r := range reqs {
-		p := multiDocPackets(t, m, r)
+		p := multiDocPackets(t, m, r, nil)
+		a := multiDocPackets(t, m, r, hdr)
 		f := multiDocFull(t, m, r)
-		lp, lf := lab[quality.MultiPackets].Scores[i], lab[quality.MultiFull].Scores[i]
-		t.Logf("request %d (%d documents, needle in %d): packets top-1 %.3f (lab %.3f), log-prob %.3f (lab %.3f); full top-1 %.3f (lab %.3f)",
-			i, len(r.Docs), r.Needle+1, p.Top1, lp.Top1, p.LogProb, lp.LogProb, f.Top1, lf.Top1)
-		ours[0] += p.Top1 / float64(len(reqs))
-		ours[1] += p.LogProb / float64(len(reqs))
-		full[0] += f.Top1 / float64(len(reqs))
-		full[1] += f.LogProb / float64(len(reqs))
+		lp, lf, la := lab[quality.MultiPackets].Scores[i], lab[quality.MultiFull].Scores[i], lab["adapter text"].Scores[i]
+		t.Logf("request %d (%d documents, needle in %d): packets top-1 %.3f (lab %.3f), log-prob %.3f (lab %.3f); adapted %.3f (lab %.3f), %.3f (lab %.3f); full top-1 %.3f (lab %.3f)",
+			i, len(r.Docs), r.Needle+1, p.Top1, lp.Top1, p.LogProb, lp.LogProb, a.Top1, la.Top1, a.LogProb, la.LogProb, f.Top1, lf.Top1)
+		for j, sc := range []quality.NeedleScore{p, f, a} {
+			sum := []*[2]float64{&ours, &full, &adapted}[j]
+			sum[0] += sc.Top1 / float64(len(reqs))
+			sum[1] += sc.LogProb / float64(len(reqs))
+		}
+	}
+	labA := lab["adapter text"]
+	t.Logf("llama.cpp adapted packets: top-1 %.3f, log-prob %.3f; lab %.3f, %.3f", adapted[0], adapted[1], labA.Top1(), labA.LogProb())
+	if math.Abs(adapted[0]-labA.Top1()) > 0.02 || math.Abs(adapted[1]-labA.LogProb()) > 0.02 {
+		t.Errorf("adapted packets through llama.cpp: top-1 %.3f, log-prob %.3f; the lab's %.3f, %.3f: want within 0.02", adapted[0], adapted[1], labA.Top1(), labA.LogProb())
 	}
 	labP, labF := lab[quality.MultiPackets], lab[quality.MultiFull]
 	t.Logf("llama.cpp packets: top-1 %.3f, log-prob %.3f; lab %.3f, %.3f; llama.cpp full recompute %.3f, %.3f; lab %.3f, %.3f",
@@ -93,15 +115,33 @@ func multiDocOptions(r *quality.MultiDocRequest) llamacpp.ContextOptions {
 	return llamacpp.ContextOptions{Ctx: (r.Len() + 255) / 256 * 256, Cache: llamacpp.CacheF32}
 }
 
+// multiDocHeader is the adapted packets' hidden header: lines of Go
+// written for the test (docs/quality.md measures a cut of GOROOT's).
+const multiDocHeader = "\t\tif err != nil {\n\t\t\treturn nil, err\n\t\t}\n\t}\n\treturn out, nil\n}\n\n"
+
 // multiDocPackets prefills BOS and each of r's documents alone from
-// position 0 with llama.cpp, saves each as a packet, loads them assembled
-// into a fresh context and decodes r's continuation over them.
-func multiDocPackets(t *testing.T, m *llamacpp.Model, r *quality.MultiDocRequest) quality.NeedleScore {
+// position 0 with llama.cpp (the documents after a's hidden header when a
+// is not nil), saves each as a packet, loads them assembled into a fresh
+// context and decodes r's continuation over them.
+func multiDocPackets(t *testing.T, m *llamacpp.Model, r *quality.MultiDocRequest, a *adapter.Adapter) quality.NeedleScore {
 	t.Helper()
 	db := openStore(t, t.TempDir())
+	var emb *llamacpp.Embeddings
+	if a != nil {
+		spec, err := m.Spec(llamacpp.CacheF32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := adapter.Put(db, spec.Fingerprint(), a.ID(), a); err != nil {
+			t.Fatal(err)
+		}
+		if emb, err = m.TokenEmbeddings(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var items []store.AssembleItem
 	off := 0
-	for _, d := range slices.Concat([][]int{{1}}, r.Docs) {
+	for i, d := range slices.Concat([][]int{{1}}, r.Docs) {
 		toks := int32s(d)
 		func() {
 			c, err := m.NewContext(multiDocOptions(r))
@@ -109,10 +149,15 @@ func multiDocPackets(t *testing.T, m *llamacpp.Model, r *quality.MultiDocRequest
 				t.Fatal(err)
 			}
 			defer c.Close()
-			if err := c.Decode(0, 0, toks); err != nil {
-				t.Fatal(err)
+			var id format.PacketID
+			if a != nil && i > 0 {
+				id, err = llamacpp.SaveAdapter(context.Background(), db, "ns", c, 0, u32s(toks), emb, a, a.ID())
+			} else {
+				if err := c.Decode(0, 0, toks); err != nil {
+					t.Fatal(err)
+				}
+				id, err = llamacpp.Save(context.Background(), db, "ns", c, 0, u32s(toks))
 			}
-			id, err := llamacpp.Save(context.Background(), db, "ns", c, 0, u32s(toks))
 			if err != nil {
 				t.Fatal(err)
 			}
