@@ -18,7 +18,9 @@ import (
 // The budget is the model's: B rows per (layer, KV head) on average, G*B
 // over its G KV heads. A streaming head keeps the sinks and the last rows,
 // W = StreamShare*B in all; the rest, (G*B - S*W)/R rows for each of the R
-// retrieval heads, is span+anchor memory (resident anchors, zoom by the
+// retrieval heads (at most RetrievalCap of the context, but never fewer
+// than B, the streaming heads' windows then taking what is left), is
+// span+anchor memory (resident anchors, zoom by the
 // anchors' attention), the zoom of a layer shared by its retrieval heads
 // only. Rows are counted per step over every head and reported as the
 // mean per head.
@@ -26,6 +28,11 @@ const MethodSpanHeads = "span+heads"
 
 // DefaultStreamShare is LongConfig.StreamShare's default.
 const DefaultStreamShare = 0.5
+
+// DefaultRetrievalCap is LongConfig.RetrievalCap's default: chosen among
+// no cap, 0.15, 0.25 and 0.35 of the context on 24 needles of non-test Go
+// (docs/quality.md, "Retrieval heads").
+const DefaultRetrievalCap = 0.15
 
 // DefaultRetrievalMass is the HeadRetrieval share at or above which a head
 // is a retrieval head (RetrievalHeads).
@@ -113,8 +120,9 @@ type headSplit struct {
 // newHeadSplit is MethodSpanHeads at b rows per head: streaming heads
 // keep floor(stream*b) rows (sinks and the last context rows), retrieval
 // heads share the rest as span+anchor memory with anchors at most share
-// of their rows.
-func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, share, stream float64, retrieval []bool) (*headSplit, error) {
+// of their rows; capShare > 0 caps a retrieval head at that share of the
+// context (at least b rows), the streaming heads' windows taking the rest.
+func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, share, stream, capShare float64, retrieval []bool) (*headSplit, error) {
 	meta := s.meta
 	groups := meta.Layers * meta.KVHeads
 	if len(retrieval) != groups {
@@ -128,15 +136,18 @@ func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, share, strea
 			perLayer[gi/meta.KVHeads]++
 		}
 	}
-	w := b
-	if nr > 0 {
-		w = min(b, max(sinks+1, int(math.Floor(stream*float64(b)))))
-	}
-	r := b
-	if nr > 0 {
-		r = (groups*b - (groups-nr)*w) / nr
-	}
 	n := c.Len()
+	w, r := b, b
+	if nr > 0 && nr < groups {
+		w = min(b, max(sinks+1, int(math.Floor(stream*float64(b)))))
+		r = (groups*b - (groups-nr)*w) / nr
+		if most := int(math.Floor(capShare * float64(n))); capShare > 0 && r > most {
+			// The rows a retrieval head would hold past the cap go to
+			// the streaming heads' windows.
+			r = max(b, most)
+			w = (groups*b - nr*r) / (groups - nr)
+		}
+	}
 	hs := &headSplit{win: keepRows(c, windowTokens(n, min(w, n))), retrieval: retrieval, kvHeads: meta.KVHeads}
 	bs, err := newBoundSpan(s, h, min(r, n), share, nil, 0, boundMode{anchorsOnly: true})
 	if err != nil {

@@ -63,39 +63,46 @@ func TestHeadSplit(t *testing.T) {
 	retrieval := make([]bool, groups)
 	retrieval[1*m.KVHeads+1], retrieval[2*m.KVHeads+1] = true, true
 	n, b := len(ctx), len(ctx)/10
-	if _, err := newHeadSplit(s, h, res.Cache, b, cfg.AnchorShare, 0.5, retrieval[:3]); !errors.Is(err, format.ErrInvalidArgument) {
+	if _, err := newHeadSplit(s, h, res.Cache, b, cfg.AnchorShare, 0.5, 0, retrieval[:3]); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Fatalf("3 flags for %d heads: %v", groups, err)
 	}
-	hs, err := newHeadSplit(s, h, res.Cache, b, cfg.AnchorShare, 0.5, retrieval)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := b / 2
-	win := windowTokens(n, w)
-	most := 0
-	check := &rowsSeen{inner: hs, each: func(layer int, sets []rowSet) {
-		for g, rs := range sets {
-			rows := len(rs.k) / s.hd
-			if !retrieval[layer*m.KVHeads+g] {
-				if rows != len(win) {
-					t.Fatalf("streaming head (%d, %d): %d rows, want %d", layer, g, rows, len(win))
-				}
-				for i, tok := range win {
-					want := res.Cache.Layers[layer].K[(g*n+tok)*s.hd : (g*n+tok+1)*s.hd]
-					if rs.k[i*s.hd] != want[0] || rs.k[(i+1)*s.hd-1] != want[s.hd-1] {
-						t.Fatalf("streaming head (%d, %d): row %d is not token %d's", layer, g, i, tok)
-					}
-				}
-				continue
-			}
-			most = max(most, rows)
+	// Uncapped, a streaming head keeps half the budget; capped at 15% of
+	// the context, a retrieval head keeps that and the streaming heads
+	// the rest.
+	for _, c := range []struct {
+		cap     float64
+		w, most int
+	}{{0, b / 2, (groups*b - (groups-2)*(b/2)) / 2}, {0.15, (groups*b - 2*(n*15/100)) / (groups - 2), n * 15 / 100}} {
+		hs, err := newHeadSplit(s, h, res.Cache, b, cfg.AnchorShare, 0.5, c.cap, retrieval)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}}
-	if _, err := decode(m, check, ctx[n-16:], n); err != nil {
-		t.Fatal(err)
-	}
-	if hs.maxRows > float64(b) || hs.fixed > float64(b) || most <= b {
-		t.Errorf("most rows per head at a step %.1f, fixed %.1f, budget %d; a retrieval head held %d", hs.maxRows, hs.fixed, b, most)
+		win := windowTokens(n, c.w)
+		most := 0
+		check := &rowsSeen{inner: hs, each: func(layer int, sets []rowSet) {
+			for g, rs := range sets {
+				rows := len(rs.k) / s.hd
+				if !retrieval[layer*m.KVHeads+g] {
+					if rows != len(win) {
+						t.Fatalf("cap %v: streaming head (%d, %d): %d rows, want %d", c.cap, layer, g, rows, len(win))
+					}
+					for i, tok := range win {
+						want := res.Cache.Layers[layer].K[(g*n+tok)*s.hd : (g*n+tok+1)*s.hd]
+						if rs.k[i*s.hd] != want[0] || rs.k[(i+1)*s.hd-1] != want[s.hd-1] {
+							t.Fatalf("cap %v: streaming head (%d, %d): row %d is not token %d's", c.cap, layer, g, i, tok)
+						}
+					}
+					continue
+				}
+				most = max(most, rows)
+			}
+		}}
+		if _, err := decode(m, check, ctx[n-16:], n); err != nil {
+			t.Fatal(err)
+		}
+		if hs.maxRows > float64(b) || hs.fixed > float64(b) || most <= b || most > c.most {
+			t.Errorf("cap %v: most rows per head at a step %.1f, fixed %.1f, budget %d; a retrieval head held %d (its share %d rows)", c.cap, hs.maxRows, hs.fixed, b, most, c.most)
+		}
 	}
 	_, files := longCtxOrSkip(t, 512)
 	lc := LongConfig{Model: m, Budgets: []float64{0.10, 0.25}, Retrieval: retrieval, Span: cfg, Only: []string{MethodSpanHeads}}

@@ -51,9 +51,12 @@ type LongConfig struct {
 	// layer*KVHeads+head) the retrieval heads of MethodSpanHeads (heads.go;
 	// RetrievalHeads picks them from HeadRetrieval on training needles),
 	// which it adds; StreamShare is the share of the budget a streaming
-	// head keeps (0: DefaultStreamShare).
-	Retrieval   []bool
-	StreamShare float64
+	// head keeps (0: DefaultStreamShare), RetrievalCap the most of the
+	// context a retrieval head keeps, the streaming heads' windows taking
+	// the rows above it (0: DefaultRetrievalCap; 1: no cap).
+	Retrieval    []bool
+	StreamShare  float64
+	RetrievalCap float64
 	// Only, when not empty, keeps of the methods above these (full KV is
 	// always measured).
 	Only []string
@@ -86,8 +89,11 @@ func (c *LongConfig) defaults() error {
 	if c.StreamShare == 0 {
 		c.StreamShare = DefaultStreamShare
 	}
-	if !(c.StreamShare > 0 && c.StreamShare <= 1) {
-		return fmt.Errorf("%w: quality: stream share %v", prune.ErrInvalidArgument, c.StreamShare)
+	if c.RetrievalCap == 0 {
+		c.RetrievalCap = DefaultRetrievalCap
+	}
+	if !(c.StreamShare > 0 && c.StreamShare <= 1) || !(c.RetrievalCap >= 0 && c.RetrievalCap <= 1) {
+		return fmt.Errorf("%w: quality: stream share %v, retrieval cap %v", prune.ErrInvalidArgument, c.StreamShare, c.RetrievalCap)
 	}
 	if g := c.Model.Layers * c.Model.KVHeads; c.Retrieval != nil && len(c.Retrieval) != g {
 		return fmt.Errorf("%w: quality: %d retrieval flags for %d KV heads", prune.ErrInvalidArgument, len(c.Retrieval), g)
@@ -218,7 +224,7 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 				sm = newSpanMethod(s, h, b, c.Span.AnchorShare, name == MethodSpanSum)
 				meth = sm
 			case MethodSpanHeads:
-				if hs, err = newHeadSplit(s, h, cache, b, c.Span.AnchorShare, c.StreamShare, c.Retrieval); err != nil {
+				if hs, err = newHeadSplit(s, h, cache, b, c.Span.AnchorShare, c.StreamShare, c.RetrievalCap, c.Retrieval); err != nil {
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
 				}
 				meth = hs

@@ -36,6 +36,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/lab/quality"
+	"github.com/kvstore/kvstore/lab/train"
 	"github.com/kvstore/kvstore/store"
 )
 
@@ -92,6 +93,11 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	if err != nil {
 		return err
 	}
+	if heads.train {
+		if all, err = train.SourceFiles(root, ".go", train.NotTest, window); err != nil {
+			return err
+		}
+	}
 	if len(all) == 0 {
 		return fmt.Errorf("no held-out file of %d bytes under %s", window, root)
 	}
@@ -102,7 +108,7 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	if lc.Routers, err = ro.load(m, p); err != nil {
 		return err
 	}
-	lc.StreamShare = heads.stream
+	lc.StreamShare, lc.RetrievalCap = heads.stream, heads.cap
 	if lc.Retrieval, err = heads.retrieval(lc, window); err != nil {
 		return err
 	}
@@ -112,7 +118,11 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	if zoom.on {
 		return runGPUZoom(quality.NeedleConfig{LongConfig: lc, Files: all, Window: window, Needles: needles, Seed: seed}, zoom.arena, zoom.lookahead)
 	}
-	fmt.Printf("gocode-2k, windows of %d tokens, held-out _test.go files of %s (%d of >= %d bytes, seed %d)\n\n", window, root, len(all), window, seed)
+	kind := "held-out _test.go"
+	if heads.train {
+		kind = "training (non-test) .go"
+	}
+	fmt.Printf("gocode-2k, windows of %d tokens, %s files of %s (%d of >= %d bytes, seed %d)\n\n", window, kind, root, len(all), window, seed)
 	if ro.bound {
 		fmt.Printf("span+bound-ch: bounds on %d channels per layer and KV head\n\n", ro.channels)
 	}
