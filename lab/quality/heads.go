@@ -18,9 +18,9 @@ import (
 // The budget is the model's: B rows per (layer, KV head) on average, G*B
 // over its G KV heads. A streaming head keeps the sinks and the last rows,
 // W = StreamShare*B in all; the rest, (G*B - S*W)/R rows for each of the R
-// retrieval heads (at most RetrievalCap of the context, but never fewer
-// than B, the streaming heads' windows then taking what is left), is
-// span+anchor memory (resident anchors, zoom by the
+// retrieval heads (at most RetrievalCap of the context when set, but
+// never fewer than B, the streaming heads' windows then taking what is
+// left), is span+anchor memory (resident anchors, zoom by the
 // anchors' attention), the zoom of a layer shared by its retrieval heads
 // only. Rows are counted per step over every head and reported as the
 // mean per head.
@@ -28,11 +28,6 @@ const MethodSpanHeads = "span+heads"
 
 // DefaultStreamShare is LongConfig.StreamShare's default.
 const DefaultStreamShare = 0.5
-
-// DefaultRetrievalCap is LongConfig.RetrievalCap's default: chosen among
-// no cap, 0.15, 0.25 and 0.35 of the context on 24 needles of non-test Go
-// (docs/quality.md, "Retrieval heads").
-const DefaultRetrievalCap = 0.15
 
 // DefaultRetrievalMass is the HeadRetrieval share at or above which a head
 // is a retrieval head (RetrievalHeads).

@@ -53,7 +53,8 @@ type LongConfig struct {
 	// which it adds; StreamShare is the share of the budget a streaming
 	// head keeps (0: DefaultStreamShare), RetrievalCap the most of the
 	// context a retrieval head keeps, the streaming heads' windows taking
-	// the rows above it (0: DefaultRetrievalCap; 1: no cap).
+	// the rows above it (0: no cap; a cap trades natural text for needles
+	// at 25%, docs/quality.md "Retrieval heads").
 	Retrieval    []bool
 	StreamShare  float64
 	RetrievalCap float64
@@ -88,9 +89,6 @@ func (c *LongConfig) defaults() error {
 	}
 	if c.StreamShare == 0 {
 		c.StreamShare = DefaultStreamShare
-	}
-	if c.RetrievalCap == 0 {
-		c.RetrievalCap = DefaultRetrievalCap
 	}
 	if !(c.StreamShare > 0 && c.StreamShare <= 1) || !(c.RetrievalCap >= 0 && c.RetrievalCap <= 1) {
 		return fmt.Errorf("%w: quality: stream share %v, retrieval cap %v", prune.ErrInvalidArgument, c.StreamShare, c.RetrievalCap)

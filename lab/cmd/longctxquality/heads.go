@@ -25,7 +25,7 @@ func (h *headFlags) define() {
 	flag.Uint64Var(&h.seed, "heads-seed", 99, "-heads: seed of the training needles")
 	flag.Float64Var(&h.mass, "retrieval-mass", quality.DefaultRetrievalMass, "-heads: a KV head whose attention on the needle's definition line is at least this share is a retrieval head")
 	flag.Float64Var(&h.stream, "stream-share", quality.DefaultStreamShare, "span+heads: the share of the budget a streaming head keeps (sinks and the last rows)")
-	flag.Float64Var(&h.cap, "retrieval-cap", quality.DefaultRetrievalCap, "span+heads: the most of the context a retrieval head keeps (1: no cap), the streaming heads' windows taking the rest")
+	flag.Float64Var(&h.cap, "retrieval-cap", 0, "span+heads: the most of the context a retrieval head keeps (0: no cap), the streaming heads' windows taking the rest")
 	flag.BoolVar(&h.train, "train-files", false, "draw the needles and windows from non-test Go (training text) instead of the held-out _test.go files: for choosing settings")
 }
 
