@@ -63,10 +63,9 @@ type boundSpan struct {
 	near [][2]int
 	win  *windowed // the recent window, or nil
 	// layerZoom, when set, is each layer's zoom rows in place of
-	// spanMethod.zoom, and routed the (layer, KV head)s that zoom (nil:
-	// all): MethodSpanHeads zooms its retrieval heads only.
+	// spanMethod.zoom: MethodSpanHeads zooms its retrieval heads only
+	// (spanMethod.heads).
 	layerZoom []int64
-	routed    []bool
 	// check, when set, is told at every scoring of each bounded span the
 	// bound and the largest true logit (q . k, unscaled) of its rows.
 	check func(bound, logit float64)
@@ -369,7 +368,7 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 	}
 	if zoom > 0 {
 		scores := bs.scores(a)
-		for gi, r := range bs.routed {
+		for gi, r := range bs.heads {
 			if !r {
 				for sp := range scores[gi] {
 					scores[gi][sp] = float32(math.NaN())

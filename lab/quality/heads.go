@@ -153,7 +153,7 @@ func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, share, strea
 	for l, k := range perLayer {
 		bs.layerZoom[l] = bs.zoom / int64(meta.KVHeads) * k
 	}
-	bs.routed = retrieval
+	bs.heads = retrieval
 	hs.bs = bs
 	hs.fixed = (float64(groups-nr)*float64(min(w, n)) + float64(nr)*bs.fixedRows) / float64(groups)
 	return hs, nil

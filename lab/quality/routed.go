@@ -138,6 +138,9 @@ func (sm *spanMethod) zoomedRows(layer int, z *reconstruct.ZoomSet) ([]rowSet, e
 	defer func() { sm.stats.maxRows = max(sm.stats.maxRows, (sm.stats.rows-before)/float64(meta.KVHeads)) }()
 	for g := range out {
 		gi := layer*meta.KVHeads + g
+		if sm.heads != nil && !sm.heads[gi] {
+			continue
+		}
 		rs, err := sm.groupRows(layer, g, z.Spans[gi])
 		if err != nil {
 			return nil, err

@@ -167,7 +167,11 @@ type spanMethod struct {
 	fixedRows float64
 	zoom      int64 // zoom rows per layer, shared by its KV heads; 0 = none
 	over      bool  // resident rows and summaries alone exceed the budget
-	stats     spanStats
+	// heads, when set, are the (layer, KV head)s this memory serves (the
+	// others get no rows, are not counted and never zoom): MethodSpanHeads'
+	// retrieval heads.
+	heads []bool
+	stats spanStats
 	// zoomer rebuilds the zoomed spans' rows: s itself on the host, or a
 	// gpu.Device (deviceZoom, gpuzoom.go).
 	zoomer spanZoomer
