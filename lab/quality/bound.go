@@ -66,6 +66,12 @@ type boundSpan struct {
 	// spanMethod.zoom: MethodSpanHeads zooms its retrieval heads only
 	// (spanMethod.heads).
 	layerZoom []int64
+	// tau, when above 0, is the score a span must pass to be zoomed: the
+	// zoom may then hold fewer rows than its budget.
+	tau float32
+	// rel, when above 0, is the share of a group's highest score a span
+	// must pass to be zoomed.
+	rel float32
 	// check, when set, is told at every scoring of each bounded span the
 	// bound and the largest true logit (q . k, unscaled) of its rows.
 	check func(bound, logit float64)
@@ -375,8 +381,24 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 				}
 			}
 		}
+		tau := noTau(len(scores))
+		for gi := range tau {
+			if bs.tau > 0 {
+				tau[gi] = bs.tau
+			}
+			if bs.rel > 0 {
+				var mx float32
+				for _, v := range scores[gi] {
+					if v > mx {
+						mx = v
+					}
+				}
+				// Select zooms scores above tau: at least rel*mx.
+				tau[gi] = max(tau[gi], math.Nextafter32(bs.rel*mx, float32(math.Inf(-1))))
+			}
+		}
 		var err error
-		if z, err = reconstruct.Select(scores, noTau(len(scores)), sm.rt.SpanTokens, nil,
+		if z, err = reconstruct.Select(scores, tau, sm.rt.SpanTokens, nil,
 			reconstruct.Budget{Tokens: zoom, Fill: true}); err != nil {
 			return nil, err
 		}

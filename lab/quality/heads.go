@@ -22,8 +22,9 @@ import (
 // never fewer than B, the streaming heads' windows then taking what is
 // left), is span+anchor memory (resident anchors, zoom by the
 // anchors' attention), the zoom of a layer shared by its retrieval heads
-// only. Rows are counted per step over every head and reported as the
-// mean per head.
+// only, with an optional threshold (LongConfig.ZoomTau, ZoomRel) below
+// which a span is not zoomed even where the budget has room. Rows are
+// counted per step over every head and reported as the mean per head.
 const MethodSpanHeads = "span+heads"
 
 // DefaultStreamShare is LongConfig.StreamShare's default.

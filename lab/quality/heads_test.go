@@ -135,3 +135,77 @@ func (c *rowsSeen) rows(a *llama.StepAttention) ([]rowSet, error) {
 	}
 	return sets, err
 }
+
+// TestHeadSplitZoomThreshold: with ZoomTau a retrieval head zooms only
+// spans whose score passes it, with ZoomRel only those within that share
+// of its best: tau 1 zooms nothing (the resident anchors alone, the same
+// rows every step), ZoomRel 1 the best span alone, and at the first
+// retrieval layer of the first step, where every setting sees the same
+// query, no threshold zooms more rows than none. Out-of-range values are
+// refused.
+func TestHeadSplitZoomThreshold(t *testing.T) {
+	m, ctx, res, h := needlePrefill(t)
+	for _, c := range []LongConfig{{Model: m, ZoomTau: 1.5}, {Model: m, ZoomTau: -0.1}, {Model: m, ZoomRel: 2}, {Model: m, ZoomRel: -1}} {
+		if err := c.defaults(); !errors.Is(err, format.ErrInvalidArgument) {
+			t.Errorf("zoom tau %v, relative %v: %v", c.ZoomTau, c.ZoomRel, err)
+		}
+	}
+	cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "heads", AnchorShare: 0.85}
+	cfg.Segment.AnchorAlpha = 0.5
+	cfg.ensureDefaults()
+	s, err := newSpanStore(m, res.Cache, h, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	retrieval := make([]bool, m.Layers*m.KVHeads)
+	retrieval[1*m.KVHeads+1], retrieval[2*m.KVHeads+1] = true, true
+	n, b := len(ctx), len(ctx)/4
+	// rows are a retrieval head's rows at each (step, layer) in decode
+	// order; anchors its resident rows.
+	run := func(tau, rel float32) (rows []int, anchors, longest int) {
+		hs, err := newHeadSplit(s, h, res.Cache, b, cfg.AnchorShare, 0.5, 0, retrieval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs.bs.tau, hs.bs.rel = tau, rel
+		check := &rowsSeen{inner: hs, each: func(layer int, sets []rowSet) {
+			for g, rs := range sets {
+				if retrieval[layer*m.KVHeads+g] {
+					rows = append(rows, len(rs.k)/s.hd)
+				}
+			}
+		}}
+		if _, err := decode(m, check, ctx[n-16:], n); err != nil {
+			t.Fatal(err)
+		}
+		if hs.maxRows > float64(b) {
+			t.Errorf("tau %v, relative %v: %.1f rows per head, budget %d", tau, rel, hs.maxRows, b)
+		}
+		for _, k := range hs.bs.rt.SpanTokens {
+			longest = max(longest, k)
+		}
+		return rows, len(hs.bs.resIdx), longest
+	}
+	base, anchors, longest := run(0, 0)
+	none, _, _ := run(1, 0)
+	top, _, _ := run(0, 1)
+	mid, _, _ := run(0.02, 0)
+	zoomed, topZoomed := 0, 0
+	for i := range base {
+		if none[i] != anchors {
+			t.Fatalf("tau 1: (step, layer) %d: %d rows, want the %d anchors alone", i, none[i], anchors)
+		}
+		if top[i] < anchors || top[i] > anchors+longest {
+			t.Fatalf("relative 1: (step, layer) %d: %d rows, want %d anchors and one span of at most %d", i, top[i], anchors, longest)
+		}
+		if base[i] < anchors || mid[i] < anchors {
+			t.Fatalf("(step, layer) %d: %d and %d rows, fewer than the %d anchors", i, base[i], mid[i], anchors)
+		}
+		zoomed += base[i] - anchors
+		topZoomed += top[i] - anchors
+	}
+	if zoomed == 0 || topZoomed == 0 || !(top[0] <= base[0] && mid[0] <= base[0]) {
+		t.Errorf("first step, layer 1: %d rows without a threshold, %d at tau 0.02, %d at relative 1; %d and %d zoomed rows in all without a threshold and at relative 1", base[0], mid[0], top[0], zoomed, topZoomed)
+	}
+}

@@ -58,6 +58,14 @@ type LongConfig struct {
 	Retrieval    []bool
 	StreamShare  float64
 	RetrievalCap float64
+	// ZoomTau, when above 0, is the score (the anchors' attention, as
+	// span+anchor routes) a span must pass for MethodSpanHeads to zoom it,
+	// and ZoomRel, when above 0, the share of its KV head's best score it
+	// must reach: the zoom then holds at most its budget, fewer rows
+	// where a step's attention is not on many spans (0: the budget alone
+	// caps the zoom; docs/quality.md "A zoom threshold").
+	ZoomTau float64
+	ZoomRel float64
 	// Only, when not empty, keeps of the methods above these (full KV is
 	// always measured).
 	Only []string
@@ -92,6 +100,9 @@ func (c *LongConfig) defaults() error {
 	}
 	if !(c.StreamShare > 0 && c.StreamShare <= 1) || !(c.RetrievalCap >= 0 && c.RetrievalCap <= 1) {
 		return fmt.Errorf("%w: quality: stream share %v, retrieval cap %v", prune.ErrInvalidArgument, c.StreamShare, c.RetrievalCap)
+	}
+	if !(c.ZoomTau >= 0 && c.ZoomTau <= 1) || !(c.ZoomRel >= 0 && c.ZoomRel <= 1) {
+		return fmt.Errorf("%w: quality: zoom tau %v, relative %v", prune.ErrInvalidArgument, c.ZoomTau, c.ZoomRel)
 	}
 	if g := c.Model.Layers * c.Model.KVHeads; c.Retrieval != nil && len(c.Retrieval) != g {
 		return fmt.Errorf("%w: quality: %d retrieval flags for %d KV heads", prune.ErrInvalidArgument, len(c.Retrieval), g)
@@ -225,6 +236,7 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 				if hs, err = newHeadSplit(s, h, cache, b, c.Span.AnchorShare, c.StreamShare, c.RetrievalCap, c.Retrieval); err != nil {
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
 				}
+				hs.bs.tau, hs.bs.rel = float32(c.ZoomTau), float32(c.ZoomRel)
 				meth = hs
 			}
 			if meth == nil { // a method this configuration does not measure

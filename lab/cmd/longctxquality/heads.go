@@ -17,6 +17,8 @@ type headFlags struct {
 	mass   float64
 	stream float64
 	cap    float64
+	tau    float64
+	rel    float64
 	train  bool
 }
 
@@ -26,6 +28,8 @@ func (h *headFlags) define() {
 	flag.Float64Var(&h.mass, "retrieval-mass", quality.DefaultRetrievalMass, "-heads: a KV head whose attention on the needle's definition line is at least this share is a retrieval head")
 	flag.Float64Var(&h.stream, "stream-share", quality.DefaultStreamShare, "span+heads: the share of the budget a streaming head keeps (sinks and the last rows)")
 	flag.Float64Var(&h.cap, "retrieval-cap", 0, "span+heads: the most of the context a retrieval head keeps (0: no cap), the streaming heads' windows taking the rest")
+	flag.Float64Var(&h.tau, "zoom-tau", 0, "span+heads: the least anchor attention a span needs to be zoomed (0: the budget alone caps the zoom)")
+	flag.Float64Var(&h.rel, "zoom-rel", 0, "span+heads: the share of a KV head's highest span score a span needs to be zoomed (0: none)")
 	flag.BoolVar(&h.train, "train-files", false, "draw the needles and windows from non-test Go (training text) instead of the held-out _test.go files: for choosing settings")
 }
 

@@ -108,7 +108,7 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	if lc.Routers, err = ro.load(m, p); err != nil {
 		return err
 	}
-	lc.StreamShare, lc.RetrievalCap = heads.stream, heads.cap
+	lc.StreamShare, lc.RetrievalCap, lc.ZoomTau, lc.ZoomRel = heads.stream, heads.cap, heads.tau, heads.rel
 	if lc.Retrieval, err = heads.retrieval(lc, window); err != nil {
 		return err
 	}
