@@ -51,17 +51,8 @@ func TestHeadRetrieval(t *testing.T) {
 // through the needle runner it stays within budget and recalls.
 func TestHeadSplit(t *testing.T) {
 	m, ctx, res, h := needlePrefill(t)
-	cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "heads", AnchorShare: 0.85}
-	cfg.Segment.AnchorAlpha = 0.5
-	cfg.ensureDefaults()
-	s, err := newSpanStore(m, res.Cache, h, &cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
+	s, cfg, retrieval := headStore(t, m, res, h)
 	groups := m.Layers * m.KVHeads
-	retrieval := make([]bool, groups)
-	retrieval[1*m.KVHeads+1], retrieval[2*m.KVHeads+1] = true, true
 	n, b := len(ctx), len(ctx)/10
 	if _, err := newHeadSplit(s, h, res.Cache, b, cfg.AnchorShare, 0.5, 0, retrieval[:3]); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Fatalf("3 flags for %d heads: %v", groups, err)
@@ -150,16 +141,7 @@ func TestHeadSplitZoomThreshold(t *testing.T) {
 			t.Errorf("zoom tau %v, relative %v: %v", c.ZoomTau, c.ZoomRel, err)
 		}
 	}
-	cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "heads", AnchorShare: 0.85}
-	cfg.Segment.AnchorAlpha = 0.5
-	cfg.ensureDefaults()
-	s, err := newSpanStore(m, res.Cache, h, &cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
-	retrieval := make([]bool, m.Layers*m.KVHeads)
-	retrieval[1*m.KVHeads+1], retrieval[2*m.KVHeads+1] = true, true
+	s, cfg, retrieval := headStore(t, m, res, h)
 	n, b := len(ctx), len(ctx)/4
 	// rows are a retrieval head's rows at each (step, layer) in decode
 	// order; anchors its resident rows.
@@ -208,4 +190,22 @@ func TestHeadSplitZoomThreshold(t *testing.T) {
 	if zoomed == 0 || topZoomed == 0 || !(top[0] <= base[0] && mid[0] <= base[0]) {
 		t.Errorf("first step, layer 1: %d rows without a threshold, %d at tau 0.02, %d at relative 1; %d and %d zoomed rows in all without a threshold and at relative 1", base[0], mid[0], top[0], zoomed, topZoomed)
 	}
+}
+
+// headStore is span memory of a needle prefill with "More anchors"'
+// anchors (alpha 0.5, share 0.85), closed when t ends, and gocode-2k's
+// retrieval heads (layers 1 and 2's KV head 1).
+func headStore(t *testing.T, m *llama.Model, res *llama.Result, h []float32) (*spanStore, Config, []bool) {
+	t.Helper()
+	cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "heads", AnchorShare: 0.85}
+	cfg.Segment.AnchorAlpha = 0.5
+	cfg.ensureDefaults()
+	s, err := newSpanStore(m, res.Cache, h, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.close() })
+	retrieval := make([]bool, m.Layers*m.KVHeads)
+	retrieval[1*m.KVHeads+1], retrieval[2*m.KVHeads+1] = true, true
+	return s, cfg, retrieval
 }
