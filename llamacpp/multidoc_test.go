@@ -85,10 +85,12 @@ func multiDocNeedle(t *testing.T, spec quality.MultiDocSpec, floor float64) {
 		lp, lf, la := lab[quality.MultiPackets].Scores[i], lab[quality.MultiFull].Scores[i], lab["adapter text"].Scores[i]
 		t.Logf("request %d (%d documents, needle in %d): packets top-1 %.3f (lab %.3f), log-prob %.3f (lab %.3f); adapted %.3f (lab %.3f), %.3f (lab %.3f); full top-1 %.3f (lab %.3f)",
 			i, len(r.Docs), r.Needle+1, p.Top1, lp.Top1, p.LogProb, lp.LogProb, a.Top1, la.Top1, a.LogProb, la.LogProb, f.Top1, lf.Top1)
-		for j, sc := range []quality.NeedleScore{p, f, a} {
-			sum := []*[2]float64{&ours, &full, &adapted}[j]
-			sum[0] += sc.Top1 / float64(len(reqs))
-			sum[1] += sc.LogProb / float64(len(reqs))
+		for _, x := range []struct {
+			sum *[2]float64
+			sc  quality.NeedleScore
+		}{{&ours, p}, {&full, f}, {&adapted, a}} {
+			x.sum[0] += x.sc.Top1 / float64(len(reqs))
+			x.sum[1] += x.sc.LogProb / float64(len(reqs))
 		}
 	}
 	labA := lab["adapter text"]

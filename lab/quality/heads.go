@@ -113,13 +113,16 @@ type headSplit struct {
 	fixed             float64 // rows per head every step holds: its budget's floor
 }
 
-// newHeadSplit is MethodSpanHeads at b rows per head: streaming heads
-// keep floor(stream*b) rows (sinks and the last context rows), retrieval
-// heads share the rest as span+anchor memory with anchors at most share
-// of their rows; capShare > 0 caps a retrieval head at that share of the
-// context (at least b rows), the streaming heads' windows taking the rest.
-func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, share, stream, capShare float64, retrieval []bool) (*headSplit, error) {
+// newHeadSplit is MethodSpanHeads at b rows per head with lc's settings
+// (after defaults): streaming heads keep floor(StreamShare*b) rows (sinks
+// and the last context rows), the Retrieval heads share the rest as
+// span+anchor memory with anchors at most Span.AnchorShare of their rows;
+// RetrievalCap > 0 caps a retrieval head at that share of the context (at
+// least b rows), the streaming heads' windows taking the rest; ZoomTau and
+// ZoomRel are the zoom's thresholds.
+func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, lc *LongConfig) (*headSplit, error) {
 	meta := s.meta
+	share, stream, capShare, retrieval := lc.Span.AnchorShare, lc.StreamShare, lc.RetrievalCap, lc.Retrieval
 	groups := meta.Layers * meta.KVHeads
 	if len(retrieval) != groups {
 		return nil, fmt.Errorf("%w: quality: %d retrieval flags for %d KV heads", format.ErrInvalidArgument, len(retrieval), groups)
@@ -155,6 +158,7 @@ func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, share, strea
 		bs.layerZoom[l] = bs.zoom / int64(meta.KVHeads) * k
 	}
 	bs.heads = retrieval
+	bs.tau, bs.rel = float32(lc.ZoomTau), float32(lc.ZoomRel)
 	hs.bs = bs
 	hs.fixed = (float64(groups-nr)*float64(min(w, n)) + float64(nr)*bs.fixedRows) / float64(groups)
 	return hs, nil

@@ -54,7 +54,7 @@ func TestHeadSplit(t *testing.T) {
 	s, cfg, retrieval := headStore(t, m, res, h)
 	groups := m.Layers * m.KVHeads
 	n, b := len(ctx), len(ctx)/10
-	if _, err := newHeadSplit(s, h, res.Cache, b, cfg.AnchorShare, 0.5, 0, retrieval[:3]); !errors.Is(err, format.ErrInvalidArgument) {
+	if _, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, Retrieval: retrieval[:3]}); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Fatalf("3 flags for %d heads: %v", groups, err)
 	}
 	// Uncapped, a streaming head keeps half the budget; capped at 15% of
@@ -64,7 +64,7 @@ func TestHeadSplit(t *testing.T) {
 		cap     float64
 		w, most int
 	}{{0, b / 2, (groups*b - (groups-2)*(b/2)) / 2}, {0.15, (groups*b - 2*(n*15/100)) / (groups - 2), n * 15 / 100}} {
-		hs, err := newHeadSplit(s, h, res.Cache, b, cfg.AnchorShare, 0.5, c.cap, retrieval)
+		hs, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, RetrievalCap: c.cap, Retrieval: retrieval})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,12 +145,11 @@ func TestHeadSplitZoomThreshold(t *testing.T) {
 	n, b := len(ctx), len(ctx)/4
 	// rows are a retrieval head's rows at each (step, layer) in decode
 	// order; anchors its resident rows.
-	run := func(tau, rel float32) (rows []int, anchors, longest int) {
-		hs, err := newHeadSplit(s, h, res.Cache, b, cfg.AnchorShare, 0.5, 0, retrieval)
+	run := func(tau, rel float64) (rows []int, anchors, longest int) {
+		hs, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, Retrieval: retrieval, ZoomTau: tau, ZoomRel: rel})
 		if err != nil {
 			t.Fatal(err)
 		}
-		hs.bs.tau, hs.bs.rel = tau, rel
 		check := &rowsSeen{inner: hs, each: func(layer int, sets []rowSet) {
 			for g, rs := range sets {
 				if retrieval[layer*m.KVHeads+g] {

@@ -233,10 +233,9 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 				sm = newSpanMethod(s, h, b, c.Span.AnchorShare, name == MethodSpanSum)
 				meth = sm
 			case MethodSpanHeads:
-				if hs, err = newHeadSplit(s, h, cache, b, c.Span.AnchorShare, c.StreamShare, c.RetrievalCap, c.Retrieval); err != nil {
+				if hs, err = newHeadSplit(s, h, cache, b, c); err != nil {
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
 				}
-				hs.bs.tau, hs.bs.rel = float32(c.ZoomTau), float32(c.ZoomRel)
 				meth = hs
 			}
 			if meth == nil { // a method this configuration does not measure
