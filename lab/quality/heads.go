@@ -80,6 +80,41 @@ func HeadRetrieval(m *llama.Model, needles []*Needle) ([]float64, error) {
 // HeadRetrievalOn is HeadRetrieval over cfg's single needles (Files,
 // Window, Needles, Seed; Progress told of each as it is made).
 func HeadRetrievalOn(cfg NeedleConfig) ([]float64, error) {
+	needles, err := retrievalNeedles(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return HeadRetrieval(cfg.Model, needles)
+}
+
+// HeadRetrievalByDepth is HeadRetrievalOn's needles split by the third of
+// the depths their definition lies in ([0, 0.3), [0.3, 0.6), [0.6, 0.9)):
+// per third, HeadRetrieval over its needles (nil where it has none) and
+// how many there are.
+func HeadRetrievalByDepth(cfg NeedleConfig) ([3][]float64, [3]int, error) {
+	var out [3][]float64
+	var count [3]int
+	needles, err := retrievalNeedles(cfg)
+	if err != nil {
+		return out, count, err
+	}
+	var thirds [3][]*Needle
+	for _, nd := range needles {
+		thirds[nd.third()] = append(thirds[nd.third()], nd)
+	}
+	for i, nds := range thirds {
+		if count[i] = len(nds); count[i] == 0 {
+			continue
+		}
+		if out[i], err = HeadRetrieval(cfg.Model, nds); err != nil {
+			return out, count, err
+		}
+	}
+	return out, count, nil
+}
+
+// retrievalNeedles are cfg's single needles.
+func retrievalNeedles(cfg NeedleConfig) ([]*Needle, error) {
 	if cfg.Model == nil {
 		return nil, fmt.Errorf("%w: quality: head retrieval: no model", format.ErrInvalidArgument)
 	}
@@ -88,7 +123,7 @@ func HeadRetrievalOn(cfg NeedleConfig) ([]float64, error) {
 	if _, err := cfg.eachNeedle(func(nd *Needle) error { needles = append(needles, nd); return nil }); err != nil {
 		return nil, err
 	}
-	return HeadRetrieval(cfg.Model, needles)
+	return needles, nil
 }
 
 // RetrievalHeads marks the heads whose HeadRetrieval mass is at least min.

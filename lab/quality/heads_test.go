@@ -2,6 +2,7 @@ package quality
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
@@ -11,13 +12,39 @@ import (
 // TestHeadRetrieval: every KV head's attention share on the recalled
 // definition is in [0, 1], and on gocode-2k some heads retrieve and some
 // do not (measured on 2,048-byte windows of non-test Go: layers 1 and 2's
-// second KV heads 0.15 and 0.24, the others 0.02 or less). Bad needles
-// are refused.
+// second KV heads 0.15 and 0.24, the others 0.02 or less). Split by
+// depth, the thirds hold every needle and their needle-weighted mean is
+// the whole set's share. Bad needles are refused.
 func TestHeadRetrieval(t *testing.T) {
 	m, files := longCtxOrSkip(t, 512)
-	mass, err := HeadRetrievalOn(NeedleConfig{LongConfig: LongConfig{Model: m}, Files: files, Window: 512, Needles: 3, Seed: 5})
+	cfg := NeedleConfig{LongConfig: LongConfig{Model: m}, Files: files, Window: 512, Needles: 3, Seed: 5}
+	mass, err := HeadRetrievalOn(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	thirds, count, err := HeadRetrievalByDepth(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if count[0]+count[1]+count[2] != cfg.Needles {
+		t.Fatalf("thirds of %v needles, want %d in all", count, cfg.Needles)
+	}
+	for gi, v := range mass {
+		var w float64
+		for i, th := range thirds {
+			if (th == nil) != (count[i] == 0) {
+				t.Fatalf("third %d: %d needles, shares %v", i, count[i], th)
+			}
+			if th != nil {
+				w += th[gi] * float64(count[i]) / float64(cfg.Needles)
+			}
+		}
+		if math.Abs(w-v) > 1e-9 {
+			t.Errorf("head %d: thirds' mean %v, the whole set's %v", gi, w, v)
+		}
+	}
+	if _, _, err := HeadRetrievalByDepth(NeedleConfig{}); !errors.Is(err, format.ErrInvalidArgument) {
+		t.Errorf("no model: %v", err)
 	}
 	if len(mass) != m.Layers*m.KVHeads {
 		t.Fatalf("%d heads, want %d", len(mass), m.Layers*m.KVHeads)

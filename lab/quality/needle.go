@@ -96,6 +96,10 @@ type Needle struct {
 	Def [2]int
 }
 
+// third is the third of the depths, [0, 0.3), [0.3, 0.6) or [0.6, 0.9),
+// the recalled definition lies in: 0, 1 or 2.
+func (nd *Needle) third() int { return min(2, int(nd.Depth/0.3)) }
+
 // NewNeedle builds a needle of at most window tokens from filler (whole
 // lines of it, the first ones), keys definitions, the recalled one at
 // depth (a fraction of the window, in [0, 0.9)), the others at random
@@ -261,7 +265,7 @@ func RunNeedles(cfg NeedleConfig) (rows []NeedleRow, skipped int, err error) {
 			row.Needles++
 			row.Scores = append(row.Scores, s)
 			row.LogProb += s.LogProb
-			third := min(2, int(nd.Depth/0.3))
+			third := nd.third()
 			row.DepthTop1[third] += s.Top1
 			row.DepthNeedles[third]++
 			row.Top1 += s.Top1

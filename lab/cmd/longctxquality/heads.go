@@ -20,6 +20,7 @@ type headFlags struct {
 	tau    float64
 	rel    float64
 	train  bool
+	depth  bool
 }
 
 func (h *headFlags) define() {
@@ -30,6 +31,7 @@ func (h *headFlags) define() {
 	flag.Float64Var(&h.cap, "retrieval-cap", 0, "span+heads: the most of the context a retrieval head keeps (0: no cap), the streaming heads' windows taking the rest")
 	flag.Float64Var(&h.tau, "zoom-tau", 0, "span+heads: the least anchor attention a span needs to be zoomed (0: the budget alone caps the zoom)")
 	flag.Float64Var(&h.rel, "zoom-rel", 0, "span+heads: the share of a KV head's highest span score a span needs to be zoomed (0: none)")
+	flag.BoolVar(&h.depth, "heads-depth", false, "-heads: also print each KV head's share per third of the needles' depths (the same needles, measured again by third)")
 	flag.BoolVar(&h.train, "train-files", false, "draw the needles and windows from non-test Go (training text) instead of the held-out _test.go files: for choosing settings")
 }
 
@@ -48,7 +50,8 @@ func (h *headFlags) retrieval(lc quality.LongConfig, window int) ([]bool, error)
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "retrieval heads: %d training needles from %d non-test files\n", h.n, len(files))
-	mass, err := quality.HeadRetrievalOn(quality.NeedleConfig{LongConfig: lc, Files: files, Window: window, Needles: h.n, Seed: h.seed})
+	cfg := quality.NeedleConfig{LongConfig: lc, Files: files, Window: window, Needles: h.n, Seed: h.seed}
+	mass, err := quality.HeadRetrievalOn(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("-heads: %w", err)
 	}
@@ -62,5 +65,29 @@ func (h *headFlags) retrieval(lc quality.LongConfig, window int) ([]bool, error)
 		fmt.Printf("  layer %d, KV head %d: %.3f%s\n", gi/lc.Model.KVHeads, gi%lc.Model.KVHeads, v, mark)
 	}
 	fmt.Println()
+	if h.depth {
+		thirds, count, err := quality.HeadRetrievalByDepth(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("-heads-depth: %w", err)
+		}
+		fmt.Println("By depth of the definition (needles at 0-.3 / .3-.6 / .6-.9):")
+		fmt.Printf("  needles: %d / %d / %d\n", count[0], count[1], count[2])
+		for gi := range mass {
+			fmt.Printf("  layer %d, KV head %d:", gi/lc.Model.KVHeads, gi%lc.Model.KVHeads)
+			for i, m := range thirds {
+				sep := " /"
+				if i == 0 {
+					sep = ""
+				}
+				if m == nil {
+					fmt.Printf("%s -", sep)
+					continue
+				}
+				fmt.Printf("%s %.3f", sep, m[gi])
+			}
+			fmt.Println()
+		}
+		fmt.Println()
+	}
 	return heads, nil
 }
