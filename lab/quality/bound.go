@@ -72,6 +72,12 @@ type boundSpan struct {
 	// rel, when above 0, is the share of a group's highest score a span
 	// must pass to be zoomed.
 	rel float32
+	// gate, when above 0, is the best score a group's spans must reach at
+	// a step for tau and rel to apply to it.
+	gate float32
+	// t, when set, scores the spans by the teacher's attention mass in
+	// place of the anchors' attention (MethodSpanHeadsOracle).
+	t *teacher
 	// check, when set, is told at every scoring of each bounded span the
 	// bound and the largest true logit (q . k, unscaled) of its rows.
 	check func(bound, logit float64)
@@ -372,8 +378,21 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 	if bs.layerZoom != nil {
 		zoom = bs.layerZoom[a.Layer]
 	}
+	var mass [][]float64
+	if bs.t != nil {
+		mass = bs.t.mass(a) // at every step and layer: the teacher keeps each key
+	}
 	if zoom > 0 {
 		scores := bs.scores(a)
+		for g, ms := range mass {
+			gi := a.Layer*meta.KVHeads + g
+			for sp, v := range ms {
+				scores[gi][sp] = float32(math.NaN())
+				if sm.rt.SpanTokens[sp] > 0 {
+					scores[gi][sp] = float32(v)
+				}
+			}
+		}
 		for gi, r := range bs.heads {
 			if !r {
 				for sp := range scores[gi] {
@@ -381,22 +400,7 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 				}
 			}
 		}
-		tau := noTau(len(scores))
-		for gi := range tau {
-			if bs.tau > 0 {
-				tau[gi] = bs.tau
-			}
-			if bs.rel > 0 {
-				var mx float32
-				for _, v := range scores[gi] {
-					if v > mx {
-						mx = v
-					}
-				}
-				// Select zooms scores above tau: at least rel*mx.
-				tau[gi] = max(tau[gi], math.Nextafter32(bs.rel*mx, float32(math.Inf(-1))))
-			}
-		}
+		tau := bs.thresholds(scores)
 		var err error
 		if z, err = reconstruct.Select(scores, tau, sm.rt.SpanTokens, nil,
 			reconstruct.Budget{Tokens: zoom, Fill: true}); err != nil {
@@ -413,6 +417,32 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 		out[g].v = append(out[g].v, bs.win.v[gi]...)
 	}
 	return out, nil
+}
+
+// thresholds is, per group, the score a span must pass to be zoomed: the
+// larger of tau and rel times the group's best score where either is set
+// and the best score reaches gate; below every score (noTau) elsewhere.
+func (bs *boundSpan) thresholds(scores [][]float32) []float32 {
+	tau := noTau(len(scores))
+	for gi := range tau {
+		var mx float32
+		for _, v := range scores[gi] {
+			if v > mx {
+				mx = v
+			}
+		}
+		if mx < bs.gate {
+			continue
+		}
+		if bs.tau > 0 {
+			tau[gi] = bs.tau
+		}
+		if bs.rel > 0 {
+			// Select zooms scores above tau: at least rel*mx.
+			tau[gi] = max(tau[gi], math.Nextafter32(bs.rel*mx, float32(math.Inf(-1))))
+		}
+	}
+	return tau
 }
 
 // noTau is a threshold below every score: the budget alone caps the zoom.

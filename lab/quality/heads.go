@@ -3,6 +3,7 @@ package quality
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/lab/llama"
@@ -26,6 +27,11 @@ import (
 // which a span is not zoomed even where the budget has room. Rows are
 // counted per step over every head and reported as the mean per head.
 const MethodSpanHeads = "span+heads"
+
+// MethodSpanHeadsOracle is MethodSpanHeads zoomed by the teacher's
+// attention mass per span (as MethodSpanOracle) in place of the anchors'
+// attention, with the same thresholds: the ceiling of its routing.
+const MethodSpanHeadsOracle = "span+heads+oracle"
 
 // DefaultStreamShare is LongConfig.StreamShare's default.
 const DefaultStreamShare = 0.5
@@ -182,7 +188,7 @@ func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, lc *LongConf
 			w = (groups*b - nr*r) / (groups - nr)
 		}
 	}
-	hs := &headSplit{win: keepRows(c, windowTokens(n, min(w, n))), retrieval: retrieval, kvHeads: meta.KVHeads}
+	hs := &headSplit{win: keepRows(c, streamTokens(h, min(w, n), lc.StreamTop)), retrieval: retrieval, kvHeads: meta.KVHeads}
 	bs, err := newBoundSpan(s, h, min(r, n), share, nil, 0, boundMode{anchorsOnly: true})
 	if err != nil {
 		return nil, err
@@ -193,10 +199,29 @@ func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, lc *LongConf
 		bs.layerZoom[l] = bs.zoom / int64(meta.KVHeads) * k
 	}
 	bs.heads = retrieval
-	bs.tau, bs.rel = float32(lc.ZoomTau), float32(lc.ZoomRel)
+	bs.tau, bs.rel, bs.gate = float32(lc.ZoomTau), float32(lc.ZoomRel), float32(lc.ZoomGate)
 	hs.bs = bs
 	hs.fixed = (float64(groups-nr)*float64(min(w, n)) + float64(nr)*bs.fixedRows) / float64(groups)
 	return hs, nil
+}
+
+// streamTokens are a streaming head's w rows of a context of surprisals
+// h: the sinks and the last rows, top of them (a share) the rows of
+// highest surprisal before the window in place of its oldest.
+func streamTokens(h []float32, w int, top float64) []int {
+	n := len(h)
+	k := int(math.Floor(top * float64(max(0, w-sinks))))
+	tokens := windowTokens(n, w-k)
+	if k == 0 {
+		return tokens
+	}
+	rest := slices.Clone(h)
+	for _, t := range tokens {
+		rest[t] = float32(math.Inf(-1))
+	}
+	tokens = append(tokens, topSurprisal(rest, k)...)
+	slices.Sort(tokens)
+	return slices.Compact(tokens)
 }
 
 func (hs *headSplit) rows(a *llama.StepAttention) ([]rowSet, error) {

@@ -3,6 +3,7 @@ package quality
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
@@ -163,9 +164,10 @@ func (c *rowsSeen) rows(a *llama.StepAttention) ([]rowSet, error) {
 // refused.
 func TestHeadSplitZoomThreshold(t *testing.T) {
 	m, ctx, res, h := needlePrefill(t)
-	for _, c := range []LongConfig{{Model: m, ZoomTau: 1.5}, {Model: m, ZoomTau: -0.1}, {Model: m, ZoomRel: 2}, {Model: m, ZoomRel: -1}} {
+	for _, c := range []LongConfig{{Model: m, ZoomTau: 1.5}, {Model: m, ZoomTau: -0.1}, {Model: m, ZoomRel: 2}, {Model: m, ZoomRel: -1},
+		{Model: m, ZoomGate: 1.1}, {Model: m, ZoomGate: -0.5}, {Model: m, StreamTop: 2}, {Model: m, StreamTop: -1}} {
 		if err := c.defaults(); !errors.Is(err, format.ErrInvalidArgument) {
-			t.Errorf("zoom tau %v, relative %v: %v", c.ZoomTau, c.ZoomRel, err)
+			t.Errorf("zoom tau %v, relative %v, gate %v, stream top %v: %v", c.ZoomTau, c.ZoomRel, c.ZoomGate, c.StreamTop, err)
 		}
 	}
 	s, cfg, retrieval := headStore(t, m, res, h)
@@ -234,4 +236,150 @@ func headStore(t *testing.T, m *llama.Model, res *llama.Result, h []float32) (*s
 	retrieval := make([]bool, m.Layers*m.KVHeads)
 	retrieval[1*m.KVHeads+1], retrieval[2*m.KVHeads+1] = true, true
 	return s, cfg, retrieval
+}
+
+func TestZoomThresholds(t *testing.T) {
+	nan := float32(math.NaN())
+	scores := [][]float32{{0.5, 0.01, nan}, {0.03, 0.02, 0.001}, {nan, nan, nan}}
+	for _, c := range []struct {
+		tau, rel, gate float32
+		want           []float32
+	}{
+		{0, 0, 0, []float32{-1, -1, -1}},
+		{0.02, 0, 0, []float32{0.02, 0.02, 0.02}},
+		// rel: just under rel times the group's best, so that the best passes.
+		// (A group of no scores gets just under 0: nothing to zoom.)
+		{0, 0.5, 0, []float32{math.Nextafter32(0.25, -1), math.Nextafter32(0.015, -1), math.Nextafter32(0, -1)}},
+		{0.02, 0.5, 0, []float32{math.Nextafter32(0.25, -1), 0.02, 0.02}},
+		// gate: only groups whose best score reaches it are thresholded.
+		{0.02, 0, 0.1, []float32{0.02, -1, -1}},
+		{0.02, 0, 0.03, []float32{0.02, 0.02, -1}},
+		{0.02, 0.5, 0.6, []float32{-1, -1, -1}},
+	} {
+		bs := &boundSpan{tau: c.tau, rel: c.rel, gate: c.gate}
+		if got := bs.thresholds(scores); !slices.Equal(got, c.want) {
+			t.Errorf("tau %v, rel %v, gate %v: %v, want %v", c.tau, c.rel, c.gate, got, c.want)
+		}
+	}
+}
+
+func TestStreamTokens(t *testing.T) {
+	n := 64
+	h := make([]float32, n)
+	h[0] = float32(math.NaN())
+	for i := 1; i < n; i++ {
+		h[i] = float32(i % 7) // highest (6) at 6, 13, 20, 27, ...
+	}
+	if got, want := streamTokens(h, 20, 0), windowTokens(n, 20); !slices.Equal(got, want) {
+		t.Fatalf("top 0: %v, want the window %v", got, want)
+	}
+	w := 20
+	got := streamTokens(h, w, 0.5)
+	k := (w - sinks) / 2
+	win := windowTokens(n, w-k)
+	if len(got) != w || !slices.IsSorted(got) {
+		t.Fatalf("top 0.5: %d rows %v, want %d sorted", len(got), got, w)
+	}
+	var extra []int
+	for _, tok := range got {
+		if !slices.Contains(win, tok) {
+			extra = append(extra, tok)
+		}
+	}
+	if len(extra) != k {
+		t.Fatalf("top 0.5: %d rows beyond the %d-row window %v, want %d: %v", len(extra), w-k, win, k, got)
+	}
+	for _, tok := range extra {
+		if h[tok] != 6 {
+			t.Errorf("top 0.5: row %d of surprisal %v, want one of the highest (6): %v", tok, h[tok], got)
+		}
+	}
+	if got := streamTokens(h, w, 1); len(got) != w || !slices.Equal(got[:sinks], allTokens(sinks)) {
+		t.Errorf("top 1: %v, want %d rows, the sinks first", got, w)
+	}
+}
+
+// TestHeadSplitOracle: span+heads+oracle zooms by the teacher's attention
+// mass. At relative 1 a retrieval head zooms exactly the span of the
+// highest mass (nothing where it does not fit the layer's zoom), and
+// somewhere a different zoom than the anchors' attention gives; the
+// budget holds; LongConfig measures it only with Oracle and Retrieval.
+func TestHeadSplitOracle(t *testing.T) {
+	m, ctx, res, h := needlePrefill(t)
+	s, cfg, retrieval := headStore(t, m, res, h)
+	n, b := len(ctx), len(ctx)/4
+	run := func(oracle bool) (zoomed []int) {
+		hs, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, Retrieval: retrieval, ZoomRel: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ref *teacher
+		if oracle {
+			hs.bs.t, ref = newTeacher(m, res.Cache, s.meta), newTeacher(m, res.Cache, s.meta)
+		}
+		anchors := len(hs.bs.resIdx)
+		check := &stepSeen{inner: hs, each: func(a *llama.StepAttention, sets []rowSet) {
+			var mass [][]float64
+			if ref != nil {
+				mass = ref.mass(a)
+			}
+			for g, rs := range sets {
+				if !retrieval[a.Layer*m.KVHeads+g] {
+					continue
+				}
+				z := len(rs.k)/s.hd - anchors
+				zoomed = append(zoomed, z)
+				if mass == nil {
+					continue
+				}
+				best := -1
+				for sp, v := range mass[g] {
+					if hs.bs.rt.SpanTokens[sp] > 0 && (best < 0 || v > mass[g][best]) {
+						best = sp
+					}
+				}
+				want := hs.bs.rt.SpanTokens[best]
+				if int64(want) > hs.bs.layerZoom[a.Layer] {
+					want = 0
+				}
+				if z != want {
+					t.Fatalf("layer %d, KV head %d, position %d: %d rows zoomed, want %d (span %d, of the highest mass %.3f)", a.Layer, g, a.Pos, z, want, best, mass[g][best])
+				}
+			}
+		}}
+		if _, err := decode(m, check, ctx[n-16:], n); err != nil {
+			t.Fatal(err)
+		}
+		if hs.maxRows > float64(b) {
+			t.Errorf("oracle %v: %.1f rows per head, budget %d", oracle, hs.maxRows, b)
+		}
+		return zoomed
+	}
+	byMass, byAnchors := run(true), run(false)
+	if slices.Equal(byMass, byAnchors) {
+		t.Errorf("the teacher's zoom equals the anchors' at every step: %v", byMass)
+	}
+	lc := LongConfig{Retrieval: retrieval}
+	if slices.Contains(lc.methods(), MethodSpanHeadsOracle) {
+		t.Errorf("%s measured without Oracle", MethodSpanHeadsOracle)
+	}
+	lc.Oracle = true
+	if !slices.Contains(lc.methods(), MethodSpanHeadsOracle) {
+		t.Errorf("%s not measured with Oracle and Retrieval", MethodSpanHeadsOracle)
+	}
+}
+
+// stepSeen hands each step's attention and row sets of inner to each
+// before returning them.
+type stepSeen struct {
+	inner method
+	each  func(a *llama.StepAttention, sets []rowSet)
+}
+
+func (c *stepSeen) rows(a *llama.StepAttention) ([]rowSet, error) {
+	sets, err := c.inner.rows(a)
+	if err == nil {
+		c.each(a, sets)
+	}
+	return sets, err
 }

@@ -58,6 +58,10 @@ type LongConfig struct {
 	Retrieval    []bool
 	StreamShare  float64
 	RetrievalCap float64
+	// StreamTop is the share of a streaming head's rows that are the
+	// context's rows of highest surprisal outside its window, in place of
+	// the window's oldest (0: the window alone).
+	StreamTop float64
 	// ZoomTau, when above 0, is the score (the anchors' attention, as
 	// span+anchor routes) a span must pass for MethodSpanHeads to zoom it,
 	// and ZoomRel, when above 0, the share of its KV head's best score it
@@ -66,6 +70,11 @@ type LongConfig struct {
 	// caps the zoom; docs/quality.md "A zoom threshold").
 	ZoomTau float64
 	ZoomRel float64
+	// ZoomGate, when above 0, applies ZoomTau and ZoomRel to a KV head at
+	// a step only when its best span score reaches it (a query that
+	// attends sharply to one span, as a copy does); below it the budget
+	// alone caps the zoom (0: the thresholds apply at every step).
+	ZoomGate float64
 	// Only, when not empty, keeps of the methods above these (full KV is
 	// always measured).
 	Only []string
@@ -98,11 +107,11 @@ func (c *LongConfig) defaults() error {
 	if c.StreamShare == 0 {
 		c.StreamShare = DefaultStreamShare
 	}
-	if !(c.StreamShare > 0 && c.StreamShare <= 1) || !(c.RetrievalCap >= 0 && c.RetrievalCap <= 1) {
+	if !(c.StreamShare > 0 && c.StreamShare <= 1) || !(c.RetrievalCap >= 0 && c.RetrievalCap <= 1) || !(c.StreamTop >= 0 && c.StreamTop <= 1) {
 		return fmt.Errorf("%w: quality: stream share %v, retrieval cap %v", prune.ErrInvalidArgument, c.StreamShare, c.RetrievalCap)
 	}
-	if !(c.ZoomTau >= 0 && c.ZoomTau <= 1) || !(c.ZoomRel >= 0 && c.ZoomRel <= 1) {
-		return fmt.Errorf("%w: quality: zoom tau %v, relative %v", prune.ErrInvalidArgument, c.ZoomTau, c.ZoomRel)
+	if !(c.ZoomTau >= 0 && c.ZoomTau <= 1) || !(c.ZoomRel >= 0 && c.ZoomRel <= 1) || !(c.ZoomGate >= 0 && c.ZoomGate <= 1) {
+		return fmt.Errorf("%w: quality: zoom tau %v, relative %v, gate %v", prune.ErrInvalidArgument, c.ZoomTau, c.ZoomRel, c.ZoomGate)
 	}
 	if g := c.Model.Layers * c.Model.KVHeads; c.Retrieval != nil && len(c.Retrieval) != g {
 		return fmt.Errorf("%w: quality: %d retrieval flags for %d KV heads", prune.ErrInvalidArgument, len(c.Retrieval), g)
@@ -232,9 +241,12 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 			case MethodSpan, MethodSpanSum:
 				sm = newSpanMethod(s, h, b, c.Span.AnchorShare, name == MethodSpanSum)
 				meth = sm
-			case MethodSpanHeads:
+			case MethodSpanHeads, MethodSpanHeadsOracle:
 				if hs, err = newHeadSplit(s, h, cache, b, c); err != nil {
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
+				}
+				if name == MethodSpanHeadsOracle {
+					hs.bs.t = newTeacher(m, cache, s.meta)
 				}
 				meth = hs
 			}

@@ -349,6 +349,9 @@ func (c *LongConfig) methods() []string {
 	}
 	if c.Retrieval != nil {
 		extra = append(extra, MethodSpanHeads)
+		if c.Oracle {
+			extra = append(extra, MethodSpanHeadsOracle)
+		}
 	}
 	out := append([]string(nil), LongMethods[:len(LongMethods)-1]...)
 	out = append(append(out, extra...), LongMethods[len(LongMethods)-1])

@@ -108,7 +108,7 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	if lc.Routers, err = ro.load(m, p); err != nil {
 		return err
 	}
-	lc.StreamShare, lc.RetrievalCap, lc.ZoomTau, lc.ZoomRel = heads.stream, heads.cap, heads.tau, heads.rel
+	lc.StreamShare, lc.RetrievalCap, lc.ZoomTau, lc.ZoomRel, lc.ZoomGate, lc.StreamTop = heads.stream, heads.cap, heads.tau, heads.rel, heads.gate, heads.top
 	if lc.Retrieval, err = heads.retrieval(lc, window); err != nil {
 		return err
 	}
