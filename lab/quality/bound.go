@@ -384,15 +384,6 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 	}
 	if zoom > 0 {
 		scores := bs.scores(a)
-		for g, ms := range mass {
-			gi := a.Layer*meta.KVHeads + g
-			for sp, v := range ms {
-				scores[gi][sp] = float32(math.NaN())
-				if sm.rt.SpanTokens[sp] > 0 {
-					scores[gi][sp] = float32(v)
-				}
-			}
-		}
 		for gi, r := range bs.heads {
 			if !r {
 				for sp := range scores[gi] {
@@ -401,6 +392,23 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 			}
 		}
 		tau := bs.thresholds(scores)
+		for g, ms := range mass {
+			gi := a.Layer*meta.KVHeads + g
+			if bs.gate > 0 && best(scores[gi]) >= bs.gate {
+				continue // a copy: the anchors' attention routes it
+			}
+			for sp, v := range ms {
+				scores[gi][sp] = float32(math.NaN())
+				if sm.rt.SpanTokens[sp] > 0 && bs.heads[gi] {
+					scores[gi][sp] = float32(v)
+				}
+			}
+			if bs.gate > 0 {
+				tau[gi] = -1 // below the gate the budget alone caps the zoom
+			} else {
+				tau[gi] = bs.thresholds(scores[gi : gi+1])[0]
+			}
+		}
 		var err error
 		if z, err = reconstruct.Select(scores, tau, sm.rt.SpanTokens, nil,
 			reconstruct.Budget{Tokens: zoom, Fill: true}); err != nil {
@@ -425,12 +433,7 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 func (bs *boundSpan) thresholds(scores [][]float32) []float32 {
 	tau := noTau(len(scores))
 	for gi := range tau {
-		var mx float32
-		for _, v := range scores[gi] {
-			if v > mx {
-				mx = v
-			}
-		}
+		mx := best(scores[gi])
 		if mx < bs.gate {
 			continue
 		}
@@ -443,6 +446,17 @@ func (bs *boundSpan) thresholds(scores [][]float32) []float32 {
 		}
 	}
 	return tau
+}
+
+// best is the highest of scores, 0 where none is above it (NaN aside).
+func best(scores []float32) float32 {
+	var mx float32
+	for _, v := range scores {
+		if v > mx {
+			mx = v
+		}
+	}
+	return mx
 }
 
 // noTau is a threshold below every score: the budget alone caps the zoom.

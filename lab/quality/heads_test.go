@@ -302,14 +302,15 @@ func TestStreamTokens(t *testing.T) {
 // TestHeadSplitOracle: span+heads+oracle zooms by the teacher's attention
 // mass. At relative 1 a retrieval head zooms exactly the span of the
 // highest mass (nothing where it does not fit the layer's zoom), and
-// somewhere a different zoom than the anchors' attention gives; the
-// budget holds; LongConfig measures it only with Oracle and Retrieval.
+// somewhere a different zoom than the anchors' attention gives; below a
+// gate the threshold is off and the zoom fills; the budget holds;
+// LongConfig measures it only with Oracle and Retrieval.
 func TestHeadSplitOracle(t *testing.T) {
 	m, ctx, res, h := needlePrefill(t)
 	s, cfg, retrieval := headStore(t, m, res, h)
 	n, b := len(ctx), len(ctx)/4
-	run := func(oracle bool) (zoomed []int) {
-		hs, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, Retrieval: retrieval, ZoomRel: 1})
+	run := func(oracle bool, gate float64) (zoomed []int) {
+		hs, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, Retrieval: retrieval, ZoomRel: 1, ZoomGate: gate})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,7 +330,7 @@ func TestHeadSplitOracle(t *testing.T) {
 				}
 				z := len(rs.k)/s.hd - anchors
 				zoomed = append(zoomed, z)
-				if mass == nil {
+				if mass == nil || gate > 0 {
 					continue
 				}
 				best := -1
@@ -355,9 +356,18 @@ func TestHeadSplitOracle(t *testing.T) {
 		}
 		return zoomed
 	}
-	byMass, byAnchors := run(true), run(false)
+	byMass, byAnchors := run(true, 0), run(false, 0)
 	if slices.Equal(byMass, byAnchors) {
 		t.Errorf("the teacher's zoom equals the anchors' at every step: %v", byMass)
+	}
+	// Below a gate no query reaches, the teacher's zoom fills the budget
+	// in place of zooming its best span alone.
+	var one, filled int
+	for i, z := range run(true, 0.999) {
+		one, filled = one+byMass[i], filled+z
+	}
+	if filled <= one {
+		t.Errorf("gate 0.999: %d rows zoomed in all, no more than the %d of the best spans alone", filled, one)
 	}
 	lc := LongConfig{Retrieval: retrieval}
 	if slices.Contains(lc.methods(), MethodSpanHeadsOracle) {
