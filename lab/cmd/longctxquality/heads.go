@@ -34,7 +34,7 @@ func (h *headFlags) define() {
 	flag.Float64Var(&h.tau, "zoom-tau", 0, "span+heads: the least anchor attention a span needs to be zoomed (0: the budget alone caps the zoom)")
 	flag.Float64Var(&h.rel, "zoom-rel", 0, "span+heads: the share of a KV head's highest span score a span needs to be zoomed (0: none)")
 	flag.Float64Var(&h.top, "stream-top", 0, "span+heads: the share of a streaming head's rows that are the rows of highest surprisal before its window (0: the window alone)")
-	flag.Float64Var(&h.gate, "zoom-gate", 0, "span+heads: -zoom-tau and -zoom-rel apply to a KV head at a step only when its best span score reaches this (0: at every step)")
+	flag.Float64Var(&h.gate, "zoom-gate", 0, "span+heads: -zoom-tau and -zoom-rel apply to a KV head at a step only when its best span score reaches this (0: at every step); span+heads+oracle routes by the teacher only below it")
 	flag.BoolVar(&h.depth, "heads-depth", false, "-heads: also print each KV head's share per third of the needles' depths (the same needles, measured again by third)")
 	flag.BoolVar(&h.train, "train-files", false, "draw the needles and windows from non-test Go (training text) instead of the held-out _test.go files: for choosing settings")
 }

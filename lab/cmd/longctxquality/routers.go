@@ -36,7 +36,7 @@ func (r *routerFlags) define() {
 	flag.BoolVar(&r.bound, "bound", false, "add span+bound, span+bound+window (span memory zoomed by per-channel key bounds of each span), span+bound-ch, span+bound-ch+window (bounds on -bound-channels channels) and span+meankey, span+meankey+window (by its mean key post-RoPE), counted in the budget")
 	flag.IntVar(&r.channels, "bound-channels", quality.DefaultBoundChannels, "span+bound-ch: channels per (layer, KV head) with per-span bounds")
 	flag.BoolVar(&r.why, "boundwhy", false, "instead of the tables: on -needles single needles, the teacher's attention mass each routing signal's zoom set captures and the rank it gives the needle's span (quality.BoundWhy)")
-	flag.BoolVar(&r.oracle, "oracle", false, "add span+oracle: span memory zoomed by the teacher's attention mass, the ceiling of routing")
+	flag.BoolVar(&r.oracle, "oracle", false, "add span+oracle: span memory zoomed by the teacher's attention mass, the ceiling of routing (and span+heads+oracle with -heads)")
 }
 
 // load reads the trained routers of model m (its checkpoint at path), nil
