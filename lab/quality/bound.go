@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/reconstruct"
+	"github.com/kvstore/kvstore/store"
 )
 
 // Span memory routed by per-channel key bounds (Quest's page bounds, per
@@ -75,9 +76,11 @@ type boundSpan struct {
 	// gate, when above 0, is the best score a group's spans must reach at
 	// a step for tau and rel to apply to it.
 	gate float32
-	// t, when set, scores the spans by the teacher's attention mass in
-	// place of the anchors' attention (MethodSpanHeadsOracle).
-	t *teacher
+	// rank, when set, scores the spans in place of the anchors' attention
+	// (below gate only, when set): the teacher's attention mass
+	// (MethodSpanHeadsOracle) or a SeKV router's (MethodSpanHeadsRouter,
+	// MethodSpanHeadsTrained).
+	rank spanRanker
 	// check, when set, is told at every scoring of each bounded span the
 	// bound and the largest true logit (q . k, unscaled) of its rows.
 	check func(bound, logit float64)
@@ -166,15 +169,17 @@ type boundMode struct {
 	mean     bool
 	channels int
 	// anchors adds each span's anchors' attention to its score;
-	// anchorsOnly scores by it alone (no bounds, no cost).
+	// anchorsOnly scores by it alone (no bounds), at keys rows per span
+	// (a router's projected summary keys, where one ranks the spans).
 	anchors, anchorsOnly bool
+	keys                 float64
 }
 
 // cost is the rows a mode costs per span and once per (layer, KV head).
 func (m boundMode) cost(hd int) (perSpan, fixed float64) {
 	switch {
 	case m.anchorsOnly:
-		return 0, 0
+		return m.keys, 0
 	case m.mean:
 		return 0.5, 0
 	case m.channels > 0 && m.channels < hd:
@@ -379,8 +384,12 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 		zoom = bs.layerZoom[a.Layer]
 	}
 	var mass [][]float64
-	if bs.t != nil {
-		mass = bs.t.mass(a) // at every step and layer: the teacher keeps each key
+	if bs.rank != nil {
+		// At every step and layer: the teacher keeps each key.
+		var err error
+		if mass, err = bs.rank.rank(a); err != nil {
+			return nil, err
+		}
 	}
 	if zoom > 0 {
 		scores := bs.scores(a)
@@ -446,6 +455,38 @@ func (bs *boundSpan) thresholds(scores [][]float32) []float32 {
 		}
 	}
 	return tau
+}
+
+// spanRanker scores, per KV head of a step's layer, every span, in place
+// of the anchors' attention.
+type spanRanker interface {
+	rank(a *llama.StepAttention) ([][]float64, error)
+}
+
+func (t *teacher) rank(a *llama.StepAttention) ([][]float64, error) { return t.mass(a), nil }
+
+// routerRank scores spans by a SeKV router: store.Routing.Score's alpha
+// of the KV head's pre-RoPE queries.
+type routerRank struct {
+	rt *store.Routing
+	hd int
+}
+
+func (r routerRank) rank(a *llama.StepAttention) ([][]float64, error) {
+	kv := r.rt.KVHeads
+	per := len(a.QPre) / r.hd / kv
+	out := make([][]float64, kv)
+	for g := range kv {
+		sc, err := r.rt.Score(a.Layer*kv+g, a.QPre[g*per*r.hd:(g+1)*per*r.hd], nil)
+		if err != nil {
+			return nil, err
+		}
+		out[g] = make([]float64, len(sc))
+		for i, v := range sc {
+			out[g][i] = float64(v)
+		}
+	}
+	return out, nil
 }
 
 // best is the highest of scores, 0 where none is above it (NaN aside).

@@ -33,6 +33,16 @@ const MethodSpanHeads = "span+heads"
 // attention, with the same thresholds: the ceiling of its routing.
 const MethodSpanHeadsOracle = "span+heads+oracle"
 
+// MethodSpanHeadsRouter and MethodSpanHeadsTrained rank MethodSpanHeads'
+// zoom by SeKV's routers in place of the anchors' attention (below
+// LongConfig.ZoomGate only, when set): the memory's own untrained
+// routers, or the trained ones of LongConfig.Routers. The routers'
+// projected summary keys are counted in the retrieval heads' rows.
+const (
+	MethodSpanHeadsRouter  = "span+heads+router"
+	MethodSpanHeadsTrained = "span+heads+trained"
+)
+
 // DefaultStreamShare is LongConfig.StreamShare's default.
 const DefaultStreamShare = 0.5
 
@@ -161,7 +171,10 @@ type headSplit struct {
 // RetrievalCap > 0 caps a retrieval head at that share of the context (at
 // least b rows), the streaming heads' windows taking the rest; ZoomTau and
 // ZoomRel are the zoom's thresholds.
-func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, lc *LongConfig) (*headSplit, error) {
+//
+// keys is the rows each span's routing keys cost a retrieval head (0 where
+// the anchors' attention alone routes).
+func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, lc *LongConfig, keys float64) (*headSplit, error) {
 	meta := s.meta
 	share, stream, capShare, retrieval := lc.Span.AnchorShare, lc.StreamShare, lc.RetrievalCap, lc.Retrieval
 	groups := meta.Layers * meta.KVHeads
@@ -189,7 +202,7 @@ func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, lc *LongConf
 		}
 	}
 	hs := &headSplit{win: keepRows(c, streamTokens(h, min(w, n), lc.StreamTop)), retrieval: retrieval, kvHeads: meta.KVHeads}
-	bs, err := newBoundSpan(s, h, min(r, n), share, nil, 0, boundMode{anchorsOnly: true})
+	bs, err := newBoundSpan(s, h, min(r, n), share, nil, 0, boundMode{anchorsOnly: true, keys: keys})
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/lab/router"
 )
 
 // TestHeadRetrieval: every KV head's attention share on the recalled
@@ -82,7 +83,7 @@ func TestHeadSplit(t *testing.T) {
 	s, cfg, retrieval := headStore(t, m, res, h)
 	groups := m.Layers * m.KVHeads
 	n, b := len(ctx), len(ctx)/10
-	if _, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, Retrieval: retrieval[:3]}); !errors.Is(err, format.ErrInvalidArgument) {
+	if _, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, Retrieval: retrieval[:3]}, 0); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Fatalf("3 flags for %d heads: %v", groups, err)
 	}
 	// Uncapped, a streaming head keeps half the budget; capped at 15% of
@@ -92,7 +93,7 @@ func TestHeadSplit(t *testing.T) {
 		cap     float64
 		w, most int
 	}{{0, b / 2, (groups*b - (groups-2)*(b/2)) / 2}, {0.15, (groups*b - 2*(n*15/100)) / (groups - 2), n * 15 / 100}} {
-		hs, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, RetrievalCap: c.cap, Retrieval: retrieval})
+		hs, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, RetrievalCap: c.cap, Retrieval: retrieval}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +176,7 @@ func TestHeadSplitZoomThreshold(t *testing.T) {
 	// rows are a retrieval head's rows at each (step, layer) in decode
 	// order; anchors its resident rows.
 	run := func(tau, rel float64) (rows []int, anchors, longest int) {
-		hs, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, Retrieval: retrieval, ZoomTau: tau, ZoomRel: rel})
+		hs, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, Retrieval: retrieval, ZoomTau: tau, ZoomRel: rel}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,30 +300,44 @@ func TestStreamTokens(t *testing.T) {
 	}
 }
 
-// TestHeadSplitOracle: span+heads+oracle zooms by the teacher's attention
-// mass. At relative 1 a retrieval head zooms exactly the span of the
-// highest mass (nothing where it does not fit the layer's zoom), and
+// TestHeadSplitRanked: span+heads+oracle and span+heads+router zoom by
+// their rankers, the teacher's attention mass and the memory's SeKV
+// routers. At relative 1 a retrieval head zooms exactly the span of the
+// highest score (nothing where it does not fit the layer's zoom), and
 // somewhere a different zoom than the anchors' attention gives; below a
-// gate the threshold is off and the zoom fills; the budget holds;
-// LongConfig measures it only with Oracle and Retrieval.
-func TestHeadSplitOracle(t *testing.T) {
+// gate the threshold is off and the zoom fills; the routers' keys are
+// counted in the retrieval heads' rows; the budget holds; LongConfig
+// measures the oracle only with Oracle, the trained routers only with
+// Routers.
+func TestHeadSplitRanked(t *testing.T) {
 	m, ctx, res, h := needlePrefill(t)
 	s, cfg, retrieval := headStore(t, m, res, h)
 	n, b := len(ctx), len(ctx)/4
-	run := func(oracle bool, gate float64) (zoomed []int) {
-		hs, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, Retrieval: retrieval, ZoomRel: 1, ZoomGate: gate})
+	// rankers are a ranker for the memory and one for the check: the
+	// teacher keeps each step's keys, so each needs its own.
+	type rankers func() (spanRanker, spanRanker)
+	teachers := func() (spanRanker, spanRanker) {
+		return newTeacher(m, res.Cache, s.meta), newTeacher(m, res.Cache, s.meta)
+	}
+	routers := func() (spanRanker, spanRanker) { r := routerRank{s.rt, s.hd}; return r, r }
+	keys := float64(s.rt.Dim) / float64(2*s.hd)
+	run := func(name string, rk rankers, keys, gate float64) (zoomed []int, hs *headSplit) {
+		hs, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, Retrieval: retrieval, ZoomRel: 1, ZoomGate: gate}, keys)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ref *teacher
-		if oracle {
-			hs.bs.t, ref = newTeacher(m, res.Cache, s.meta), newTeacher(m, res.Cache, s.meta)
+		var ref spanRanker
+		if rk != nil {
+			hs.bs.rank, ref = rk()
 		}
 		anchors := len(hs.bs.resIdx)
 		check := &stepSeen{inner: hs, each: func(a *llama.StepAttention, sets []rowSet) {
-			var mass [][]float64
+			var score [][]float64
 			if ref != nil {
-				mass = ref.mass(a)
+				var err error
+				if score, err = ref.rank(a); err != nil {
+					t.Fatal(err)
+				}
 			}
 			for g, rs := range sets {
 				if !retrieval[a.Layer*m.KVHeads+g] {
@@ -330,21 +345,21 @@ func TestHeadSplitOracle(t *testing.T) {
 				}
 				z := len(rs.k)/s.hd - anchors
 				zoomed = append(zoomed, z)
-				if mass == nil || gate > 0 {
+				if score == nil || gate > 0 {
 					continue
 				}
 				best := -1
-				for sp, v := range mass[g] {
-					if hs.bs.rt.SpanTokens[sp] > 0 && (best < 0 || v > mass[g][best]) {
+				for sp, v := range score[g] {
+					if hs.bs.rt.SpanTokens[sp] > 0 && !math.IsNaN(v) && (best < 0 || v > score[g][best]) {
 						best = sp
 					}
 				}
-				want := hs.bs.rt.SpanTokens[best]
-				if int64(want) > hs.bs.layerZoom[a.Layer] {
-					want = 0
+				want := 0
+				if best >= 0 && int64(hs.bs.rt.SpanTokens[best]) <= hs.bs.layerZoom[a.Layer] {
+					want = hs.bs.rt.SpanTokens[best]
 				}
 				if z != want {
-					t.Fatalf("layer %d, KV head %d, position %d: %d rows zoomed, want %d (span %d, of the highest mass %.3f)", a.Layer, g, a.Pos, z, want, best, mass[g][best])
+					t.Fatalf("%s: layer %d, KV head %d, position %d: %d rows zoomed, want %d (span %d)", name, a.Layer, g, a.Pos, z, want, best)
 				}
 			}
 		}}
@@ -352,30 +367,41 @@ func TestHeadSplitOracle(t *testing.T) {
 			t.Fatal(err)
 		}
 		if hs.maxRows > float64(b) {
-			t.Errorf("oracle %v: %.1f rows per head, budget %d", oracle, hs.maxRows, b)
+			t.Errorf("%s: %.1f rows per head, budget %d", name, hs.maxRows, b)
 		}
-		return zoomed
+		return zoomed, hs
 	}
-	byMass, byAnchors := run(true, 0), run(false, 0)
-	if slices.Equal(byMass, byAnchors) {
-		t.Errorf("the teacher's zoom equals the anchors' at every step: %v", byMass)
-	}
-	// Below a gate no query reaches, the teacher's zoom fills the budget
-	// in place of zooming its best span alone.
-	var one, filled int
-	for i, z := range run(true, 0.999) {
-		one, filled = one+byMass[i], filled+z
-	}
-	if filled <= one {
-		t.Errorf("gate 0.999: %d rows zoomed in all, no more than the %d of the best spans alone", filled, one)
+	byAnchors, plain := run("anchors", nil, 0, 0)
+	for _, c := range []struct {
+		name string
+		rk   rankers
+		keys float64
+	}{{MethodSpanHeadsOracle, teachers, 0}, {MethodSpanHeadsRouter, routers, keys}} {
+		ranked, hs := run(c.name, c.rk, c.keys, 0)
+		if slices.Equal(ranked, byAnchors) {
+			t.Errorf("%s: its zoom equals the anchors' at every step: %v", c.name, ranked)
+		}
+		// Below a gate no query reaches, the zoom fills the budget in
+		// place of zooming the best span alone.
+		var one, filled int
+		gated, _ := run(c.name, c.rk, c.keys, 0.999)
+		for i, z := range gated {
+			one, filled = one+ranked[i], filled+z
+		}
+		if filled <= one {
+			t.Errorf("%s, gate 0.999: %d rows zoomed in all, no more than the %d of the best spans alone", c.name, filled, one)
+		}
+		if want := plain.bs.fixedRows + c.keys*float64(hs.bs.bounded); math.Abs(hs.bs.fixedRows-want) > 1e-9 || c.keys > 0 && hs.bs.zoom >= plain.bs.zoom {
+			t.Errorf("%s: %.2f fixed rows, want %.2f; zoom %d rows, the anchors' alone %d", c.name, hs.bs.fixedRows, want, hs.bs.zoom, plain.bs.zoom)
+		}
 	}
 	lc := LongConfig{Retrieval: retrieval}
-	if slices.Contains(lc.methods(), MethodSpanHeadsOracle) {
-		t.Errorf("%s measured without Oracle", MethodSpanHeadsOracle)
+	if got := lc.methods(); slices.Contains(got, MethodSpanHeadsOracle) || slices.Contains(got, MethodSpanHeadsTrained) || !slices.Contains(got, MethodSpanHeadsRouter) {
+		t.Errorf("without Oracle and Routers: %q", got)
 	}
-	lc.Oracle = true
-	if !slices.Contains(lc.methods(), MethodSpanHeadsOracle) {
-		t.Errorf("%s not measured with Oracle and Retrieval", MethodSpanHeadsOracle)
+	lc.Oracle, lc.Routers = true, []router.Artifact{{}}
+	if got := lc.methods(); !slices.Contains(got, MethodSpanHeadsOracle) || !slices.Contains(got, MethodSpanHeadsTrained) {
+		t.Errorf("with Oracle and Routers: %q", got)
 	}
 }
 

@@ -241,13 +241,28 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 			case MethodSpan, MethodSpanSum:
 				sm = newSpanMethod(s, h, b, c.Span.AnchorShare, name == MethodSpanSum)
 				meth = sm
-			case MethodSpanHeads, MethodSpanHeadsOracle:
-				if hs, err = newHeadSplit(s, h, cache, b, c); err != nil {
+			case MethodSpanHeads, MethodSpanHeadsOracle, MethodSpanHeadsRouter, MethodSpanHeadsTrained:
+				var rank spanRanker
+				var keys float64
+				switch name {
+				case MethodSpanHeadsOracle:
+					rank = newTeacher(m, cache, s.meta)
+				case MethodSpanHeadsRouter, MethodSpanHeadsTrained:
+					rt := s.rt
+					if name == MethodSpanHeadsTrained {
+						if trained == nil {
+							if trained, err = s.trainedRouting(m, &c.Span, c.Routers); err != nil {
+								return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
+							}
+						}
+						rt = trained
+					}
+					rank, keys = routerRank{rt, s.hd}, float64(rt.Dim)/float64(2*s.hd)
+				}
+				if hs, err = newHeadSplit(s, h, cache, b, c, keys); err != nil {
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
 				}
-				if name == MethodSpanHeadsOracle {
-					hs.bs.t = newTeacher(m, cache, s.meta)
-				}
+				hs.bs.rank = rank
 				meth = hs
 			}
 			if meth == nil { // a method this configuration does not measure

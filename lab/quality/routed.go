@@ -348,7 +348,10 @@ func (c *LongConfig) methods() []string {
 			MethodSpanAnchor, MethodSpanAnchorWindow, MethodSpanAnchorBoundCh)
 	}
 	if c.Retrieval != nil {
-		extra = append(extra, MethodSpanHeads)
+		extra = append(extra, MethodSpanHeads, MethodSpanHeadsRouter)
+		if c.Routers != nil {
+			extra = append(extra, MethodSpanHeadsTrained)
+		}
 		if c.Oracle {
 			extra = append(extra, MethodSpanHeadsOracle)
 		}
