@@ -383,11 +383,11 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 	if bs.layerZoom != nil {
 		zoom = bs.layerZoom[a.Layer]
 	}
-	var mass [][]float64
+	var ranked [][]float64
 	if bs.rank != nil {
 		// At every step and layer: the teacher keeps each key.
 		var err error
-		if mass, err = bs.rank.rank(a); err != nil {
+		if ranked, err = bs.rank.rank(a); err != nil {
 			return nil, err
 		}
 	}
@@ -401,7 +401,7 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 			}
 		}
 		tau := bs.thresholds(scores)
-		for g, ms := range mass {
+		for g, ms := range ranked {
 			gi := a.Layer*meta.KVHeads + g
 			if bs.gate > 0 && best(scores[gi]) >= bs.gate {
 				continue // a copy: the anchors' attention routes it

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/store"
 )
 
 // Span memory on the retrieval heads only: DuoAttention's split of the KV
@@ -30,7 +31,8 @@ const MethodSpanHeads = "span+heads"
 
 // MethodSpanHeadsOracle is MethodSpanHeads zoomed by the teacher's
 // attention mass per span (as MethodSpanOracle) in place of the anchors'
-// attention, with the same thresholds: the ceiling of its routing.
+// attention, with the same thresholds (below LongConfig.ZoomGate only,
+// when set, without them): the ceiling of its routing.
 const MethodSpanHeadsOracle = "span+heads+oracle"
 
 // MethodSpanHeadsRouter and MethodSpanHeadsTrained rank MethodSpanHeads'
@@ -215,6 +217,38 @@ func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, lc *LongConf
 	bs.tau, bs.rel, bs.gate = float32(lc.ZoomTau), float32(lc.ZoomRel), float32(lc.ZoomGate)
 	hs.bs = bs
 	hs.fixed = (float64(groups-nr)*float64(min(w, n)) + float64(nr)*bs.fixedRows) / float64(groups)
+	return hs, nil
+}
+
+// headMethod is the span+heads method name at b rows: its zoom ranked by
+// the anchors' attention (MethodSpanHeads), the teacher's mass
+// (MethodSpanHeadsOracle) or SeKV's routers, the memory's own
+// (MethodSpanHeadsRouter) or c.Routers (MethodSpanHeadsTrained, read into
+// *trained once per context).
+func (c *LongConfig) headMethod(name string, s *spanStore, h []float32, cache *llama.Cache, b int, trained **store.Routing) (*headSplit, error) {
+	var rank spanRanker
+	var keys float64
+	switch name {
+	case MethodSpanHeadsOracle:
+		rank = newTeacher(c.Model, cache, s.meta)
+	case MethodSpanHeadsRouter, MethodSpanHeadsTrained:
+		rt := s.rt
+		if name == MethodSpanHeadsTrained {
+			if *trained == nil {
+				var err error
+				if *trained, err = s.trainedRouting(c.Model, &c.Span, c.Routers); err != nil {
+					return nil, err
+				}
+			}
+			rt = *trained
+		}
+		rank, keys = routerRank{rt, s.hd}, float64(rt.Dim)/float64(2*s.hd)
+	}
+	hs, err := newHeadSplit(s, h, cache, b, c, keys)
+	if err != nil {
+		return nil, err
+	}
+	hs.bs.rank = rank
 	return hs, nil
 }
 

@@ -108,7 +108,7 @@ func (c *LongConfig) defaults() error {
 		c.StreamShare = DefaultStreamShare
 	}
 	if !(c.StreamShare > 0 && c.StreamShare <= 1) || !(c.RetrievalCap >= 0 && c.RetrievalCap <= 1) || !(c.StreamTop >= 0 && c.StreamTop <= 1) {
-		return fmt.Errorf("%w: quality: stream share %v, retrieval cap %v", prune.ErrInvalidArgument, c.StreamShare, c.RetrievalCap)
+		return fmt.Errorf("%w: quality: stream share %v, retrieval cap %v, stream top %v", prune.ErrInvalidArgument, c.StreamShare, c.RetrievalCap, c.StreamTop)
 	}
 	if !(c.ZoomTau >= 0 && c.ZoomTau <= 1) || !(c.ZoomRel >= 0 && c.ZoomRel <= 1) || !(c.ZoomGate >= 0 && c.ZoomGate <= 1) {
 		return fmt.Errorf("%w: quality: zoom tau %v, relative %v, gate %v", prune.ErrInvalidArgument, c.ZoomTau, c.ZoomRel, c.ZoomGate)
@@ -242,27 +242,9 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 				sm = newSpanMethod(s, h, b, c.Span.AnchorShare, name == MethodSpanSum)
 				meth = sm
 			case MethodSpanHeads, MethodSpanHeadsOracle, MethodSpanHeadsRouter, MethodSpanHeadsTrained:
-				var rank spanRanker
-				var keys float64
-				switch name {
-				case MethodSpanHeadsOracle:
-					rank = newTeacher(m, cache, s.meta)
-				case MethodSpanHeadsRouter, MethodSpanHeadsTrained:
-					rt := s.rt
-					if name == MethodSpanHeadsTrained {
-						if trained == nil {
-							if trained, err = s.trainedRouting(m, &c.Span, c.Routers); err != nil {
-								return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
-							}
-						}
-						rt = trained
-					}
-					rank, keys = routerRank{rt, s.hd}, float64(rt.Dim)/float64(2*s.hd)
-				}
-				if hs, err = newHeadSplit(s, h, cache, b, c, keys); err != nil {
+				if hs, err = c.headMethod(name, s, h, cache, b, &trained); err != nil {
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
 				}
-				hs.bs.rank = rank
 				meth = hs
 			}
 			if meth == nil { // a method this configuration does not measure

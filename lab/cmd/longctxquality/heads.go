@@ -26,7 +26,7 @@ type headFlags struct {
 }
 
 func (h *headFlags) define() {
-	flag.IntVar(&h.n, "heads", 0, "add span+heads (span memory on the retrieval heads, a recent window on the others), the retrieval heads measured first on this many single needles of non-test Go (training text, not the tables')")
+	flag.IntVar(&h.n, "heads", 0, "add span+heads (span memory on the retrieval heads, a recent window on the others) and span+heads+router (its zoom ranked by SeKV's untrained routers), the retrieval heads measured first on this many single needles of non-test Go (training text, not the tables')")
 	flag.Uint64Var(&h.seed, "heads-seed", 99, "-heads: seed of the training needles")
 	flag.Float64Var(&h.mass, "retrieval-mass", quality.DefaultRetrievalMass, "-heads: a KV head whose attention on the needle's definition line is at least this share is a retrieval head")
 	flag.Float64Var(&h.stream, "stream-share", quality.DefaultStreamShare, "span+heads: the share of the budget a streaming head keeps (sinks and the last rows)")
@@ -34,7 +34,7 @@ func (h *headFlags) define() {
 	flag.Float64Var(&h.tau, "zoom-tau", 0, "span+heads: the least anchor attention a span needs to be zoomed (0: the budget alone caps the zoom)")
 	flag.Float64Var(&h.rel, "zoom-rel", 0, "span+heads: the share of a KV head's highest span score a span needs to be zoomed (0: none)")
 	flag.Float64Var(&h.top, "stream-top", 0, "span+heads: the share of a streaming head's rows that are the rows of highest surprisal before its window (0: the window alone)")
-	flag.Float64Var(&h.gate, "zoom-gate", 0, "span+heads: -zoom-tau and -zoom-rel apply to a KV head at a step only when its best span score reaches this (0: at every step); span+heads+oracle routes by the teacher only below it")
+	flag.Float64Var(&h.gate, "zoom-gate", 0, "span+heads: -zoom-tau and -zoom-rel apply to a KV head at a step only when its best span score reaches this (0: at every step); span+heads+oracle, +router and +trained rank by their routers only below it")
 	flag.BoolVar(&h.depth, "heads-depth", false, "-heads: also print each KV head's share per third of the needles' depths (the same needles, measured again by third)")
 	flag.BoolVar(&h.train, "train-files", false, "draw the needles and windows from non-test Go (training text) instead of the held-out _test.go files: for choosing settings")
 }

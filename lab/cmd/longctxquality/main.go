@@ -16,9 +16,10 @@
 //
 // -heads adds span memory on the retrieval heads only, a recent window on
 // the others (docs/quality.md, "Retrieval heads"), the heads measured first
-// on training needles; with -oracle also span+heads+oracle, its zoom
-// ranked by the teacher's attention mass (below -zoom-gate only, when
-// set).
+// on training needles, and span+heads+router, its zoom ranked by SeKV's
+// untrained routers; with -routers also span+heads+trained (the trained
+// ones), with -oracle span+heads+oracle (the teacher's attention mass);
+// those rank below -zoom-gate only, when set.
 //
 // -gpuzoom prints instead docs/quality.md's "GPU zoom path" table: on
 // -needles single needles, span memory's zoom rebuilt through gpu.Prefetcher
