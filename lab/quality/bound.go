@@ -383,16 +383,9 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 	if bs.layerZoom != nil {
 		zoom = bs.layerZoom[a.Layer]
 	}
-	var ranked [][]float64
-	if bs.rank != nil {
-		// At every step and layer: the teacher keeps each key.
-		var err error
-		if ranked, err = bs.rank.rank(a); err != nil {
-			return nil, err
-		}
-	}
+	var scores [][]float32 // the anchors' attention, on the heads that zoom
 	if zoom > 0 {
-		scores := bs.scores(a)
+		scores = bs.scores(a)
 		for gi, r := range bs.heads {
 			if !r {
 				for sp := range scores[gi] {
@@ -400,6 +393,16 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 				}
 			}
 		}
+	}
+	var ranked [][]float64
+	if bs.rank != nil {
+		// At every step and layer: the teacher keeps each key.
+		var err error
+		if ranked, err = bs.rank.rank(a, scores); err != nil {
+			return nil, err
+		}
+	}
+	if zoom > 0 {
 		tau := bs.thresholds(scores)
 		for g, ms := range ranked {
 			gi := a.Layer*meta.KVHeads + g
@@ -458,12 +461,16 @@ func (bs *boundSpan) thresholds(scores [][]float32) []float32 {
 }
 
 // spanRanker scores, per KV head of a step's layer, every span, in place
-// of the anchors' attention.
+// of the anchors' attention (anchors: per group, layer*KVHeads+head, the
+// spans' anchor scores, nil where the step zooms nothing); a nil result
+// leaves the anchors' attention to route.
 type spanRanker interface {
-	rank(a *llama.StepAttention) ([][]float64, error)
+	rank(a *llama.StepAttention, anchors [][]float32) ([][]float64, error)
 }
 
-func (t *teacher) rank(a *llama.StepAttention) ([][]float64, error) { return t.mass(a), nil }
+func (t *teacher) rank(a *llama.StepAttention, _ [][]float32) ([][]float64, error) {
+	return t.mass(a), nil
+}
 
 // routerRank scores spans by a SeKV router: store.Routing.Score's alpha
 // of the KV head's pre-RoPE queries.
@@ -472,7 +479,7 @@ type routerRank struct {
 	hd int
 }
 
-func (r routerRank) rank(a *llama.StepAttention) ([][]float64, error) {
+func (r routerRank) rank(a *llama.StepAttention, _ [][]float32) ([][]float64, error) {
 	kv := r.rt.KVHeads
 	per := len(a.QPre) / r.hd / kv
 	out := make([][]float64, kv)

@@ -224,7 +224,7 @@ func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, lc *LongConf
 // the anchors' attention (MethodSpanHeads), the teacher's mass
 // (MethodSpanHeadsOracle) or SeKV's routers, the memory's own
 // (MethodSpanHeadsRouter) or c.Routers (MethodSpanHeadsTrained, read into
-// *trained once per context).
+// *trained once per context), or c.RankFit (MethodSpanHeadsFit).
 func (c *LongConfig) headMethod(name string, s *spanStore, h []float32, cache *llama.Cache, b int, trained **store.Routing) (*headSplit, error) {
 	var rank spanRanker
 	var keys float64
@@ -247,6 +247,15 @@ func (c *LongConfig) headMethod(name string, s *spanStore, h []float32, cache *l
 	hs, err := newHeadSplit(s, h, cache, b, c, keys)
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case name != MethodSpanHeadsFit:
+	case c.rankData != nil:
+		rank = &rankCollect{bs: hs.bs, t: newTeacher(c.Model, cache, s.meta), data: c.rankData}
+	case c.RankFit != nil && len(c.RankFit.W) == len(c.Retrieval):
+		rank = &rankFitted{bs: hs.bs, fit: c.RankFit}
+	default:
+		return nil, fmt.Errorf("%w: quality: %s without a fitted ranker for %d KV heads", format.ErrInvalidArgument, name, len(c.Retrieval))
 	}
 	hs.bs.rank = rank
 	return hs, nil

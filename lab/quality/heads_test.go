@@ -320,6 +320,14 @@ func TestHeadSplitRanked(t *testing.T) {
 		return newTeacher(m, res.Cache, s.meta), newTeacher(m, res.Cache, s.meta)
 	}
 	routers := func() (spanRanker, spanRanker) { r := routerRank{s.rt, s.hd}; return r, r }
+	// A fitted ranker that prefers recent spans: its bs is set by run.
+	fitted := &rankFitted{fit: &RankFit{W: make([][]float64, len(retrieval))}}
+	for gi, r := range retrieval {
+		if r {
+			fitted.fit.W[gi] = []float64{0, 0.1, 0, -1, 0, 0}
+		}
+	}
+	fits := func() (spanRanker, spanRanker) { return fitted, fitted }
 	keys := float64(s.rt.Dim) / float64(2*s.hd)
 	run := func(name string, rk rankers, keys, gate float64) (zoomed []int, hs *headSplit) {
 		hs, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, Retrieval: retrieval, ZoomRel: 1, ZoomGate: gate}, keys)
@@ -327,6 +335,7 @@ func TestHeadSplitRanked(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ref spanRanker
+		fitted.bs = hs.bs
 		if rk != nil {
 			hs.bs.rank, ref = rk()
 		}
@@ -335,7 +344,7 @@ func TestHeadSplitRanked(t *testing.T) {
 			var score [][]float64
 			if ref != nil {
 				var err error
-				if score, err = ref.rank(a); err != nil {
+				if score, err = ref.rank(a, hs.bs.scores(a)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -376,7 +385,7 @@ func TestHeadSplitRanked(t *testing.T) {
 		name string
 		rk   rankers
 		keys float64
-	}{{MethodSpanHeadsOracle, teachers, 0}, {MethodSpanHeadsRouter, routers, keys}} {
+	}{{MethodSpanHeadsOracle, teachers, 0}, {MethodSpanHeadsRouter, routers, keys}, {MethodSpanHeadsFit, fits, 0}} {
 		ranked, hs := run(c.name, c.rk, c.keys, 0)
 		if slices.Equal(ranked, byAnchors) {
 			t.Errorf("%s: its zoom equals the anchors' at every step: %v", c.name, ranked)
@@ -400,8 +409,17 @@ func TestHeadSplitRanked(t *testing.T) {
 		t.Errorf("without Oracle and Routers: %q", got)
 	}
 	lc.Oracle, lc.Routers = true, []router.Artifact{{}}
-	if got := lc.methods(); !slices.Contains(got, MethodSpanHeadsOracle) || !slices.Contains(got, MethodSpanHeadsTrained) {
+	if got := lc.methods(); !slices.Contains(got, MethodSpanHeadsOracle) || !slices.Contains(got, MethodSpanHeadsTrained) || slices.Contains(got, MethodSpanHeadsFit) {
 		t.Errorf("with Oracle and Routers: %q", got)
+	}
+	lc.RankFit = fitted.fit
+	if got := lc.methods(); !slices.Contains(got, MethodSpanHeadsFit) {
+		t.Errorf("with RankFit: %q", got)
+	}
+	// A fit for other heads than the model's is refused.
+	lc = LongConfig{Model: m, Retrieval: retrieval, Span: cfg, RankFit: &RankFit{}}
+	if _, err := lc.headMethod(MethodSpanHeadsFit, s, h, res.Cache, b, nil); !errors.Is(err, format.ErrInvalidArgument) {
+		t.Errorf("a fit of no heads: %v, want ErrInvalidArgument", err)
 	}
 }
 

@@ -75,6 +75,12 @@ type LongConfig struct {
 	// attends sharply to one span, as a copy does); below it the budget
 	// alone caps the zoom (0: the thresholds apply at every step).
 	ZoomGate float64
+	// RankFit, when not nil with Retrieval, adds MethodSpanHeadsFit, its
+	// zoom ranked by this fitted ranker (FitRank; rankfit.go).
+	RankFit *RankFit
+	// rankData, when set, gathers FitRank's training set: MethodSpanHeadsFit
+	// then routes by the anchors' attention, as MethodSpanHeads.
+	rankData *rankData
 	// Only, when not empty, keeps of the methods above these (full KV is
 	// always measured).
 	Only []string
@@ -241,7 +247,7 @@ func (c *LongConfig) runMethods(ctx, cont []int, query int) ([]methodRun, error)
 			case MethodSpan, MethodSpanSum:
 				sm = newSpanMethod(s, h, b, c.Span.AnchorShare, name == MethodSpanSum)
 				meth = sm
-			case MethodSpanHeads, MethodSpanHeadsOracle, MethodSpanHeadsRouter, MethodSpanHeadsTrained:
+			case MethodSpanHeads, MethodSpanHeadsOracle, MethodSpanHeadsRouter, MethodSpanHeadsTrained, MethodSpanHeadsFit:
 				if hs, err = c.headMethod(name, s, h, cache, b, &trained); err != nil {
 					return nil, fmt.Errorf("quality: %s at %v: %w", name, f, err)
 				}

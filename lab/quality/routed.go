@@ -355,6 +355,9 @@ func (c *LongConfig) methods() []string {
 		if c.Oracle {
 			extra = append(extra, MethodSpanHeadsOracle)
 		}
+		if c.RankFit != nil || c.rankData != nil {
+			extra = append(extra, MethodSpanHeadsFit)
+		}
 	}
 	out := append([]string(nil), LongMethods[:len(LongMethods)-1]...)
 	out = append(append(out, extra...), LongMethods[len(LongMethods)-1])

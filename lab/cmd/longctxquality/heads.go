@@ -3,7 +3,9 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"time"
 
 	"github.com/kvstore/kvstore/lab/quality"
 	"github.com/kvstore/kvstore/lab/train"
@@ -23,6 +25,7 @@ type headFlags struct {
 	top    float64
 	train  bool
 	depth  bool
+	fit    int
 }
 
 func (h *headFlags) define() {
@@ -36,6 +39,7 @@ func (h *headFlags) define() {
 	flag.Float64Var(&h.top, "stream-top", 0, "span+heads: the share of a streaming head's rows that are the rows of highest surprisal before its window (0: the window alone)")
 	flag.Float64Var(&h.gate, "zoom-gate", 0, "span+heads: -zoom-tau and -zoom-rel apply to a KV head at a step only when its best span score reaches this (0: at every step); span+heads+oracle, +router and +trained rank by their routers only below it")
 	flag.BoolVar(&h.depth, "heads-depth", false, "-heads: also print each KV head's share per third of the needles' depths (the same needles, measured again by third)")
+	flag.IntVar(&h.fit, "fit-rank", 0, "-heads: add span+heads+fit, its zoom ranked (below -zoom-gate) by a ranker fitted to the teacher's attention mass on this many needles and as many windows of non-test Go (seed -heads-seed), fitted first")
 	flag.BoolVar(&h.train, "train-files", false, "draw the needles and windows from non-test Go (training text) instead of the held-out _test.go files: for choosing settings")
 }
 
@@ -94,4 +98,47 @@ func (h *headFlags) retrieval(lc quality.LongConfig, window int) ([]bool, error)
 		fmt.Println()
 	}
 	return heads, nil
+}
+
+// rankFit fits span+heads+fit's ranker on -fit-rank needles and windows
+// of non-test Go under GOROOT/src (seed -heads-seed) with lc's settings,
+// printing its fit; nil without -fit-rank.
+func (h *headFlags) rankFit(lc quality.LongConfig, window, tail int) (*quality.RankFit, error) {
+	if h.fit == 0 {
+		return nil, nil
+	}
+	if lc.Retrieval == nil {
+		return nil, fmt.Errorf("-fit-rank needs -heads")
+	}
+	root, err := quality.GoSrcDir("")
+	if err != nil {
+		return nil, err
+	}
+	files, err := train.SourceFiles(root, ".go", train.NotTest, window)
+	if err != nil {
+		return nil, err
+	}
+	rand.New(rand.NewPCG(h.seed, 0x66696c65)).Shuffle(len(files), func(i, j int) { files[i], files[j] = files[j], files[i] })
+	start := time.Now()
+	needles := quality.NeedleConfig{LongConfig: lc, Files: files, Window: window, Needles: h.fit, Keys: 1, Seed: h.seed,
+		Progress: func(i int, nd *quality.Needle, err error) {
+			fmt.Fprintf(os.Stderr, "fit-rank needle %d/%d %v %v\n", i+1, h.fit, time.Since(start).Round(time.Second), errText(err))
+		}}
+	text := quality.LongTextConfig{LongConfig: lc, Files: files[len(files)-min(h.fit, len(files)):], Window: window, Tail: tail,
+		Progress: func(i int, f string, err error) {
+			fmt.Fprintf(os.Stderr, "fit-rank window %d/%d %v %v\n", i+1, h.fit, time.Since(start).Round(time.Second), errText(err))
+		}}
+	fit, err := quality.FitRank(&needles, &text)
+	if err != nil {
+		return nil, fmt.Errorf("-fit-rank: %w", err)
+	}
+	fmt.Printf("Fitted ranker (%d needles and %d windows of non-test Go, seed %d; zoom BCE against the teacher's mass per span; weights on 1, ln score, no anchor, ln(1+distance), ln rows, ln best score):\n", h.fit, h.fit, h.seed)
+	for gi, w := range fit.W {
+		if w == nil {
+			continue
+		}
+		fmt.Printf("  layer %d, KV head %d: %d samples, BCE %.4f (constant %.4f), weights %.3f\n", gi/lc.Model.KVHeads, gi%lc.Model.KVHeads, fit.Samples[gi], fit.Loss[gi], fit.Base[gi], w)
+	}
+	fmt.Println()
+	return fit, nil
 }

@@ -115,6 +115,9 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	if lc.Retrieval, err = heads.retrieval(lc, window); err != nil {
 		return err
 	}
+	if lc.RankFit, err = heads.rankFit(lc, window, tail); err != nil {
+		return err
+	}
 	if ro.why {
 		return runWhy(quality.NeedleConfig{LongConfig: lc, Files: all, Window: window, Needles: needles, Keys: 1, Seed: seed})
 	}

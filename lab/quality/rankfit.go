@@ -1,0 +1,366 @@
+package quality
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/lab/llama"
+)
+
+// MethodSpanHeadsFit ranks MethodSpanHeads' zoom (below LongConfig.ZoomGate
+// only, when set) by a ranker fitted to the teacher: per retrieval (layer,
+// KV head) a logistic model of what the memory knows at a step at no cost
+// of rows (the span's anchor score, its distance from the query, its
+// rows), its weights fitted by the zoom BCE against the teacher's
+// attention mass per span on training text (FitRank, LongConfig.RankFit).
+const MethodSpanHeadsFit = "span+heads+fit"
+
+// The ranker's features of a span at a step, in order:
+//
+//	1                          bias
+//	ln max(score, floor)       the anchors' attention on the span (boundSpan.scores)
+//	[no anchor near the span]  its score is NaN: no resident row in it or right before it
+//	ln(1 + distance)           rows from the span's end to the query's position
+//	ln rows                    the rows a zoom adds
+//	ln max(best, floor)        the KV head's best anchor score at the step
+const (
+	rankFeatures = 6
+	rankFloor    = 1e-6
+)
+
+// spanFeatures writes span sp's features at a step of a KV head whose
+// spans' anchor scores are scores (best: their largest) into f.
+func spanFeatures(f []float64, score, best float32, distance, rows int) {
+	noAnchor := 0.0
+	if math.IsNaN(float64(score)) {
+		score, noAnchor = 0, 1
+	}
+	f[0] = 1
+	f[1] = math.Log(max(float64(score), rankFloor))
+	f[2] = noAnchor
+	f[3] = math.Log1p(float64(max(0, distance)))
+	f[4] = math.Log(float64(max(1, rows)))
+	f[5] = math.Log(max(float64(best), rankFloor))
+}
+
+// RankFit is the fitted ranker of MethodSpanHeadsFit: per (layer, KV head)
+// (index layer*KVHeads+head) its weights over the features above, nil for
+// a head it does not rank.
+type RankFit struct {
+	W [][]float64
+	// Samples and Loss are per head the (step, span) pairs it was fitted
+	// on and its mean BCE; Base the mean BCE of the best constant.
+	Samples    []int
+	Loss, Base []float64
+}
+
+// rankData is the training set FitRank fits: per (layer, KV head) the
+// features of every (step, span) seen, rankFeatures per sample, and the
+// teacher's mass of each.
+type rankData struct {
+	x, y [][]float64
+}
+
+func newRankData(groups int) *rankData {
+	return &rankData{x: make([][]float64, groups), y: make([][]float64, groups)}
+}
+
+// spanFeatureRows are, per KV head of a's layer that hs ranks at the step
+// (a retrieval head whose best anchor score is below the gate, when one is
+// set), the features of its zoomable spans, rankFeatures each, and which
+// spans they are; nil for the heads it does not rank.
+func spanFeatureRows(bs *boundSpan, a *llama.StepAttention, anchors [][]float32) (x [][]float64, spans [][]int) {
+	meta := bs.s.meta
+	x, spans = make([][]float64, meta.KVHeads), make([][]int, meta.KVHeads)
+	if anchors == nil {
+		return x, spans
+	}
+	for g := range meta.KVHeads {
+		gi := a.Layer*meta.KVHeads + g
+		mx := best(anchors[gi])
+		if !bs.heads[gi] || bs.gate > 0 && mx >= bs.gate {
+			continue
+		}
+		for sp, info := range meta.Spans {
+			if bs.rt.SpanTokens[sp] == 0 {
+				continue
+			}
+			f := make([]float64, rankFeatures)
+			spanFeatures(f, anchors[gi][sp], mx, int(a.Pos)-info.End, bs.rt.SpanTokens[sp])
+			x[g] = append(x[g], f...)
+			spans[g] = append(spans[g], sp)
+		}
+	}
+	return x, spans
+}
+
+// rankCollect gathers FitRank's training set while the anchors route: at
+// every step the teacher's mass of each span that the fitted ranker would
+// score.
+type rankCollect struct {
+	bs   *boundSpan
+	t    *teacher
+	data *rankData
+}
+
+func (r *rankCollect) rank(a *llama.StepAttention, anchors [][]float32) ([][]float64, error) {
+	mass := r.t.mass(a) // at every step and layer: the teacher keeps each key
+	x, spans := spanFeatureRows(r.bs, a, anchors)
+	kv := r.bs.s.meta.KVHeads
+	for g := range x {
+		gi := a.Layer*kv + g
+		r.data.x[gi] = append(r.data.x[gi], x[g]...)
+		for _, sp := range spans[g] {
+			r.data.y[gi] = append(r.data.y[gi], mass[g][sp])
+		}
+	}
+	return nil, nil
+}
+
+// rankFitted scores spans by the fitted ranker: sigmoid(w . features).
+type rankFitted struct {
+	bs  *boundSpan
+	fit *RankFit
+}
+
+func (r *rankFitted) rank(a *llama.StepAttention, anchors [][]float32) ([][]float64, error) {
+	meta := r.bs.s.meta
+	x, spans := spanFeatureRows(r.bs, a, anchors)
+	out := make([][]float64, meta.KVHeads)
+	for g := range out {
+		out[g] = make([]float64, len(meta.Spans))
+		for sp := range out[g] {
+			out[g][sp] = math.NaN()
+		}
+		w := r.fit.W[a.Layer*meta.KVHeads+g]
+		if len(spans[g]) > 0 && len(w) != rankFeatures {
+			return nil, fmt.Errorf("%w: quality: fitted ranker of layer %d, KV head %d: %d weights, want %d", format.ErrInvalidArgument, a.Layer, g, len(w), rankFeatures)
+		}
+		for i, sp := range spans[g] {
+			out[g][sp] = sigmoid(dotF(w, x[g][i*rankFeatures:(i+1)*rankFeatures]))
+		}
+	}
+	return out, nil
+}
+
+// FitRank fits MethodSpanHeadsFit's ranker on training text: the needles
+// of needles and the windows of text (either may be nil; their
+// LongConfigs' Retrieval, budgets and zoom settings are those the ranker
+// is fitted under), decoded by MethodSpanHeads, which the anchors'
+// attention routes, the teacher's mass of every span recorded at every
+// step the ranker would score.
+func FitRank(needles *NeedleConfig, text *LongTextConfig) (*RankFit, error) {
+	var data *rankData
+	prepare := func(lc *LongConfig) error {
+		if lc.Model == nil || lc.Retrieval == nil {
+			return fmt.Errorf("%w: quality: rank fit without a model or retrieval heads", format.ErrInvalidArgument)
+		}
+		if data == nil {
+			data = newRankData(len(lc.Retrieval))
+		}
+		if len(data.x) != len(lc.Retrieval) {
+			return fmt.Errorf("%w: quality: rank fit over %d and %d KV heads", format.ErrInvalidArgument, len(data.x), len(lc.Retrieval))
+		}
+		lc.RankFit, lc.rankData, lc.Only = nil, data, []string{MethodSpanHeadsFit}
+		return nil
+	}
+	if needles != nil {
+		cfg := *needles
+		if err := prepare(&cfg.LongConfig); err != nil {
+			return nil, err
+		}
+		if _, _, err := RunNeedles(cfg); err != nil {
+			return nil, fmt.Errorf("quality: rank fit: %w", err)
+		}
+	}
+	if text != nil {
+		cfg := *text
+		if err := prepare(&cfg.LongConfig); err != nil {
+			return nil, err
+		}
+		if _, _, err := RunLongText(cfg); err != nil {
+			return nil, fmt.Errorf("quality: rank fit: %w", err)
+		}
+	}
+	if data == nil {
+		return nil, fmt.Errorf("%w: quality: rank fit of no text", format.ErrInvalidArgument)
+	}
+	return fitRank(data, rankL2)
+}
+
+// rankL2 is FitRank's weight decay: enough to keep the Newton steps
+// defined where a feature is constant over the samples.
+const rankL2 = 1e-6
+
+// fitRank fits, per KV head with samples, the weights minimising the mean
+// over its (step, span) samples of the zoom BCE
+//
+//	-(y ln p + (1-y) ln(1-p)),  p = sigmoid(w . x)
+//
+// against the teacher's mass y, plus l2/2 |w|^2, by Newton's method (the
+// loss is convex). Heads with no sample keep nil weights.
+func fitRank(d *rankData, l2 float64) (*RankFit, error) {
+	fit := &RankFit{W: make([][]float64, len(d.x)), Samples: make([]int, len(d.x)), Loss: make([]float64, len(d.x)), Base: make([]float64, len(d.x))}
+	for gi := range d.x {
+		n := len(d.y[gi])
+		if n == 0 {
+			continue
+		}
+		if len(d.x[gi]) != n*rankFeatures {
+			return nil, fmt.Errorf("%w: quality: rank fit of KV head %d: %d features for %d samples", format.ErrInvalidArgument, gi, len(d.x[gi]), n)
+		}
+		w, loss, err := newtonBCE(d.x[gi], d.y[gi], rankFeatures, l2)
+		if err != nil {
+			return nil, fmt.Errorf("quality: rank fit of KV head %d: %w", gi, err)
+		}
+		fit.W[gi], fit.Loss[gi], fit.Samples[gi] = w, loss, n
+		// The best constant predicts the mean mass.
+		var mean float64
+		for _, y := range d.y[gi] {
+			mean += y
+		}
+		mean /= float64(n)
+		for _, y := range d.y[gi] {
+			fit.Base[gi] += bceProb(mean, y) / float64(n)
+		}
+	}
+	return fit, nil
+}
+
+// bceLoss is the mean BCE of w over the samples (x: f features each, y:
+// targets in [0, 1]) plus l2/2 |w|^2, with its gradient and Hessian (f x
+// f, row-major) when grad is true.
+func bceLoss(w, x, y []float64, f int, l2 float64, grad bool) (loss float64, g, h []float64) {
+	n := float64(len(y))
+	if grad {
+		g, h = make([]float64, f), make([]float64, f*f)
+	}
+	for i, t := range y {
+		xi := x[i*f : (i+1)*f]
+		z := dotF(w, xi)
+		loss += t*softplus(-z) + (1-t)*softplus(z)
+		if !grad {
+			continue
+		}
+		p := sigmoid(z)
+		for j, v := range xi {
+			g[j] += (p - t) * v / n
+			for k := j; k < f; k++ {
+				h[j*f+k] += p * (1 - p) * v * xi[k] / n
+			}
+		}
+	}
+	loss /= n
+	for j, v := range w {
+		loss += l2 / 2 * v * v
+		if grad {
+			g[j] += l2 * v
+			h[j*f+j] += l2
+		}
+	}
+	if grad {
+		for j := range f {
+			for k := range j {
+				h[j*f+k] = h[k*f+j]
+			}
+		}
+	}
+	return loss, g, h
+}
+
+// newtonBCE minimises bceLoss from w = 0 by damped Newton steps (halved
+// until the loss falls), at most 50, until a step changes the loss by
+// less than 1e-12.
+func newtonBCE(x, y []float64, f int, l2 float64) ([]float64, float64, error) {
+	w := make([]float64, f)
+	loss, g, h := bceLoss(w, x, y, f, l2, true)
+	for range 50 {
+		step, err := solve(h, g, f)
+		if err != nil {
+			return nil, 0, err
+		}
+		next := make([]float64, f)
+		var nl float64
+		for t := 1.0; ; t /= 2 {
+			for j := range w {
+				next[j] = w[j] - t*step[j]
+			}
+			if nl, _, _ = bceLoss(next, x, y, f, l2, false); nl <= loss || t < 1e-6 {
+				break
+			}
+		}
+		if nl > loss {
+			break
+		}
+		done := loss-nl < 1e-12
+		w = next
+		loss, g, h = bceLoss(w, x, y, f, l2, true)
+		if done {
+			break
+		}
+	}
+	return w, loss, nil
+}
+
+// solve is a's (n x n, symmetric positive definite) solution of a s = b,
+// by Cholesky's factorisation.
+func solve(a, b []float64, n int) ([]float64, error) {
+	l := make([]float64, n*n)
+	for i := range n {
+		for j := 0; j <= i; j++ {
+			s := a[i*n+j]
+			for k := range j {
+				s -= l[i*n+k] * l[j*n+k]
+			}
+			if i == j {
+				if !(s > 0) {
+					return nil, fmt.Errorf("%w: quality: Hessian not positive definite", format.ErrInvalidArgument)
+				}
+				l[i*n+i] = math.Sqrt(s)
+			} else {
+				l[i*n+j] = s / l[j*n+j]
+			}
+		}
+	}
+	s := make([]float64, n)
+	for i := range n { // L u = b
+		v := b[i]
+		for k := range i {
+			v -= l[i*n+k] * s[k]
+		}
+		s[i] = v / l[i*n+i]
+	}
+	for i := n - 1; i >= 0; i-- { // L^T s = u
+		v := s[i]
+		for k := i + 1; k < n; k++ {
+			v -= l[k*n+i] * s[k]
+		}
+		s[i] = v / l[i*n+i]
+	}
+	return s, nil
+}
+
+// bceProb is the BCE of predicting p for target y.
+func bceProb(p, y float64) float64 {
+	p = min(max(p, 1e-300), 1-1e-16)
+	return -(y*math.Log(p) + (1-y)*math.Log1p(-p))
+}
+
+func dotF(a, b []float64) float64 {
+	var s float64
+	for i, v := range a {
+		s += v * b[i]
+	}
+	return s
+}
+
+func sigmoid(z float64) float64 { return 1 / (1 + math.Exp(-z)) }
+
+// softplus is ln(1 + e^z), without overflow or cancellation.
+func softplus(z float64) float64 {
+	if z > 0 {
+		return z + math.Log1p(math.Exp(-z))
+	}
+	return math.Log1p(math.Exp(z))
+}
