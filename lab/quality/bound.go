@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/store"
@@ -106,7 +107,7 @@ func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cach
 		w = min(w, max(0, b-int(math.Ceil(sm.fixedRows+fixed+cost*float64(spans)))))
 		bs.win = newWindowed(sm, c, w, b)
 	}
-	meta, hd := s.meta, s.hd
+	meta := s.meta
 	groups := meta.Layers * meta.KVHeads
 	bs.lo, bs.hi, bs.mean = make([][][]float32, groups), make([][][]float32, groups), make([][][]float32, groups)
 	for gi := range groups {
@@ -115,31 +116,15 @@ func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cach
 			if !s.zoomable(sp) || sm.rt.SpanTokens[sp] == 0 || mode.anchorsOnly {
 				continue
 			}
-			rec, err := s.span(gi/meta.KVHeads, gi%meta.KVHeads, sp)
+			lo, hi, mk, err := sm.keyStats(gi, sp, info)
 			if err != nil {
 				return nil, err
-			}
-			lo, hi, mk := make([]float32, hd), make([]float32, hd), make([]float64, hd)
-			for j := range hd {
-				lo[j], hi[j] = float32(math.Inf(1)), float32(math.Inf(-1))
-			}
-			for t := info.Start; t < info.End; t++ {
-				if sm.resident[t] {
-					continue
-				}
-				for j, v := range rec.k[(t-info.Start)*hd : (t-info.Start+1)*hd] {
-					lo[j], hi[j] = min(lo[j], v), max(hi[j], v)
-					mk[j] += float64(v)
-				}
 			}
 			if !mean {
 				bs.lo[gi][sp], bs.hi[gi][sp] = lo, hi
 				continue
 			}
-			bs.mean[gi][sp] = make([]float32, hd)
-			for j, v := range mk {
-				bs.mean[gi][sp][j] = float32(v / float64(sm.rt.SpanTokens[sp]))
-			}
+			bs.mean[gi][sp] = mk
 		}
 	}
 	for _, n := range sm.rt.SpanTokens {
@@ -173,6 +158,36 @@ type boundMode struct {
 	// (a router's projected summary keys, where one ranks the spans).
 	anchors, anchorsOnly bool
 	keys                 float64
+}
+
+// keyStats are the channel-wise minimum, maximum and mean of the keys of
+// span sp's rows not resident in group gi (layer*KVHeads+head), post-RoPE
+// at their positions, from the rows its factors rebuild.
+func (sm *spanMethod) keyStats(gi, sp int, info format.Span) (lo, hi, mean []float32, err error) {
+	s := sm.s
+	hd := s.hd
+	rec, err := s.span(gi/s.meta.KVHeads, gi%s.meta.KVHeads, sp)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lo, hi, mk := make([]float32, hd), make([]float32, hd), make([]float64, hd)
+	for j := range hd {
+		lo[j], hi[j] = float32(math.Inf(1)), float32(math.Inf(-1))
+	}
+	for t := info.Start; t < info.End; t++ {
+		if sm.resident[t] {
+			continue
+		}
+		for j, v := range rec.k[(t-info.Start)*hd : (t-info.Start+1)*hd] {
+			lo[j], hi[j] = min(lo[j], v), max(hi[j], v)
+			mk[j] += float64(v)
+		}
+	}
+	mean = make([]float32, hd)
+	for j, v := range mk {
+		mean[j] = float32(v / float64(sm.rt.SpanTokens[sp]))
+	}
+	return lo, hi, mean, nil
 }
 
 // cost is the rows a mode costs per span and once per (layer, KV head).

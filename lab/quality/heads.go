@@ -243,19 +243,17 @@ func (c *LongConfig) headMethod(name string, s *spanStore, h []float32, cache *l
 			rt = *trained
 		}
 		rank, keys = routerRank{rt, s.hd}, float64(rt.Dim)/float64(2*s.hd)
+	case MethodSpanHeadsFit:
+		keys = rankMeanCost
 	}
 	hs, err := newHeadSplit(s, h, cache, b, c, keys)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case name != MethodSpanHeadsFit:
-	case c.rankData != nil:
-		rank = &rankCollect{bs: hs.bs, t: newTeacher(c.Model, cache, s.meta), data: c.rankData}
-	case c.RankFit != nil && len(c.RankFit.W) == len(c.Retrieval):
-		rank = &rankFitted{bs: hs.bs, fit: c.RankFit}
-	default:
-		return nil, fmt.Errorf("%w: quality: %s without a fitted ranker for %d KV heads", format.ErrInvalidArgument, name, len(c.Retrieval))
+	if name == MethodSpanHeadsFit {
+		if rank, err = c.fitRanker(hs.bs, cache); err != nil {
+			return nil, err
+		}
 	}
 	hs.bs.rank = rank
 	return hs, nil

@@ -324,7 +324,7 @@ func TestHeadSplitRanked(t *testing.T) {
 	fitted := &rankFitted{fit: &RankFit{W: make([][]float64, len(retrieval))}}
 	for gi, r := range retrieval {
 		if r {
-			fitted.fit.W[gi] = []float64{0, 0.1, 0, -1, 0, 0}
+			fitted.fit.W[gi] = []float64{0, 0.1, 0, -1, 0, 0, 0, 0, 0}
 		}
 	}
 	fits := func() (spanRanker, spanRanker) { return fitted, fitted }

@@ -22,26 +22,79 @@ const MethodSpanHeadsFit = "span+heads+fit"
 //	ln max(score, floor)       the anchors' attention on the span (boundSpan.scores)
 //	[no anchor near the span]  its score is NaN: no resident row in it or right before it
 //	ln(1 + distance)           rows from the span's end to the query's position
+//	ln(1 + distance)^2
 //	ln rows                    the rows a zoom adds
 //	ln max(best, floor)        the KV head's best anchor score at the step
+//	ln max(mass, floor)        the anchors' attention mass near the span (anchorMass)
+//	max(mean, -50)             the span's mean key's logit against the resident rows' (anchorMass)
 const (
-	rankFeatures = 6
+	rankFeatures = 9
 	rankFloor    = 1e-6
 )
 
 // spanFeatures writes span sp's features at a step of a KV head whose
 // spans' anchor scores are scores (best: their largest) into f.
-func spanFeatures(f []float64, score, best float32, distance, rows int) {
+func spanFeatures(f []float64, score, best float32, mass, mean float64, distance, rows int) {
 	noAnchor := 0.0
 	if math.IsNaN(float64(score)) {
 		score, noAnchor = 0, 1
 	}
+	d := math.Log1p(float64(max(0, distance)))
 	f[0] = 1
 	f[1] = math.Log(max(float64(score), rankFloor))
 	f[2] = noAnchor
-	f[3] = math.Log1p(float64(max(0, distance)))
-	f[4] = math.Log(float64(max(1, rows)))
-	f[5] = math.Log(max(float64(best), rankFloor))
+	f[3] = d
+	f[4] = d * d
+	f[5] = math.Log(float64(max(1, rows)))
+	f[6] = math.Log(max(float64(best), rankFloor))
+	f[7] = math.Log(max(mass, rankFloor))
+	f[8] = max(mean, -50)
+}
+
+// anchorMass is, per span, the attention the KV head g's query heads put
+// on the resident rows in it or right before it (bs.near), a softmax over
+// the resident rows, averaged over the query heads: the teacher's mass
+// estimated from the rows on the GPU; and mean, per span with a mean key
+// (bs.mean), the largest over the query heads of its logit less the
+// log-sum-exp of the resident rows' (-Inf for the others).
+func anchorMass(bs *boundSpan, a *llama.StepAttention, g int) (out, mean []float64) {
+	meta, hd := bs.s.meta, bs.s.hd
+	per := len(a.Q) / hd / meta.KVHeads
+	nr := len(meta.Resident)
+	scale := 1 / math.Sqrt(float64(hd))
+	out, mean = make([]float64, len(meta.Spans)), make([]float64, len(meta.Spans))
+	for sp := range mean {
+		mean[sp] = math.Inf(-1)
+	}
+	mk := bs.mean[a.Layer*meta.KVHeads+g]
+	logits := make([]float64, len(bs.resIdx))
+	for h := g * per; h < (g+1)*per; h++ {
+		q := a.Q[h*hd : (h+1)*hd]
+		mx := math.Inf(-1)
+		for j, i := range bs.resIdx {
+			logits[j] = dot64(q, bs.s.resK[a.Layer][(g*nr+i)*hd:(g*nr+i+1)*hd]) * scale
+			mx = max(mx, logits[j])
+		}
+		var z float64
+		for j, l := range logits {
+			logits[j] = math.Exp(l - mx)
+			z += logits[j]
+		}
+		for j, p := range logits {
+			for _, sp := range bs.near[j] {
+				if sp >= 0 {
+					out[sp] += p / z / float64(per)
+				}
+			}
+		}
+		lse := mx + math.Log(z)
+		for sp, k := range mk {
+			if k != nil {
+				mean[sp] = max(mean[sp], dot64(q, k)*scale-lse)
+			}
+		}
+	}
+	return out, mean
 }
 
 // RankFit is the fitted ranker of MethodSpanHeadsFit: per (layer, KV head)
@@ -82,17 +135,63 @@ func spanFeatureRows(bs *boundSpan, a *llama.StepAttention, anchors [][]float32)
 		if !bs.heads[gi] || bs.gate > 0 && mx >= bs.gate {
 			continue
 		}
+		mass, mean := anchorMass(bs, a, g)
 		for sp, info := range meta.Spans {
 			if bs.rt.SpanTokens[sp] == 0 {
 				continue
 			}
 			f := make([]float64, rankFeatures)
-			spanFeatures(f, anchors[gi][sp], mx, int(a.Pos)-info.End, bs.rt.SpanTokens[sp])
+			spanFeatures(f, anchors[gi][sp], mx, mass[sp], mean[sp], int(a.Pos)-info.End, bs.rt.SpanTokens[sp])
 			x[g] = append(x[g], f...)
 			spans[g] = append(spans[g], sp)
 		}
 	}
 	return x, spans
+}
+
+// rankMeanCost is the rows a span's mean key costs a retrieval head of
+// MethodSpanHeadsFit: half a K+V row.
+const rankMeanCost = 0.5
+
+// meanKeys sets bs.mean, each span's mean key post-RoPE, on the retrieval
+// heads (the ranker's last feature).
+func meanKeys(bs *boundSpan) error {
+	meta := bs.s.meta
+	for gi, r := range bs.heads {
+		if !r {
+			continue
+		}
+		for sp, info := range meta.Spans {
+			if !bs.s.zoomable(sp) || bs.rt.SpanTokens[sp] == 0 {
+				continue
+			}
+			_, _, mk, err := bs.keyStats(gi, sp, info)
+			if err != nil {
+				return err
+			}
+			bs.mean[gi][sp] = mk
+		}
+	}
+	return nil
+}
+
+// fitRanker is MethodSpanHeadsFit's ranker of bs: the fitted one, or the
+// collector of its training set while FitRank runs. It sets the mean keys
+// the ranker reads.
+func (c *LongConfig) fitRanker(bs *boundSpan, cache *llama.Cache) (spanRanker, error) {
+	switch {
+	case c.rankData == nil && c.RankFit == nil:
+		return nil, fmt.Errorf("%w: quality: %s without a fitted ranker", format.ErrInvalidArgument, MethodSpanHeadsFit)
+	case c.rankData == nil && len(c.RankFit.W) != len(c.Retrieval):
+		return nil, fmt.Errorf("%w: quality: %s: a fitted ranker of %d KV heads for %d", format.ErrInvalidArgument, MethodSpanHeadsFit, len(c.RankFit.W), len(c.Retrieval))
+	}
+	if err := meanKeys(bs); err != nil {
+		return nil, err
+	}
+	if c.rankData != nil {
+		return &rankCollect{bs: bs, t: newTeacher(c.Model, cache, bs.s.meta), data: c.rankData}, nil
+	}
+	return &rankFitted{bs: bs, fit: c.RankFit}, nil
 }
 
 // rankCollect gathers FitRank's training set while the anchors route: at

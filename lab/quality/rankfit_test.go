@@ -59,7 +59,7 @@ func TestBCELossGradient(t *testing.T) {
 
 func TestNewtonBCE(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	want := []float64{-3, 0.8, -1.5, -0.4, 0.6, 0.2}
+	want := []float64{-3, 0.8, -1.5, -0.4, 0.1, 0.6, 0.2, 0.3, 0.25}
 	x, y := randomSamples(rng, want, 2000)
 	w, loss, err := newtonBCE(x, y, len(want), 0)
 	if err != nil {
@@ -88,17 +88,17 @@ func TestNewtonBCE(t *testing.T) {
 
 func TestSpanFeatures(t *testing.T) {
 	f := make([]float64, rankFeatures)
-	spanFeatures(f, 0.25, 0.5, 99, 8)
-	want := []float64{1, math.Log(0.25), 0, math.Log(100), math.Log(8), math.Log(0.5)}
+	spanFeatures(f, 0.25, 0.5, 0.125, -3, 99, 8)
+	want := []float64{1, math.Log(0.25), 0, math.Log(100), math.Log(100) * math.Log(100), math.Log(8), math.Log(0.5), math.Log(0.125), -3}
 	for j := range want {
 		if math.Abs(f[j]-want[j]) > 1e-12 {
 			t.Errorf("feature %d: %v, want %v", j, f[j], want[j])
 		}
 	}
-	// No anchor near: the floor and the flag; a span after the query (never
+	// No anchor near: the floor and the flag; no mean key: -50; a span after the query (never
 	// in a stored memory) counts as distance 0.
-	spanFeatures(f, float32(math.NaN()), 0, -5, 0)
-	want = []float64{1, math.Log(rankFloor), 1, 0, 0, math.Log(rankFloor)}
+	spanFeatures(f, float32(math.NaN()), 0, 0, math.Inf(-1), -5, 0)
+	want = []float64{1, math.Log(rankFloor), 1, 0, 0, 0, math.Log(rankFloor), math.Log(rankFloor), -50}
 	for j := range want {
 		if math.Abs(f[j]-want[j]) > 1e-12 {
 			t.Errorf("no anchor, feature %d: %v, want %v", j, f[j], want[j])
