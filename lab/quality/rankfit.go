@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"math"
 
+	"gonum.org/v1/gonum/floats"
+	"gonum.org/v1/gonum/mat"
+
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/lab/router"
 )
 
 // MethodSpanHeadsFit ranks MethodSpanHeads' zoom (below LongConfig.ZoomGate
@@ -217,7 +221,7 @@ func (r *rankCollect) rank(a *llama.StepAttention, anchors [][]float32) ([][]flo
 	return nil, nil
 }
 
-// rankFitted scores spans by the fitted ranker: sigmoid(w . features).
+// rankFitted scores spans by the fitted ranker: router.Sigmoid(w . features).
 type rankFitted struct {
 	bs  *boundSpan
 	fit *RankFit
@@ -237,7 +241,7 @@ func (r *rankFitted) rank(a *llama.StepAttention, anchors [][]float32) ([][]floa
 			return nil, fmt.Errorf("%w: quality: fitted ranker of layer %d, KV head %d: %d weights, want %d", format.ErrInvalidArgument, a.Layer, g, len(w), rankFeatures)
 		}
 		for i, sp := range spans[g] {
-			out[g][sp] = sigmoid(dotF(w, x[g][i*rankFeatures:(i+1)*rankFeatures]))
+			out[g][sp] = router.Sigmoid(floats.Dot(w, x[g][i*rankFeatures:(i+1)*rankFeatures]))
 		}
 	}
 	return out, nil
@@ -295,7 +299,7 @@ const rankL2 = 1e-6
 // fitRank fits, per KV head with samples, the weights minimising the mean
 // over its (step, span) samples of the zoom BCE
 //
-//	-(y ln p + (1-y) ln(1-p)),  p = sigmoid(w . x)
+//	-(y ln p + (1-y) ln(1-p)),  p = router.Sigmoid(w . x)
 //
 // against the teacher's mass y, plus l2/2 |w|^2, by Newton's method (the
 // loss is convex). Heads with no sample keep nil weights.
@@ -337,12 +341,12 @@ func bceLoss(w, x, y []float64, f int, l2 float64, grad bool) (loss float64, g, 
 	}
 	for i, t := range y {
 		xi := x[i*f : (i+1)*f]
-		z := dotF(w, xi)
-		loss += t*softplus(-z) + (1-t)*softplus(z)
+		z := floats.Dot(w, xi)
+		loss += router.BCE(z, t)
 		if !grad {
 			continue
 		}
-		p := sigmoid(z)
+		p := router.Sigmoid(z)
 		for j, v := range xi {
 			g[j] += (p - t) * v / n
 			for k := j; k < f; k++ {
@@ -405,61 +409,19 @@ func newtonBCE(x, y []float64, f int, l2 float64) ([]float64, float64, error) {
 // solve is a's (n x n, symmetric positive definite) solution of a s = b,
 // by Cholesky's factorisation.
 func solve(a, b []float64, n int) ([]float64, error) {
-	l := make([]float64, n*n)
-	for i := range n {
-		for j := 0; j <= i; j++ {
-			s := a[i*n+j]
-			for k := range j {
-				s -= l[i*n+k] * l[j*n+k]
-			}
-			if i == j {
-				if !(s > 0) {
-					return nil, fmt.Errorf("%w: quality: Hessian not positive definite", format.ErrInvalidArgument)
-				}
-				l[i*n+i] = math.Sqrt(s)
-			} else {
-				l[i*n+j] = s / l[j*n+j]
-			}
-		}
+	var ch mat.Cholesky
+	if !ch.Factorize(mat.NewSymDense(n, a)) {
+		return nil, fmt.Errorf("%w: quality: Hessian not positive definite", format.ErrInvalidArgument)
 	}
-	s := make([]float64, n)
-	for i := range n { // L u = b
-		v := b[i]
-		for k := range i {
-			v -= l[i*n+k] * s[k]
-		}
-		s[i] = v / l[i*n+i]
+	var s mat.VecDense
+	if err := ch.SolveVecTo(&s, mat.NewVecDense(n, b)); err != nil {
+		return nil, fmt.Errorf("%w: quality: Hessian: %w", format.ErrInvalidArgument, err)
 	}
-	for i := n - 1; i >= 0; i-- { // L^T s = u
-		v := s[i]
-		for k := i + 1; k < n; k++ {
-			v -= l[k*n+i] * s[k]
-		}
-		s[i] = v / l[i*n+i]
-	}
-	return s, nil
+	return s.RawVector().Data, nil
 }
 
 // bceProb is the BCE of predicting p for target y.
 func bceProb(p, y float64) float64 {
 	p = min(max(p, 1e-300), 1-1e-16)
 	return -(y*math.Log(p) + (1-y)*math.Log1p(-p))
-}
-
-func dotF(a, b []float64) float64 {
-	var s float64
-	for i, v := range a {
-		s += v * b[i]
-	}
-	return s
-}
-
-func sigmoid(z float64) float64 { return 1 / (1 + math.Exp(-z)) }
-
-// softplus is ln(1 + e^z), without overflow or cancellation.
-func softplus(z float64) float64 {
-	if z > 0 {
-		return z + math.Log1p(math.Exp(-z))
-	}
-	return math.Log1p(math.Exp(z))
 }

@@ -7,7 +7,10 @@ import (
 	"slices"
 	"testing"
 
+	"gonum.org/v1/gonum/floats"
+
 	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/lab/router"
 )
 
 // randomSamples are n samples of f features (the first 1) and soft
@@ -21,7 +24,7 @@ func randomSamples(rng *rand.Rand, w []float64, n int) (x, y []float64) {
 		for j := 1; j < f; j++ {
 			xi[j] = rng.NormFloat64()
 		}
-		y[i] = sigmoid(dotF(w, xi))
+		y[i] = router.Sigmoid(floats.Dot(w, xi))
 	}
 	return x, y
 }

@@ -71,7 +71,7 @@ func newGrad(p *Params) *Grad {
 //	Zoom * mean_s BCE(alpha_s, Mass_s) + Budget * (sum_s zt_s n_s / sum_s n_s - Share)^2
 //
 // over the zoomable spans s (n_s = Tokens[s] > 0), with alpha_s the
-// router's score and zt_s = sigmoid((alpha_s - tau)/Temp) the soft zoom
+// router's score and zt_s = Sigmoid((alpha_s - tau)/Temp) the soft zoom
 // decision the straight-through estimator differentiates in place of the
 // hard z_s = [alpha_s > tau]. The max over query heads is differentiated
 // through its argmax. It returns the loss and its gradient.
@@ -163,8 +163,8 @@ func exampleLoss(p *Params, ex *Example, o Options, gr *Grad, w float64) error {
 				}
 			}
 			x[s] += p.Bias[ex.Group]
-			alpha[s] = sigmoid(x[s])
-			zt[s] = sigmoid((alpha[s] - p.Tau[ex.Group]) / o.Temp)
+			alpha[s] = Sigmoid(x[s])
+			zt[s] = Sigmoid((alpha[s] - p.Tau[ex.Group]) / o.Temp)
 			spent += zt[s] * float64(ex.Tokens[s])
 		}
 		spent /= total
@@ -179,11 +179,11 @@ func exampleLoss(p *Params, ex *Example, o Options, gr *Grad, w float64) error {
 			}
 			y := st.Mass[s]
 			a := alpha[s]
-			bce := y*softplus(-x[s]) + (1-y)*softplus(x[s]) // -(y ln a + (1-y) ln(1-a)), stable
+			bce := BCE(x[s], y)
 			gr.Loss += w * o.Zoom * bce / float64(zoomable)
 			gr.BCE += w * bce / float64(zoomable)
 			dx := w * o.Zoom * (a - y) / float64(zoomable)
-			// zt = sigmoid((alpha - tau)/T): dzt/dalpha = zt(1-zt)/T.
+			// zt = Sigmoid((alpha - tau)/T): dzt/dalpha = zt(1-zt)/T.
 			dz := dSpent * float64(ex.Tokens[s]) / total * zt[s] * (1 - zt[s]) / o.Temp
 			gr.Tau[ex.Group] -= dz
 			dx += dz * a * (1 - a)
@@ -251,7 +251,7 @@ func Scores(p *Params, ex *Example, st *Step) []float64 {
 		for h := range pq {
 			x = max(x, dot(pq[h], pk))
 		}
-		out[s] = sigmoid(x + p.Bias[ex.Group])
+		out[s] = Sigmoid(x + p.Bias[ex.Group])
 	}
 	return out
 }
@@ -264,7 +264,13 @@ func dot(a, b []float64) float64 {
 	return s
 }
 
-func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+// Sigmoid is 1 / (1 + e^-x).
+func Sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+// BCE is the zoom BCE of a logit x against a target y in [0, 1]:
+// -(y ln a + (1-y) ln(1-a)) with a = Sigmoid(x), without overflow or
+// cancellation.
+func BCE(x, y float64) float64 { return y*softplus(-x) + (1-y)*softplus(x) }
 
 // softplus is ln(1 + e^x), without overflow or cancellation.
 func softplus(x float64) float64 {

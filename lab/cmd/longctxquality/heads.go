@@ -49,11 +49,7 @@ func (h *headFlags) retrieval(lc quality.LongConfig, window int) ([]bool, error)
 	if h.n == 0 {
 		return nil, nil
 	}
-	root, err := quality.GoSrcDir("")
-	if err != nil {
-		return nil, err
-	}
-	files, err := train.SourceFiles(root, ".go", train.NotTest, window)
+	files, err := trainingFiles(window)
 	if err != nil {
 		return nil, err
 	}
@@ -110,11 +106,7 @@ func (h *headFlags) rankFit(lc quality.LongConfig, window, tail int) (*quality.R
 	if lc.Retrieval == nil {
 		return nil, fmt.Errorf("-fit-rank needs -heads")
 	}
-	root, err := quality.GoSrcDir("")
-	if err != nil {
-		return nil, err
-	}
-	files, err := train.SourceFiles(root, ".go", train.NotTest, window)
+	files, err := trainingFiles(window)
 	if err != nil {
 		return nil, err
 	}
@@ -141,4 +133,14 @@ func (h *headFlags) rankFit(lc quality.LongConfig, window, tail int) (*quality.R
 	}
 	fmt.Println()
 	return fit, nil
+}
+
+// trainingFiles are the non-test .go files under GOROOT/src of at least
+// window bytes: the model's training text.
+func trainingFiles(window int) ([]string, error) {
+	root, err := quality.GoSrcDir("")
+	if err != nil {
+		return nil, err
+	}
+	return train.SourceFiles(root, ".go", train.NotTest, window)
 }

@@ -18,8 +18,10 @@
 // the others (docs/quality.md, "Retrieval heads"), the heads measured first
 // on training needles, and span+heads+router, its zoom ranked by SeKV's
 // untrained routers; with -routers also span+heads+trained (the trained
-// ones), with -oracle span+heads+oracle (the teacher's attention mass);
-// those rank below -zoom-gate only, when set.
+// ones), with -oracle span+heads+oracle (the teacher's attention mass),
+// with -fit-rank N span+heads+fit (a ranker fitted first to the teacher's
+// mass on N needles and N windows of non-test Go); those rank below
+// -zoom-gate only, when set.
 //
 // -gpuzoom prints instead docs/quality.md's "GPU zoom path" table: on
 // -needles single needles, span memory's zoom rebuilt through gpu.Prefetcher
