@@ -14,10 +14,12 @@ import (
 
 // MethodSpanHeadsFit ranks MethodSpanHeads' zoom (below LongConfig.ZoomGate
 // only, when set) by a ranker fitted to the teacher: per retrieval (layer,
-// KV head) a logistic model of what the memory knows at a step at no cost
-// of rows (the span's anchor score, its distance from the query, its
-// rows), its weights fitted by the zoom BCE against the teacher's
-// attention mass per span on training text (FitRank, LongConfig.RankFit).
+// KV head) a logistic model of what the memory holds at a step (the
+// anchors' attention on and near the span, its distance from the query,
+// its rows, its mean key's logit: half a K+V row per span, counted in the
+// retrieval heads' rows), its weights fitted by the zoom BCE against the
+// teacher's attention mass per span on training text (FitRank,
+// LongConfig.RankFit).
 const MethodSpanHeadsFit = "span+heads+fit"
 
 // The ranker's features of a span at a step, in order:
@@ -123,7 +125,7 @@ func newRankData(groups int) *rankData {
 	return &rankData{x: make([][]float64, groups), y: make([][]float64, groups)}
 }
 
-// spanFeatureRows are, per KV head of a's layer that hs ranks at the step
+// spanFeatureRows are, per KV head of a's layer that bs ranks at the step
 // (a retrieval head whose best anchor score is below the gate, when one is
 // set), the features of its zoomable spans, rankFeatures each, and which
 // spans they are; nil for the heads it does not rank.
