@@ -82,6 +82,10 @@ type boundSpan struct {
 	// (MethodSpanHeadsOracle) or a SeKV router's (MethodSpanHeadsRouter,
 	// MethodSpanHeadsTrained).
 	rank spanRanker
+	// est, when set (MethodSpanHeadsFit, anchors only), is filled by
+	// scores at every step with more estimates of each span's attention
+	// from the same resident logits.
+	est *spanEstimates
 	// check, when set, is told at every scoring of each bounded span the
 	// bound and the largest true logit (q . k, unscaled) of its rows.
 	check func(bound, logit float64)
@@ -282,6 +286,9 @@ func (bs *boundSpan) scores(a *llama.StepAttention) [][]float32 {
 	for g := range meta.KVHeads {
 		gi := a.Layer*meta.KVHeads + g
 		lo, hi, mk := bs.lo[gi], bs.hi[gi], bs.mean[gi]
+		if bs.est != nil {
+			bs.est.reset(g)
+		}
 		for h := g * per; h < (g+1)*per; h++ {
 			q := a.Q[h*hd : (h+1)*hd]
 			mx := math.Inf(-1)
@@ -318,6 +325,9 @@ func (bs *boundSpan) scores(a *llama.StepAttention) [][]float32 {
 				if !math.IsNaN(l) {
 					z += math.Exp(l - mx)
 				}
+			}
+			if bs.est != nil && bs.mode.anchorsOnly {
+				bs.est.add(g, per, logits, mx, z, bs.near, q, mk, scale)
 			}
 			raise := func(sp int, l float64) {
 				p := float32(math.Exp(l-mx) / z)

@@ -315,19 +315,25 @@ func TestHeadSplitRanked(t *testing.T) {
 	n, b := len(ctx), len(ctx)/4
 	// rankers are a ranker for the memory and one for the check: the
 	// teacher keeps each step's keys, so each needs its own.
-	type rankers func() (spanRanker, spanRanker)
-	teachers := func() (spanRanker, spanRanker) {
+	type rankers func(bs *boundSpan) (spanRanker, spanRanker)
+	teachers := func(*boundSpan) (spanRanker, spanRanker) {
 		return newTeacher(m, res.Cache, s.meta), newTeacher(m, res.Cache, s.meta)
 	}
-	routers := func() (spanRanker, spanRanker) { r := routerRank{s.rt, s.hd}; return r, r }
-	// A fitted ranker that prefers recent spans: its bs is set by run.
-	fitted := &rankFitted{fit: &RankFit{W: make([][]float64, len(retrieval))}}
+	routers := func(*boundSpan) (spanRanker, spanRanker) { r := routerRank{s.rt, s.hd}; return r, r }
+	// A fitted ranker that prefers recent spans, built as the method builds it.
+	fit := &RankFit{W: make([][]float64, len(retrieval))}
 	for gi, r := range retrieval {
 		if r {
-			fitted.fit.W[gi] = []float64{0, 0.1, 0, -1, 0, 0, 0, 0, 0}
+			fit.W[gi] = []float64{0, 0.1, 0, -1, 0, 0, 0, 0, 0}
 		}
 	}
-	fits := func() (spanRanker, spanRanker) { return fitted, fitted }
+	fits := func(bs *boundSpan) (spanRanker, spanRanker) {
+		r, err := (&LongConfig{Model: m, Retrieval: retrieval, RankFit: fit}).fitRanker(bs, res.Cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, r
+	}
 	keys := float64(s.rt.Dim) / float64(2*s.hd)
 	run := func(name string, rk rankers, keys, gate float64) (zoomed []int, hs *headSplit) {
 		hs, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, Retrieval: retrieval, ZoomRel: 1, ZoomGate: gate}, keys)
@@ -335,9 +341,8 @@ func TestHeadSplitRanked(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ref spanRanker
-		fitted.bs = hs.bs
 		if rk != nil {
-			hs.bs.rank, ref = rk()
+			hs.bs.rank, ref = rk(hs.bs)
 		}
 		anchors := len(hs.bs.resIdx)
 		check := &stepSeen{inner: hs, each: func(a *llama.StepAttention, sets []rowSet) {
@@ -385,7 +390,7 @@ func TestHeadSplitRanked(t *testing.T) {
 		name string
 		rk   rankers
 		keys float64
-	}{{MethodSpanHeadsOracle, teachers, 0}, {MethodSpanHeadsRouter, routers, keys}, {MethodSpanHeadsFit, fits, 0}} {
+	}{{MethodSpanHeadsOracle, teachers, 0}, {MethodSpanHeadsRouter, routers, keys}, {MethodSpanHeadsFit, fits, rankMeanCost}} {
 		ranked, hs := run(c.name, c.rk, c.keys, 0)
 		if slices.Equal(ranked, byAnchors) {
 			t.Errorf("%s: its zoom equals the anchors' at every step: %v", c.name, ranked)
@@ -412,7 +417,7 @@ func TestHeadSplitRanked(t *testing.T) {
 	if got := lc.methods(); !slices.Contains(got, MethodSpanHeadsOracle) || !slices.Contains(got, MethodSpanHeadsTrained) || slices.Contains(got, MethodSpanHeadsFit) {
 		t.Errorf("with Oracle and Routers: %q", got)
 	}
-	lc.RankFit = fitted.fit
+	lc.RankFit = fit
 	if got := lc.methods(); !slices.Contains(got, MethodSpanHeadsFit) {
 		t.Errorf("with RankFit: %q", got)
 	}

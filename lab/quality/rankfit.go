@@ -3,6 +3,7 @@ package quality
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
@@ -31,12 +32,15 @@ const MethodSpanHeadsFit = "span+heads+fit"
 //	ln(1 + distance)^2
 //	ln rows                    the rows a zoom adds
 //	ln max(best, floor)        the KV head's best anchor score at the step
-//	ln max(mass, floor)        the anchors' attention mass near the span (anchorMass)
-//	max(mean, -50)             the span's mean key's logit against the resident rows' (anchorMass)
+//	ln max(mass, floor)        the anchors' attention mass near the span (spanEstimates)
+//	max(mean, -50)             the span's mean key's logit against the resident rows' (spanEstimates)
 const (
 	rankFeatures = 9
 	rankFloor    = 1e-6
 )
+
+// RankFeatures name the fitted ranker's features, in RankFit.W's order.
+var RankFeatures = [rankFeatures]string{"1", "ln score", "no anchor", "ln(1+distance)", "ln(1+distance)^2", "ln rows", "ln best score", "ln anchor mass", "mean-key logit"}
 
 // spanFeatures writes span sp's features at a step of a KV head whose
 // spans' anchor scores are scores (best: their largest) into f.
@@ -57,50 +61,52 @@ func spanFeatures(f []float64, score, best float32, mass, mean float64, distance
 	f[8] = max(mean, -50)
 }
 
-// anchorMass is, per span, the attention the KV head g's query heads put
-// on the resident rows in it or right before it (bs.near), a softmax over
-// the resident rows, averaged over the query heads: the teacher's mass
-// estimated from the rows on the GPU; and mean, per span with a mean key
-// (bs.mean), the largest over the query heads of its logit less the
-// log-sum-exp of the resident rows' (-Inf for the others).
-func anchorMass(bs *boundSpan, a *llama.StepAttention, g int) (out, mean []float64) {
-	meta, hd := bs.s.meta, bs.s.hd
-	per := len(a.Q) / hd / meta.KVHeads
-	nr := len(meta.Resident)
-	scale := 1 / math.Sqrt(float64(hd))
-	out, mean = make([]float64, len(meta.Spans)), make([]float64, len(meta.Spans))
-	for sp := range mean {
-		mean[sp] = math.Inf(-1)
+// spanEstimates are, per KV head of the step's layer and span, two
+// estimates of the teacher's mass that boundSpan.scores computes from the
+// resident logits it already has: mass, the attention the head's query
+// heads put on the resident rows in the span or right before it
+// (boundSpan.near), a softmax over the resident rows averaged over the
+// query heads; and mean, for a span with a mean key (boundSpan.mean), the
+// largest over the query heads of its logit less the log-sum-exp of the
+// resident rows' (-Inf for the others).
+type spanEstimates struct {
+	mass, mean [][]float64
+}
+
+func newSpanEstimates(kvHeads, spans int) *spanEstimates {
+	e := &spanEstimates{mass: make([][]float64, kvHeads), mean: make([][]float64, kvHeads)}
+	for g := range e.mass {
+		e.mass[g], e.mean[g] = make([]float64, spans), make([]float64, spans)
 	}
-	mk := bs.mean[a.Layer*meta.KVHeads+g]
-	logits := make([]float64, len(bs.resIdx))
-	for h := g * per; h < (g+1)*per; h++ {
-		q := a.Q[h*hd : (h+1)*hd]
-		mx := math.Inf(-1)
-		for j, i := range bs.resIdx {
-			logits[j] = dot64(q, bs.s.resK[a.Layer][(g*nr+i)*hd:(g*nr+i+1)*hd]) * scale
-			mx = max(mx, logits[j])
-		}
-		var z float64
-		for j, l := range logits {
-			logits[j] = math.Exp(l - mx)
-			z += logits[j]
-		}
-		for j, p := range logits {
-			for _, sp := range bs.near[j] {
-				if sp >= 0 {
-					out[sp] += p / z / float64(per)
-				}
-			}
-		}
-		lse := mx + math.Log(z)
-		for sp, k := range mk {
-			if k != nil {
-				mean[sp] = max(mean[sp], dot64(q, k)*scale-lse)
+	return e
+}
+
+// reset clears KV head g's estimates before a step's query heads add to
+// them.
+func (e *spanEstimates) reset(g int) {
+	clear(e.mass[g])
+	for sp := range e.mean[g] {
+		e.mean[g][sp] = math.Inf(-1)
+	}
+}
+
+// add is one query head q (of per for KV head g) with resident logits
+// whose largest is mx and whose sum of exp(logit - mx) is z.
+func (e *spanEstimates) add(g, per int, logits []float64, mx, z float64, near [][2]int, q []float32, meanKeys [][]float32, scale float64) {
+	for j, l := range logits {
+		p := math.Exp(l-mx) / z / float64(per)
+		for _, sp := range near[j] {
+			if sp >= 0 {
+				e.mass[g][sp] += p
 			}
 		}
 	}
-	return out, mean
+	lse := mx + math.Log(z)
+	for sp, k := range meanKeys {
+		if k != nil {
+			e.mean[g][sp] = max(e.mean[g][sp], dot64(q, k)*scale-lse)
+		}
+	}
 }
 
 // RankFit is the fitted ranker of MethodSpanHeadsFit: per (layer, KV head)
@@ -141,14 +147,13 @@ func spanFeatureRows(bs *boundSpan, a *llama.StepAttention, anchors [][]float32)
 		if !bs.heads[gi] || bs.gate > 0 && mx >= bs.gate {
 			continue
 		}
-		mass, mean := anchorMass(bs, a, g)
+		mass, mean := bs.est.mass[g], bs.est.mean[g]
 		for sp, info := range meta.Spans {
 			if bs.rt.SpanTokens[sp] == 0 {
 				continue
 			}
-			f := make([]float64, rankFeatures)
-			spanFeatures(f, anchors[gi][sp], mx, mass[sp], mean[sp], int(a.Pos)-info.End, bs.rt.SpanTokens[sp])
-			x[g] = append(x[g], f...)
+			x[g] = append(x[g], make([]float64, rankFeatures)...)
+			spanFeatures(x[g][len(x[g])-rankFeatures:], anchors[gi][sp], mx, mass[sp], mean[sp], int(a.Pos)-info.End, bs.rt.SpanTokens[sp])
 			spans[g] = append(spans[g], sp)
 		}
 	}
@@ -194,6 +199,7 @@ func (c *LongConfig) fitRanker(bs *boundSpan, cache *llama.Cache) (spanRanker, e
 	if err := meanKeys(bs); err != nil {
 		return nil, err
 	}
+	bs.est = newSpanEstimates(bs.s.meta.KVHeads, len(bs.s.meta.Spans))
 	if c.rankData != nil {
 		return &rankCollect{bs: bs, t: newTeacher(c.Model, cache, bs.s.meta), data: c.rankData}, nil
 	}
@@ -210,8 +216,12 @@ type rankCollect struct {
 }
 
 func (r *rankCollect) rank(a *llama.StepAttention, anchors [][]float32) ([][]float64, error) {
-	mass := r.t.mass(a) // at every step and layer: the teacher keeps each key
 	x, spans := spanFeatureRows(r.bs, a, anchors)
+	if !slices.ContainsFunc(spans, func(s []int) bool { return len(s) > 0 }) {
+		r.t.keep(a) // at every step and layer: the teacher keeps each key
+		return nil, nil
+	}
+	mass := r.t.mass(a)
 	kv := r.bs.s.meta.KVHeads
 	for g := range x {
 		gi := a.Layer*kv + g
@@ -257,7 +267,8 @@ func (r *rankFitted) rank(a *llama.StepAttention, anchors [][]float32) ([][]floa
 // step the ranker would score.
 func FitRank(needles *NeedleConfig, text *LongTextConfig) (*RankFit, error) {
 	var data *rankData
-	prepare := func(lc *LongConfig) error {
+	// collect runs run with lc set to gather into data.
+	collect := func(lc *LongConfig, run func() error) error {
 		if lc.Model == nil || lc.Retrieval == nil {
 			return fmt.Errorf("%w: quality: rank fit without a model or retrieval heads", format.ErrInvalidArgument)
 		}
@@ -268,24 +279,21 @@ func FitRank(needles *NeedleConfig, text *LongTextConfig) (*RankFit, error) {
 			return fmt.Errorf("%w: quality: rank fit over %d and %d KV heads", format.ErrInvalidArgument, len(data.x), len(lc.Retrieval))
 		}
 		lc.RankFit, lc.rankData, lc.Only = nil, data, []string{MethodSpanHeadsFit}
+		if err := run(); err != nil {
+			return fmt.Errorf("quality: rank fit: %w", err)
+		}
 		return nil
 	}
 	if needles != nil {
 		cfg := *needles
-		if err := prepare(&cfg.LongConfig); err != nil {
+		if err := collect(&cfg.LongConfig, func() error { _, _, err := RunNeedles(cfg); return err }); err != nil {
 			return nil, err
-		}
-		if _, _, err := RunNeedles(cfg); err != nil {
-			return nil, fmt.Errorf("quality: rank fit: %w", err)
 		}
 	}
 	if text != nil {
 		cfg := *text
-		if err := prepare(&cfg.LongConfig); err != nil {
+		if err := collect(&cfg.LongConfig, func() error { _, _, err := RunLongText(cfg); return err }); err != nil {
 			return nil, err
-		}
-		if _, _, err := RunLongText(cfg); err != nil {
-			return nil, fmt.Errorf("quality: rank fit: %w", err)
 		}
 	}
 	if data == nil {

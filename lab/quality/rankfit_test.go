@@ -160,3 +160,28 @@ func TestFitRank(t *testing.T) {
 		t.Errorf("no retrieval heads: %v, want ErrInvalidArgument", err)
 	}
 }
+
+func TestSpanEstimates(t *testing.T) {
+	e := newSpanEstimates(1, 3)
+	e.reset(0)
+	// Two query heads of one KV head, each 1/3 on resident row 0 and 2/3
+	// on row 1; row 0 lies in span 0, row 1 in span 0 and right before
+	// span 1; span 2 has a mean key, the others none.
+	near := [][2]int{{0, -1}, {0, 1}}
+	meanKeys := [][]float32{nil, nil, {1, 0}}
+	for _, q := range [][]float32{{0, 0}, {2, 0}} {
+		logits := []float64{0, math.Log(2)} // softmax 1/3, 2/3
+		e.add(0, 2, logits, math.Log(2), 1.5, near, q, meanKeys, 1)
+	}
+	lse := math.Log(3)
+	want := [][]float64{{1, 2.0 / 3, 0}, {math.Inf(-1), math.Inf(-1), 2 - lse}}
+	for sp := range 3 {
+		if math.Abs(e.mass[0][sp]-want[0][sp]) > 1e-12 || e.mean[0][sp] != want[1][sp] && math.Abs(e.mean[0][sp]-want[1][sp]) > 1e-12 {
+			t.Errorf("span %d: mass %v, mean %v; want %v, %v", sp, e.mass[0][sp], e.mean[0][sp], want[0][sp], want[1][sp])
+		}
+	}
+	e.reset(0)
+	if e.mass[0][0] != 0 || !math.IsInf(e.mean[0][2], -1) {
+		t.Errorf("after reset: mass %v, mean %v", e.mass[0], e.mean[0])
+	}
+}

@@ -47,13 +47,18 @@ func newTeacher(m *llama.Model, c *llama.Cache, meta *store.SpanMeta) *teacher {
 	return &teacher{m: m, cache: c, meta: meta, recent: make([][]float32, m.Layers)}
 }
 
-// mass records a's own key and returns, per KV head of a's layer, each
+// keep records a's own key, which the teacher's later steps attend to.
+func (t *teacher) keep(a *llama.StepAttention) {
+	t.recent[a.Layer] = append(t.recent[a.Layer], a.K...)
+}
+
+// mass records a's own key (keep) and returns, per KV head of a's layer, each
 // span's attention mass: softmax over the context rows, the decoded rows
 // and the token's own (as full attention has them), summed over the
 // span's rows and averaged over the KV head's query heads.
 func (t *teacher) mass(a *llama.StepAttention) [][]float64 {
 	m, hd, n := t.m, t.m.HeadDim(), t.cache.Len()
-	t.recent[a.Layer] = append(t.recent[a.Layer], a.K...)
+	t.keep(a)
 	rec := t.recent[a.Layer]
 	nr := len(rec) / (m.KVHeads * hd)
 	per := m.Heads / m.KVHeads

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/kvstore/kvstore/lab/quality"
@@ -124,7 +125,7 @@ func (h *headFlags) rankFit(lc quality.LongConfig, window, tail int) (*quality.R
 	if err != nil {
 		return nil, fmt.Errorf("-fit-rank: %w", err)
 	}
-	fmt.Printf("Fitted ranker (%d needles and %d windows of non-test Go, seed %d; zoom BCE against the teacher's mass per span; weights on 1, ln score, no anchor, ln(1+distance), its square, ln rows, ln best score, ln anchor mass):\n", h.fit, h.fit, h.seed)
+	fmt.Printf("Fitted ranker (%d needles and %d windows of non-test Go, seed %d; zoom BCE against the teacher's mass per span; weights on %s):\n", h.fit, h.fit, h.seed, strings.Join(quality.RankFeatures[:], ", "))
 	for gi, w := range fit.W {
 		if w == nil {
 			continue
