@@ -170,6 +170,12 @@ type SpanOptions struct {
 	// its rows rather than refusing it (ErrSpanNotSmaller): for
 	// measurements of factors on models whose rows do not compress.
 	FactorAll bool
+	// KeepResidentSpans leaves resident spans as the segmentation cut
+	// them, each with its own records, rather than making each run of
+	// them one span: for a reader that keeps unfactored spans off the GPU
+	// too and moves their stored rows in by the span, as it zooms
+	// factored ones. The size rule counts each one's records.
+	KeepResidentSpans bool
 }
 
 // DefaultSpanFactorDType is SpanOptions' FactorDType when left 0: f16.

@@ -641,8 +641,9 @@ func subset(a, b []int) bool {
 // built, at most its raw bf16 rows with every stored byte counted (Size's
 // extent is the one PutSpanMemory writes, its records the ones it
 // writes), every factored span smaller than its rows in bf16; with noise
-// in tokens 200 to 400 their spans stay resident as one span, and the
-// memory reads back as built; a context
+// in tokens 200 to 400 their spans stay resident as one span (with
+// KeepResidentSpans as the segmentation cut them, each with its records
+// counted), and the memory reads back as built; a context
 // of 16 tokens cannot pay for a memory's fixed bytes (its rows take 4 KiB
 // in bf16, the least an extent takes, before any record), and rows of
 // noise do not compress: both are refused (ErrSpanNotSmaller), and built
@@ -683,6 +684,33 @@ func TestSpanMemorySize(t *testing.T) {
 		t.Errorf("no one resident span holds the noise, tokens 200 to 400: spans %v", m.Segmentation.Spans)
 	}
 	checkSpanReader(t, db, m, mixed)
+	// With KeepResidentSpans the noise stays in the spans the
+	// segmentation cut, neighbours resident side by side, each with its
+	// records counted, and the memory still fits and reads back.
+	keptDB, _, _ := openSpanDB(t, false)
+	defer keptDB.Close()
+	kept, err := keptDB.BuildSpanMemory(mixed, &SpanOptions{KeepResidentSpans: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSpanSize(t, keptDB, kept, "ctx-1")
+	var inNoise int
+	for _, sp := range kept.Segmentation.Spans {
+		if sp.Start >= 200 && sp.End <= 400 && !sp.Factored {
+			inNoise++
+		}
+	}
+	if inNoise < 2 || len(kept.Segmentation.Spans) <= len(m.Segmentation.Spans) {
+		t.Errorf("KeepResidentSpans: %d resident spans within the noise, %d spans against %d merged", inNoise, len(kept.Segmentation.Spans), len(m.Segmentation.Spans))
+	}
+	ks, err := kept.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := m.Size(); err != nil || ks.Stored() < ms.Stored() {
+		t.Errorf("KeepResidentSpans: %d bytes stored, fewer than the merged memory's %d (%v)", ks.Stored(), ms.Stored(), err)
+	}
+	checkSpanReader(t, keptDB, kept, mixed)
 
 	_, short := spanFixture(t, 16, 0, format.DTypeBF16)
 	noise := spanNoise(t, 600)

@@ -46,6 +46,12 @@ type Config struct {
 	// random and small models measured here have rows that do not
 	// compress, and their spans would all stay resident.
 	SizeRule bool
+	// RawSpans, with SizeRule, keeps the spans left unfactored as the
+	// segmentation cut them (store.SpanOptions.KeepResidentSpans) rather
+	// than one span per run of them, so that the raw zoom moves their rows
+	// span by span, as it zooms factored spans; a run is often longer
+	// than a retrieval head's zoom budget.
+	RawSpans bool
 	// AnchorShare bounds the resident anchors to this fraction of the
 	// budget (0: 0.5).
 	AnchorShare float64

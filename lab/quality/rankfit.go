@@ -115,9 +115,10 @@ func (e *spanEstimates) add(g, per int, logits []float64, mx, z float64, near []
 type RankFit struct {
 	W [][]float64
 	// Samples and Loss are per head the (step, span) pairs it was fitted
-	// on and its mean BCE; Base the mean BCE of the best constant.
-	Samples    []int
-	Loss, Base []float64
+	// on and its mean BCE; Base the mean BCE of the best constant, Floor
+	// the targets' own (their entropy: the least any ranker can reach).
+	Samples           []int
+	Loss, Base, Floor []float64
 }
 
 // rankData is the training set FitRank fits: per (layer, KV head) the
@@ -314,7 +315,7 @@ const rankL2 = 1e-6
 // against the teacher's mass y, plus l2/2 |w|^2, by Newton's method (the
 // loss is convex). Heads with no sample keep nil weights.
 func fitRank(d *rankData, l2 float64) (*RankFit, error) {
-	fit := &RankFit{W: make([][]float64, len(d.x)), Samples: make([]int, len(d.x)), Loss: make([]float64, len(d.x)), Base: make([]float64, len(d.x))}
+	fit := &RankFit{W: make([][]float64, len(d.x)), Samples: make([]int, len(d.x)), Loss: make([]float64, len(d.x)), Base: make([]float64, len(d.x)), Floor: make([]float64, len(d.x))}
 	for gi := range d.x {
 		n := len(d.y[gi])
 		if n == 0 {
@@ -336,6 +337,7 @@ func fitRank(d *rankData, l2 float64) (*RankFit, error) {
 		mean /= float64(n)
 		for _, y := range d.y[gi] {
 			fit.Base[gi] += bceProb(mean, y) / float64(n)
+			fit.Floor[gi] += bceProb(y, y) / float64(n)
 		}
 	}
 	return fit, nil

@@ -131,8 +131,8 @@ func TestFitRank(t *testing.T) {
 		if w == nil {
 			continue
 		}
-		if fit.Samples[gi] == 0 || !(fit.Loss[gi] <= fit.Base[gi]) {
-			t.Errorf("group %d: %d samples, BCE %v, the best constant's %v", gi, fit.Samples[gi], fit.Loss[gi], fit.Base[gi])
+		if fit.Samples[gi] == 0 || !(fit.Loss[gi] <= fit.Base[gi]) || !(fit.Floor[gi] <= fit.Loss[gi]) {
+			t.Errorf("group %d: %d samples, BCE %v, the best constant's %v, the targets' entropy %v", gi, fit.Samples[gi], fit.Loss[gi], fit.Base[gi], fit.Floor[gi])
 		}
 	}
 	lc.RankFit = fit

@@ -62,7 +62,7 @@ func (s *spanStore) build(m *llama.Model, c *llama.Cache, h []float32, cfg *Conf
 	for _, kv := range c.Layers {
 		in.K, in.V = append(in.K, kv.K), append(in.V, kv.V)
 	}
-	mem, err := s.db.BuildSpanMemory(in, &store.SpanOptions{Segment: cfg.Segment, FactorDType: cfg.FactorDType, FactorAll: !cfg.SizeRule,
+	mem, err := s.db.BuildSpanMemory(in, &store.SpanOptions{Segment: cfg.Segment, FactorDType: cfg.FactorDType, FactorAll: !cfg.SizeRule, KeepResidentSpans: cfg.SizeRule && cfg.RawSpans,
 		SVD: reconstruct.SVDOptions{Energy: cfg.Energy, MaxRank: cfg.MaxRank}})
 	if err != nil {
 		return err

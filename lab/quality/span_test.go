@@ -2,6 +2,7 @@ package quality
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
@@ -138,4 +139,62 @@ func TestRawZoom(t *testing.T) {
 	}
 	t.Logf("%d tokens, %d spans (%d unfactored with rows to zoom), budget %d: resident %v with raw zoom, %v without",
 		n, len(meta.Spans), raw, b, sm.fixedRows, gpu.fixedRows)
+}
+
+// TestRawSpans: with Config.RawSpans the spans left unfactored keep the
+// segmentation's cut: the memory has more spans than with each run of them
+// merged, its longest unfactored span is no longer, it is still within its
+// raw rows (the store's rule, in the spec's dtype), and a zoom into each unfactored span moves its rows exact.
+func TestRawSpans(t *testing.T) {
+	m, ctx, res, h := needlePrefill(t)
+	n, hd := len(ctx), m.HeadDim()
+	build := func(raw bool) *spanStore {
+		cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "rawspans", SizeRule: true, RawSpans: raw}
+		cfg.ensureDefaults()
+		s, err := newSpanStore(m, res.Cache, h, &cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	longest := func(s *spanStore) (most, unfactored int) {
+		for _, info := range s.meta.Spans {
+			if !info.Factored {
+				most, unfactored = max(most, info.Len()), unfactored+1
+			}
+		}
+		return most, unfactored
+	}
+	merged, kept := build(false), build(true)
+	defer merged.close()
+	defer kept.close()
+	mm, mu := longest(merged)
+	km, ku := longest(kept)
+	t.Logf("%d tokens: merged %d spans (%d unfactored, longest %d), kept %d (%d, %d); stored %d and %d bytes of %d raw (f32 spec)",
+		n, len(merged.meta.Spans), mu, mm, len(kept.meta.Spans), ku, km, merged.size.Stored(), kept.size.Stored(), kept.size.Raw)
+	if len(kept.meta.Spans) <= len(merged.meta.Spans) || ku <= mu || km > mm {
+		t.Errorf("RawSpans: %d spans (%d unfactored, longest %d), merged %d (%d, longest %d)", len(kept.meta.Spans), ku, km, len(merged.meta.Spans), mu, mm)
+	}
+	if kept.size.Stored() > kept.size.Raw {
+		t.Errorf("RawSpans: %d bytes stored, more than the raw rows' %d", kept.size.Stored(), kept.size.Raw)
+	}
+	for sp, info := range kept.meta.Spans {
+		if info.Factored {
+			continue
+		}
+		for l, kv := range res.Cache.Layers {
+			for g := range m.KVHeads {
+				rs, err := kept.span(l, g, sp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for tok := info.Start; tok < info.End; tok++ {
+					i := (tok - info.Start) * hd
+					if !slices.Equal(rs.k[i:i+hd], kv.K[(g*n+tok)*hd:(g*n+tok+1)*hd]) || !slices.Equal(rs.v[i:i+hd], kv.V[(g*n+tok)*hd:(g*n+tok+1)*hd]) {
+						t.Fatalf("span %d layer %d head %d token %d: zoomed row is not the prefill's", sp, l, g, tok)
+					}
+				}
+			}
+		}
+	}
 }

@@ -130,7 +130,7 @@ func (h *headFlags) rankFit(lc quality.LongConfig, window, tail int) (*quality.R
 		if w == nil {
 			continue
 		}
-		fmt.Printf("  layer %d, KV head %d: %d samples, BCE %.4f (constant %.4f), weights %.3f\n", gi/lc.Model.KVHeads, gi%lc.Model.KVHeads, fit.Samples[gi], fit.Loss[gi], fit.Base[gi], w)
+		fmt.Printf("  layer %d, KV head %d: %d samples, BCE %.4f (constant %.4f, the targets' entropy %.4f), weights %.3f\n", gi/lc.Model.KVHeads, gi%lc.Model.KVHeads, fit.Samples[gi], fit.Loss[gi], fit.Base[gi], fit.Floor[gi], w)
 	}
 	fmt.Println()
 	return fit, nil

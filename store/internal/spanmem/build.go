@@ -48,6 +48,12 @@ type Options struct {
 	// larger than its rows rather than refusing it (ErrNotSmaller): for
 	// measurements of factors on models whose rows do not compress.
 	FactorAll bool
+	// KeepResidentSpans leaves resident spans as the segmentation cut
+	// them, each with its own records, rather than merging each run of
+	// them into one (merge): for a reader that keeps unfactored spans off
+	// the GPU too and moves their stored rows in by the span, as it zooms
+	// factored ones. The size rule counts each one's records.
+	KeepResidentSpans bool
 }
 
 // DefaultFactorDType is the factors' dtype when Options leave it 0: f16,
@@ -331,7 +337,7 @@ func (b *build) head(g int) error {
 // in every head record and its entry in the root record. A resident span
 // costs its rows and their index entries; consecutive resident spans are
 // then merged into one (merge), so that a run of them costs one span's
-// records. The choice minimising the sum is found by dynamic programming
+// records (with KeepResidentSpans each keeps its own, and costs them). The choice minimising the sum is found by dynamic programming
 // over the spans (two states: the span before resident or factored).
 //
 // A span may keep its factors only where their blocks and its anchors'
@@ -361,7 +367,11 @@ func (b *build) settle() error {
 			prev = cost[s-1]
 		}
 		rows := int64(sp.Len()) * row
-		cost[s][0], from[s][0] = prev[0]+rows, 0
+		var join int64 // a resident span after a resident one: merged, no records of its own
+		if b.opts.KeepResidentSpans {
+			join = records
+		}
+		cost[s][0], from[s][0] = prev[0]+rows+join, 0
 		if c := prev[1] + rows + records; c < cost[s][0] {
 			cost[s][0], from[s][0] = c, 1
 		}
@@ -388,8 +398,10 @@ func (b *build) settle() error {
 		}
 		state = from[s][state]
 	}
-	if err := b.merge(); err != nil {
-		return err
+	if !b.opts.KeepResidentSpans {
+		if err := b.merge(); err != nil {
+			return err
+		}
 	}
 	b.m.Resident = residentRows(seg)
 	return nil
