@@ -31,7 +31,8 @@ var ErrSpanNotSmaller = spanmem.ErrNotSmaller
 // memory smaller, counting every byte it stores (factors, anchors'
 // rows, its summaries and record entries; see SpanMemory.Size), and they
 // take less room than its rows in bf16; its rows stay resident otherwise,
-// and neighbouring resident spans become one. A memory still larger than
+// and neighbouring resident spans become one (unless
+// SpanOptions.KeepResidentSpans). A memory still larger than
 // the context's rows in the model's dtype is refused: ErrSpanNotSmaller.
 // SpanOptions.FactorAll turns all of that off.
 //

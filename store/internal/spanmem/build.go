@@ -70,7 +70,7 @@ const DefaultFactorDType = format.DTypeF16
 // values get truncated SVD factors. Unless opts.FactorAll, a span keeps
 // its factors only where that makes the memory smaller and they take less
 // room than the span's rows in bf16 (settle), consecutive resident spans
-// are merged into one (merge), and a memory that would still take more
+// are merged into one (merge; not with opts.KeepResidentSpans), and a memory that would still take more
 // room once stored than the context's rows in the model's dtype (Size:
 // Stored against Raw) is refused with ErrNotSmaller.
 //

@@ -215,13 +215,13 @@ func TestSpanMemorySize(t *testing.T) {
 // sizeOfChoice is storedBytes of the memory all (built with FactorAll)
 // would be with only the spans in factored keeping their factors, the
 // others resident and each run of resident spans merged into one.
-func sizeOfChoice(all *Memory, factored []bool) int64 {
+func sizeOfChoice(all *Memory, factored []bool, keepResident bool) int64 {
 	seg := *all.Segmentation
 	seg.Spans = nil
 	var keep []int
 	for s, sp := range all.Segmentation.Spans {
 		sp.Factored = factored[s]
-		if n := len(seg.Spans); n > 0 && !sp.Factored && !seg.Spans[n-1].Factored {
+		if n := len(seg.Spans); !keepResident && n > 0 && !sp.Factored && !seg.Spans[n-1].Factored {
 			seg.Spans[n-1].End = sp.End
 			continue
 		}
@@ -245,15 +245,19 @@ func sizeOfChoice(all *Memory, factored []bool) int64 {
 // span's anchors take less room than its rows in bf16 (all 2^n choices
 // of up to 13 such spans tried), to within what is not linear in the
 // choice: the padding of the resident blocks and of the extent to 4 KiB;
-// and every span's summary, merged ones' too, is its rows'.
+// and every span's summary, merged ones' too, is its rows'. With
+// KeepResidentSpans (the last two contexts) no run is merged, in settle's
+// choice and in the ones it is weighed against.
 func TestSettleSmallest(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 3))
 	seg := segment.Options{MinSpan: 8, MaxSpan: 24, MinFactored: 12}
-	for i, kind := range []string{"mixed", "mixed", "lowrank", "runs", "mixed", "gauss"} {
+	kinds := []string{"mixed", "mixed", "lowrank", "runs", "mixed", "gauss", "runs", "mixed"}
+	for i, kind := range kinds {
 		dt := []format.DType{format.DTypeBF16, format.DTypeF32}[i%2]
-		t.Run(fmt.Sprintf("%s %v", kind, dt), func(t *testing.T) {
+		keep := i >= len(kinds)-2
+		t.Run(fmt.Sprintf("%s %v keep %v", kind, dt, keep), func(t *testing.T) {
 			in := sizeInput(t, rng, sizeSpec(t, 64, dt), 150+rng.IntN(60), kind, 1)
-			b, err := prepare(in, &Options{Segment: seg}, &artifacts{})
+			b, err := prepare(in, &Options{Segment: seg, KeepResidentSpans: keep}, &artifacts{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -277,7 +281,7 @@ func TestSettleSmallest(t *testing.T) {
 				for j, s := range eligible {
 					choice[s] = set>>j&1 == 1
 				}
-				best = min(best, sizeOfChoice(all, choice))
+				best = min(best, sizeOfChoice(all, choice, keep))
 			}
 			got, slack := b.m.storedBytes(), int64(2*spec.Layers*format.ChunkAlignment+format.Alignment)
 			factored := 0
@@ -290,6 +294,9 @@ func TestSettleSmallest(t *testing.T) {
 				len(eligible), factored, got, best)
 			if got > best+slack {
 				t.Errorf("settle's choice takes %d bytes, the smallest %d", got, best)
+			}
+			if keep && len(b.m.Segmentation.Spans) != len(all.Segmentation.Spans) {
+				t.Errorf("KeepResidentSpans: %d spans, the segmentation cut %d", len(b.m.Segmentation.Spans), len(all.Segmentation.Spans))
 			}
 			checkSummaries(t, b)
 		})
