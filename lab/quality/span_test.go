@@ -104,7 +104,7 @@ func TestRawZoom(t *testing.T) {
 	s.rawZoom = false
 	gpu := newSpanMethod(s, h, b, cfg.AnchorShare, false)
 	s.rawZoom = true
-	hd, meta := m.HeadDim(), s.meta
+	meta := s.meta
 	raw := 0
 	for sp, info := range meta.Spans {
 		if info.Factored || sm.rt.SpanTokens[sp] == 0 {
@@ -114,22 +114,7 @@ func TestRawZoom(t *testing.T) {
 		if gpu.rt.SpanTokens[sp] != 0 {
 			t.Errorf("span %d unfactored: %d rows to zoom without raw zoom", sp, gpu.rt.SpanTokens[sp])
 		}
-		for l, kv := range res.Cache.Layers {
-			for g := range m.KVHeads {
-				rs, err := s.span(l, g, sp)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for tok := info.Start; tok < info.End; tok++ {
-					for j := range hd {
-						i := (tok - info.Start) * hd
-						if rs.k[i+j] != kv.K[(g*n+tok)*hd+j] || rs.v[i+j] != kv.V[(g*n+tok)*hd+j] {
-							t.Fatalf("span %d layer %d head %d token %d: zoomed row is not the prefill's", sp, l, g, tok)
-						}
-					}
-				}
-			}
-		}
+		checkRawRows(t, s, res.Cache, sp)
 	}
 	if raw == 0 {
 		t.Fatalf("no unfactored span with rows to zoom among %d spans: the test needs one", len(meta.Spans))
@@ -147,7 +132,7 @@ func TestRawZoom(t *testing.T) {
 // raw rows (the store's rule, in the spec's dtype), and a zoom into each unfactored span moves its rows exact.
 func TestRawSpans(t *testing.T) {
 	m, ctx, res, h := needlePrefill(t)
-	n, hd := len(ctx), m.HeadDim()
+	n := len(ctx)
 	build := func(raw bool) *spanStore {
 		cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "rawspans", SizeRule: true, RawSpans: raw}
 		cfg.ensureDefaults()
@@ -179,20 +164,27 @@ func TestRawSpans(t *testing.T) {
 		t.Errorf("RawSpans: %d bytes stored, more than the raw rows' %d", kept.size.Stored(), kept.size.Raw)
 	}
 	for sp, info := range kept.meta.Spans {
-		if info.Factored {
-			continue
+		if !info.Factored {
+			checkRawRows(t, kept, res.Cache, sp)
 		}
-		for l, kv := range res.Cache.Layers {
-			for g := range m.KVHeads {
-				rs, err := kept.span(l, g, sp)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for tok := info.Start; tok < info.End; tok++ {
-					i := (tok - info.Start) * hd
-					if !slices.Equal(rs.k[i:i+hd], kv.K[(g*n+tok)*hd:(g*n+tok+1)*hd]) || !slices.Equal(rs.v[i:i+hd], kv.V[(g*n+tok)*hd:(g*n+tok+1)*hd]) {
-						t.Fatalf("span %d layer %d head %d token %d: zoomed row is not the prefill's", sp, l, g, tok)
-					}
+	}
+}
+
+// checkRawRows checks that a zoom into unfactored span sp of s moves the
+// prefill's rows of c exact, in every layer and KV head.
+func checkRawRows(t *testing.T, s *spanStore, c *llama.Cache, sp int) {
+	t.Helper()
+	info, n, hd := s.meta.Spans[sp], c.Len(), s.hd
+	for l, kv := range c.Layers {
+		for g := range c.KVHeads {
+			rs, err := s.span(l, g, sp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for tok := info.Start; tok < info.End; tok++ {
+				i, j := (tok-info.Start)*hd, (g*n+tok)*hd
+				if !slices.Equal(rs.k[i:i+hd], kv.K[j:j+hd]) || !slices.Equal(rs.v[i:i+hd], kv.V[j:j+hd]) {
+					t.Fatalf("span %d layer %d head %d token %d: zoomed row is not the prefill's", sp, l, g, tok)
 				}
 			}
 		}
