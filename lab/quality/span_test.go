@@ -129,7 +129,8 @@ func TestRawZoom(t *testing.T) {
 // TestRawSpans: with Config.RawSpans the spans left unfactored keep the
 // segmentation's cut: the memory has more spans than with each run of them
 // merged, its longest unfactored span is no longer, it is still within its
-// raw rows (the store's rule, in the spec's dtype), and a zoom into each unfactored span moves its rows exact.
+// raw rows (the store's rule, in the spec's dtype), and a zoom into each
+// unfactored span moves its rows exact.
 func TestRawSpans(t *testing.T) {
 	m, ctx, res, h := needlePrefill(t)
 	n := len(ctx)

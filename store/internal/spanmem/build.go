@@ -70,9 +70,10 @@ const DefaultFactorDType = format.DTypeF16
 // values get truncated SVD factors. Unless opts.FactorAll, a span keeps
 // its factors only where that makes the memory smaller and they take less
 // room than the span's rows in bf16 (settle), consecutive resident spans
-// are merged into one (merge; not with opts.KeepResidentSpans), and a memory that would still take more
-// room once stored than the context's rows in the model's dtype (Size:
-// Stored against Raw) is refused with ErrNotSmaller.
+// are merged into one (merge; not with opts.KeepResidentSpans), and a
+// memory that would still take more room once stored than the context's
+// rows in the model's dtype (Size: Stored against Raw) is refused with
+// ErrNotSmaller.
 //
 // W is the trained ArtifactRouterW when stored, else a default
 // ArtifactRouterWPCA stored earlier, else it is fitted here by PCA of this
@@ -337,8 +338,9 @@ func (b *build) head(g int) error {
 // in every head record and its entry in the root record. A resident span
 // costs its rows and their index entries; consecutive resident spans are
 // then merged into one (merge), so that a run of them costs one span's
-// records (with KeepResidentSpans each keeps its own, and costs them). The choice minimising the sum is found by dynamic programming
-// over the spans (two states: the span before resident or factored).
+// records (with KeepResidentSpans each keeps its own, and costs them).
+// The choice minimising the sum is found by dynamic programming over the
+// spans (two states: the span before resident or factored).
 //
 // A span may keep its factors only where their blocks and its anchors'
 // rows are smaller than its rows in bf16, whatever the model's dtype, so
