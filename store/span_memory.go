@@ -176,6 +176,12 @@ type SpanOptions struct {
 	// too and moves their stored rows in by the span, as it zooms
 	// factored ones. The size rule counts each one's records.
 	KeepResidentSpans bool
+	// ResidentTail, when above 0, keeps the rows of the spans that hold
+	// the context's last ResidentTail tokens (never factored): for a
+	// reader that keeps a window of the most recent rows on some heads,
+	// which then reads them exact. The size rule counts them as any
+	// resident span. Negative is invalid.
+	ResidentTail int
 }
 
 // DefaultSpanFactorDType is SpanOptions' FactorDType when left 0: f16.

@@ -52,6 +52,12 @@ type Config struct {
 	// span by span, as it zooms factored spans; a run is often longer
 	// than a retrieval head's zoom budget.
 	RawSpans bool
+	// ResidentTail keeps the spans holding the context's last
+	// ResidentTail of its tokens unfactored
+	// (store.SpanOptions.ResidentTail), so that a window of recent rows
+	// read from the memory (span+heads' streaming heads) is exact; 0:
+	// none. Within [0, 1].
+	ResidentTail float64
 	// AnchorShare bounds the resident anchors to this fraction of the
 	// budget (0: 0.5).
 	AnchorShare float64
@@ -96,6 +102,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: quality: BOS %d outside the vocab", format.ErrInvalidArgument, c.BOS)
 	case !(c.AnchorShare > 0 && c.AnchorShare <= 1):
 		return fmt.Errorf("%w: quality: anchor share %v", format.ErrInvalidArgument, c.AnchorShare)
+	case !(c.ResidentTail >= 0 && c.ResidentTail <= 1):
+		return fmt.Errorf("%w: quality: resident tail %v", format.ErrInvalidArgument, c.ResidentTail)
 	}
 	for _, f := range c.Budgets {
 		if !(f > 0 && f <= 1) {

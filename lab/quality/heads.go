@@ -203,7 +203,14 @@ func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, lc *LongConf
 			w = (groups*b - nr*r) / (groups - nr)
 		}
 	}
-	hs := &headSplit{win: keepRows(c, streamTokens(h, min(w, n), lc.StreamTop)), retrieval: retrieval, kvHeads: meta.KVHeads}
+	// The streaming heads' rows are the stored memory's, as a reader
+	// of it would have them: exact where resident, reconstructed where
+	// their span is factored.
+	win, err := s.keepRows(streamTokens(h, min(w, n), lc.StreamTop))
+	if err != nil {
+		return nil, err
+	}
+	hs := &headSplit{win: win, retrieval: retrieval, kvHeads: meta.KVHeads}
 	bs, err := newBoundSpan(s, h, min(r, n), share, nil, 0, boundMode{anchorsOnly: true, keys: keys})
 	if err != nil {
 		return nil, err

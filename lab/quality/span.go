@@ -63,7 +63,8 @@ func (s *spanStore) build(m *llama.Model, c *llama.Cache, h []float32, cfg *Conf
 		in.K, in.V = append(in.K, kv.K), append(in.V, kv.V)
 	}
 	mem, err := s.db.BuildSpanMemory(in, &store.SpanOptions{Segment: cfg.Segment, FactorDType: cfg.FactorDType, FactorAll: !cfg.SizeRule, KeepResidentSpans: cfg.SizeRule && cfg.RawSpans,
-		SVD: reconstruct.SVDOptions{Energy: cfg.Energy, MaxRank: cfg.MaxRank}})
+		ResidentTail: int(math.Ceil(cfg.ResidentTail * float64(len(h)))),
+		SVD:          reconstruct.SVDOptions{Energy: cfg.Energy, MaxRank: cfg.MaxRank}})
 	if err != nil {
 		return err
 	}
@@ -151,6 +152,42 @@ func (s *spanStore) span(layer, head, sp int) (rowSet, error) {
 	}
 	s.recon[key] = rs
 	return rs, nil
+}
+
+// keepRows is the method attending, per (layer, KV head), over the given
+// context tokens as the stored memory holds them: a resident row as
+// stored (in the model's dtype), any other reconstructed from its span's
+// factors. It is keepRows of the prefilled cache for a method whose rows
+// the memory serves, such as span+heads' streaming windows.
+func (s *spanStore) keepRows(tokens []int) (*fixedRows, error) {
+	hd, nr := s.hd, len(s.meta.Resident)
+	f := &fixedRows{sets: make([][]rowSet, s.meta.Layers)}
+	for l := range f.sets {
+		f.sets[l] = make([]rowSet, s.meta.KVHeads)
+		for g := range f.sets[l] {
+			rs := rowSet{k: make([]float32, 0, len(tokens)*hd), v: make([]float32, 0, len(tokens)*hd)}
+			for _, t := range tokens {
+				if i, ok := s.resAt[t]; ok {
+					rs.k = append(rs.k, s.resK[l][(g*nr+i)*hd:(g*nr+i+1)*hd]...)
+					rs.v = append(rs.v, s.resV[l][(g*nr+i)*hd:(g*nr+i+1)*hd]...)
+					continue
+				}
+				sp := spanOf(s.meta, t)
+				if sp >= len(s.meta.Spans) || !s.meta.Spans[sp].Factored {
+					return nil, fmt.Errorf("%w: quality: token %d has neither a stored row nor factors", format.ErrCorruption, t)
+				}
+				span, err := s.span(l, g, sp)
+				if err != nil {
+					return nil, err
+				}
+				j := t - s.meta.Spans[sp].Start
+				rs.k = append(rs.k, span.k[j*hd:(j+1)*hd]...)
+				rs.v = append(rs.v, span.v[j*hd:(j+1)*hd]...)
+			}
+			f.sets[l][g] = rs
+		}
+	}
+	return f, nil
 }
 
 // zoomable reports whether span sp's rows not resident at a budget can be

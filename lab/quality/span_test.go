@@ -191,3 +191,84 @@ func checkRawRows(t *testing.T, s *spanStore, c *llama.Cache, sp int) {
 		}
 	}
 }
+
+// TestMemoryRows: span+heads' streaming heads read their rows from the
+// stored memory (spanStore.keepRows), not from the prefill: a resident row
+// as stored, a row of a factored span as its factors give it. With
+// Config.ResidentTail every row of the window is the prefill's exact, and
+// the memory stays within its raw rows.
+func TestMemoryRows(t *testing.T) {
+	m, ctx, res, h := needlePrefill(t)
+	n, hd := len(ctx), res.Cache.HeadDim
+	build := func(tail float64) *spanStore {
+		cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "memrows", SizeRule: true, RawSpans: true, ResidentTail: tail}
+		cfg.ensureDefaults()
+		if err := cfg.validate(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := newSpanStore(m, res.Cache, h, &cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	window := windowTokens(n, n/4)
+	same := func(f *fixedRows, l, g, i, tok int) bool {
+		j := (g*n + tok) * hd
+		kv := res.Cache.Layers[l]
+		return slices.Equal(f.sets[l][g].k[i*hd:(i+1)*hd], kv.K[j:j+hd]) && slices.Equal(f.sets[l][g].v[i*hd:(i+1)*hd], kv.V[j:j+hd])
+	}
+	plain := build(0)
+	defer plain.close()
+	f, err := plain.keepRows(window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossy := 0
+	for l := range res.Cache.Layers {
+		for g := range res.Cache.KVHeads {
+			for i, tok := range window {
+				if _, ok := plain.resAt[tok]; ok {
+					if !same(f, l, g, i, tok) {
+						t.Fatalf("layer %d head %d token %d: resident row is not the stored one", l, g, tok)
+					}
+					continue
+				}
+				sp := spanOf(plain.meta, tok)
+				rs, err := plain.span(l, g, sp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				k := (tok - plain.meta.Spans[sp].Start) * hd
+				if !slices.Equal(f.sets[l][g].k[i*hd:(i+1)*hd], rs.k[k:k+hd]) || !slices.Equal(f.sets[l][g].v[i*hd:(i+1)*hd], rs.v[k:k+hd]) {
+					t.Fatalf("layer %d head %d token %d: row is not its span's reconstruction", l, g, tok)
+				}
+				if !same(f, l, g, i, tok) {
+					lossy++
+				}
+			}
+		}
+	}
+	if lossy == 0 {
+		t.Fatalf("no row of the last %d tokens differs from the prefill: the test needs a factored one", len(window))
+	}
+	tailed := build(0.25)
+	defer tailed.close()
+	if f, err = tailed.keepRows(window); err != nil {
+		t.Fatal(err)
+	}
+	for l := range res.Cache.Layers {
+		for g := range res.Cache.KVHeads {
+			for i, tok := range window {
+				if !same(f, l, g, i, tok) {
+					t.Fatalf("resident tail: layer %d head %d token %d is not the prefill's row", l, g, tok)
+				}
+			}
+		}
+	}
+	if tailed.size.Stored() > tailed.size.Raw {
+		t.Errorf("resident tail: %d bytes stored, more than the raw rows' %d", tailed.size.Stored(), tailed.size.Raw)
+	}
+	t.Logf("%d tokens, window %d: %d rows reconstructed without a tail; stored %d and %d bytes of %d raw",
+		n, len(window), lossy, plain.size.Stored(), tailed.size.Stored(), tailed.size.Raw)
+}

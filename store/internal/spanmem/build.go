@@ -54,6 +54,12 @@ type Options struct {
 	// the GPU too and moves their stored rows in by the span, as it zooms
 	// factored ones. The size rule counts each one's records.
 	KeepResidentSpans bool
+	// ResidentTail, when above 0, keeps the rows of the spans that hold
+	// the context's last ResidentTail tokens (never factored): for a
+	// reader that keeps a window of the most recent rows on some heads,
+	// which then reads them exact. The size rule counts them as any
+	// resident span. Negative is invalid.
+	ResidentTail int
 }
 
 // DefaultFactorDType is the factors' dtype when Options leave it 0: f16,
@@ -188,6 +194,14 @@ func newBuild(in *Input, o *Options) (*build, error) {
 	}
 	if !o.FactorDType.Float() {
 		return nil, fmt.Errorf("%w: span options: factor dtype %v", ErrInvalidArgument, o.FactorDType)
+	}
+	if o.ResidentTail < 0 {
+		return nil, fmt.Errorf("%w: span options: resident tail of %d tokens", ErrInvalidArgument, o.ResidentTail)
+	}
+	for i, sp := range seg.Spans {
+		if sp.End > len(in.Surprisal)-o.ResidentTail {
+			seg.Spans[i].Factored = false
+		}
 	}
 	b := &build{in: in, opts: o, rope: rope, m: &Memory{
 		Model: *spec, Tokens: len(in.Surprisal), BasePosition: in.BasePosition, Segmentation: seg,

@@ -146,6 +146,11 @@ func TestBuildRefusals(t *testing.T) {
 	if _, err := Build(in, &o, &artifacts{}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("integer factor dtype: %v", err)
 	}
+	o = testOptions
+	o.ResidentTail = -1
+	if _, err := Build(in, &o, &artifacts{}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("negative resident tail: %v", err)
+	}
 	boom := errors.New("catalog down")
 	if _, err := Build(in, &testOptions, &artifacts{err: boom}); !errors.Is(err, boom) {
 		t.Errorf("artifact read failure: %v", err)
@@ -157,6 +162,59 @@ func TestBuildRefusals(t *testing.T) {
 	m.Heads = m.Heads[:3]
 	if err := m.Check(); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("a memory missing a head: %v", err)
+	}
+}
+
+// TestBuildResidentTail: with ResidentTail every span holding one of the
+// context's last tokens keeps its rows (no factors, its tokens resident),
+// the spans before the tail are as without it, and the memory checks.
+func TestBuildResidentTail(t *testing.T) {
+	in := testInput(t, 64, 0)
+	all, err := Build(in, &testOptions, &artifacts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, tail := len(in.Surprisal), 20
+	o := testOptions
+	o.ResidentTail = tail
+	m, err := Build(in, &o, &artifacts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Segmentation.Spans) != len(all.Segmentation.Spans) {
+		t.Fatalf("%d spans with a tail, %d without", len(m.Segmentation.Spans), len(all.Segmentation.Spans))
+	}
+	resident := make(map[int]bool, len(m.Resident))
+	for _, r := range m.Resident {
+		resident[r] = true
+	}
+	inTail, before := 0, 0
+	for s, sp := range m.Segmentation.Spans {
+		was := all.Segmentation.Spans[s].Factored
+		if sp.End <= n-tail {
+			if sp.Factored != was {
+				t.Errorf("span %d [%d, %d) before the tail: factored %v, %v without a tail", s, sp.Start, sp.End, sp.Factored, was)
+			}
+			before++
+			continue
+		}
+		if was {
+			inTail++
+		}
+		if sp.Factored || m.Heads[0].K[s] != nil || m.Heads[0].V[s] != nil {
+			t.Errorf("span %d [%d, %d) in the last %d tokens is factored", s, sp.Start, sp.End, tail)
+		}
+		for tok := sp.Start; tok < sp.End; tok++ {
+			if !resident[tok] {
+				t.Fatalf("token %d of tail span %d is not resident", tok, s)
+			}
+		}
+	}
+	if inTail == 0 || before == 0 {
+		t.Fatalf("%d spans in the tail factored without it, %d before it: the test needs both", inTail, before)
 	}
 }
 
