@@ -94,7 +94,7 @@ type boundSpan struct {
 // newBoundSpan is span memory at b rows zoomed by key bounds; w > 0 keeps
 // the context's last rows resident (MethodSpanBoundWindow), w of them or
 // fewer where the anchors and bounds leave less room.
-func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cache, w int, mode boundMode) (*boundSpan, error) {
+func newBoundSpan(s *spanStore, h []float32, b int, share float64, w int, mode boundMode) (*boundSpan, error) {
 	sm := newSpanMethod(s, h, b, share, false)
 	bs := &boundSpan{spanMethod: sm, mode: mode}
 	mean := mode.mean
@@ -109,7 +109,10 @@ func newBoundSpan(s *spanStore, h []float32, b int, share float64, c *llama.Cach
 			}
 		}
 		w = min(w, max(0, b-int(math.Ceil(sm.fixedRows+fixed+cost*float64(spans)))))
-		bs.win = newWindowed(sm, c, w, b)
+		var err error
+		if bs.win, err = newWindowed(sm, w, b); err != nil {
+			return nil, err
+		}
 	}
 	meta := s.meta
 	groups := meta.Layers * meta.KVHeads
@@ -457,9 +460,9 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 		return out, err
 	}
 	for g := range out {
-		gi := a.Layer*len(out) + g
-		out[g].k = append(out[g].k, bs.win.k[gi]...)
-		out[g].v = append(out[g].v, bs.win.v[gi]...)
+		win := bs.win.win.sets[a.Layer][g]
+		out[g].k = append(out[g].k, win.k...)
+		out[g].v = append(out[g].v, win.v...)
 	}
 	return out, nil
 }
@@ -563,7 +566,7 @@ func (c *LongConfig) boundMethod(name string, s *spanStore, h []float32, b int, 
 	case MethodSpanBoundCh, MethodSpanBoundChWindow:
 		mode.channels = c.boundChannels()
 	}
-	bs, err := newBoundSpan(s, h, b, c.Span.AnchorShare, cache, w, mode)
+	bs, err := newBoundSpan(s, h, b, c.Span.AnchorShare, w, mode)
 	if err != nil {
 		return nil, err
 	}

@@ -90,7 +90,7 @@ func TestAnchorNear(t *testing.T) {
 	defer s.close()
 	b := len(ctx) / 4
 	plain := newSpanMethod(s, h, b, cfg.AnchorShare, false)
-	bs, err := newBoundSpan(s, h, b, cfg.AnchorShare, res.Cache, 0, boundMode{anchorsOnly: true})
+	bs, err := newBoundSpan(s, h, b, cfg.AnchorShare, 0, boundMode{anchorsOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,10 +87,10 @@ func (c *NeedleConfig) why(nd *Needle, rows []WhyRow) error {
 	for _, f := range c.Budgets {
 		b := max(1, int(math.Floor(f*float64(n))))
 		wb := &whyBudget{sm: newSpanMethod(s, h, b, c.Span.AnchorShare, false), zoom: map[string]int64{}}
-		if wb.bs, err = newBoundSpan(s, h, b, c.Span.AnchorShare, nil, 0, boundMode{}); err != nil {
+		if wb.bs, err = newBoundSpan(s, h, b, c.Span.AnchorShare, 0, boundMode{}); err != nil {
 			return err
 		}
-		if wb.bsCh, err = newBoundSpan(s, h, b, c.Span.AnchorShare, nil, 0, boundMode{channels: c.boundChannels()}); err != nil {
+		if wb.bsCh, err = newBoundSpan(s, h, b, c.Span.AnchorShare, 0, boundMode{channels: c.boundChannels()}); err != nil {
 			return err
 		}
 		anchors := float64(len(wb.sm.resIdx))

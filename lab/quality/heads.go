@@ -211,7 +211,7 @@ func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, lc *LongConf
 		return nil, err
 	}
 	hs := &headSplit{win: win, retrieval: retrieval, kvHeads: meta.KVHeads}
-	bs, err := newBoundSpan(s, h, min(r, n), share, nil, 0, boundMode{anchorsOnly: true, keys: keys})
+	bs, err := newBoundSpan(s, h, min(r, n), share, 0, boundMode{anchorsOnly: true, keys: keys})
 	if err != nil {
 		return nil, err
 	}

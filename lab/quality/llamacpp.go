@@ -219,7 +219,7 @@ func (cfg *LlamaNeedleConfig) runLlama(lc *llamacpp.Context, nd *Needle) ([]llam
 				return nil, err
 			}
 		}
-		bs, err := newBoundSpan(s, h, b, cfg.Span.AnchorShare, nil, 0, boundMode{anchorsOnly: true})
+		bs, err := newBoundSpan(s, h, b, cfg.Span.AnchorShare, 0, boundMode{anchorsOnly: true})
 		if err != nil {
 			return nil, err
 		}

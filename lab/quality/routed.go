@@ -208,7 +208,11 @@ func (c *LongConfig) routedSpan(name string, s *spanStore, h []float32, b int, c
 	sm := newSpanMethod(s, h, b, c.Span.AnchorShare, name == MethodSpanTrainedSum)
 	var meth method = sm
 	if name == MethodSpanTrainedWindow {
-		meth = newWindowed(sm, cache, int(WindowShare*float64(b)), b)
+		wd, err := newWindowed(sm, int(WindowShare*float64(b)), b)
+		if err != nil {
+			return nil, nil, err
+		}
+		meth = wd
 	}
 	rt := **trained
 	rt.SpanTokens = sm.rt.SpanTokens // this budget's anchors (and window)
@@ -221,11 +225,11 @@ func (c *LongConfig) routedSpan(name string, s *spanStore, h []float32, b int, c
 // zoomed span adds only its rows outside the window.
 type windowed struct {
 	*spanMethod
-	k, v [][]float32 // per group, the window's rows from the prefilled cache
+	win *fixedRows // the window's rows as the stored memory holds them
 }
 
-func newWindowed(sm *spanMethod, c *llama.Cache, w, b int) *windowed {
-	meta, hd, n := sm.s.meta, sm.s.hd, c.Len()
+func newWindowed(sm *spanMethod, w, b int) (*windowed, error) {
+	meta, n := sm.s.meta, len(sm.resident)
 	var toks []int
 	for t := max(0, n-w); t < n; t++ {
 		if !sm.resident[t] {
@@ -240,17 +244,11 @@ func newWindowed(sm *spanMethod, c *llama.Cache, w, b int) *windowed {
 	if left >= 1 {
 		sm.zoom = int64(math.Floor(left)) * int64(meta.KVHeads)
 	}
-	wd := &windowed{spanMethod: sm, k: make([][]float32, meta.Layers*meta.KVHeads), v: make([][]float32, meta.Layers*meta.KVHeads)}
-	for l, kv := range c.Layers {
-		for g := range meta.KVHeads {
-			gi := l*meta.KVHeads + g
-			for _, t := range toks {
-				wd.k[gi] = append(wd.k[gi], kv.K[(g*n+t)*hd:(g*n+t+1)*hd]...)
-				wd.v[gi] = append(wd.v[gi], kv.V[(g*n+t)*hd:(g*n+t+1)*hd]...)
-			}
-		}
+	win, err := sm.s.keepRows(toks)
+	if err != nil {
+		return nil, err
 	}
-	return wd
+	return &windowed{spanMethod: sm, win: win}, nil
 }
 
 func (w *windowed) rows(a *llama.StepAttention) ([]rowSet, error) {
@@ -259,9 +257,9 @@ func (w *windowed) rows(a *llama.StepAttention) ([]rowSet, error) {
 		return nil, err
 	}
 	for g := range out {
-		gi := a.Layer*len(out) + g
-		out[g].k = append(out[g].k, w.k[gi]...)
-		out[g].v = append(out[g].v, w.v[gi]...)
+		win := w.win.sets[a.Layer][g]
+		out[g].k = append(out[g].k, win.k...)
+		out[g].v = append(out[g].v, win.v...)
 	}
 	return out, nil
 }
