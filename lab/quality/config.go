@@ -61,6 +61,11 @@ type Config struct {
 	// AnchorShare bounds the resident anchors to this fraction of the
 	// budget (0: 0.5).
 	AnchorShare float64
+	// HeadRank, when set, is stored as the model's per (layer, KV head)
+	// factor rank (store.ArtifactRank; 0: chosen by Energy): span+heads'
+	// streaming heads never zoom, so their factors can be kept small and
+	// the room left to the retrieval heads'.
+	HeadRank []float32
 	// Tau, when SetTau, is stored as every (layer, KV head)'s zoom
 	// threshold (ArtifactTau); otherwise the default 0.05 applies.
 	Tau    float32

@@ -62,6 +62,15 @@ func (s *spanStore) build(m *llama.Model, c *llama.Cache, h []float32, cfg *Conf
 	for _, kv := range c.Layers {
 		in.K, in.V = append(in.K, kv.K), append(in.V, kv.V)
 	}
+	if cfg.HeadRank != nil {
+		data, meta, err := store.EncodeHeadValues(cfg.HeadRank, spec.Layers, spec.KVHeads)
+		if err != nil {
+			return err
+		}
+		if err := s.db.PutArtifact(spec.Fingerprint(), store.ArtifactRank, data, meta); err != nil {
+			return err
+		}
+	}
 	mem, err := s.db.BuildSpanMemory(in, &store.SpanOptions{Segment: cfg.Segment, FactorDType: cfg.FactorDType, FactorAll: !cfg.SizeRule, KeepResidentSpans: cfg.SizeRule && cfg.RawSpans,
 		ResidentTail: int(math.Ceil(cfg.ResidentTail * float64(len(h)))),
 		SVD:          reconstruct.SVDOptions{Energy: cfg.Energy, MaxRank: cfg.MaxRank}})

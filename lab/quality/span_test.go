@@ -272,3 +272,57 @@ func TestMemoryRows(t *testing.T) {
 	t.Logf("%d tokens, window %d: %d rows reconstructed without a tail; stored %d and %d bytes of %d raw",
 		n, len(window), lossy, plain.size.Stored(), tailed.size.Stored(), tailed.size.Raw)
 }
+
+// TestHeadRank: Config.HeadRank is stored as the model's rank artifact, so
+// a head given rank 1 keeps one component per factored span and a head
+// given 0 keeps the components Energy chooses, more on some span; the
+// memory is smaller than without it.
+func TestHeadRank(t *testing.T) {
+	m, _, res, h := needlePrefill(t)
+	groups := m.Layers * m.KVHeads
+	build := func(rank []float32) *spanStore {
+		cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "headrank", SizeRule: true, RawSpans: true, HeadRank: rank}
+		cfg.ensureDefaults()
+		s, err := newSpanStore(m, res.Cache, h, &cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	rank := make([]float32, groups)
+	for gi := range rank {
+		rank[gi] = 1
+	}
+	rank[groups-1] = 0 // chosen by energy
+	s, all := build(rank), build(nil)
+	defer s.close()
+	defer all.close()
+	most, factored := 0, 0
+	for sp, info := range s.meta.Spans {
+		if !info.Factored {
+			continue
+		}
+		factored++
+		for gi := range groups {
+			for _, kind := range []format.ChunkKind{format.ChunkK, format.ChunkV} {
+				f, err := s.r.Factors(gi/m.KVHeads, gi%m.KVHeads, sp, kind)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if gi < groups-1 && f.Rank != 1 {
+					t.Fatalf("span %d head %d: rank %d, the artifact says 1", sp, gi, f.Rank)
+				}
+				if gi == groups-1 {
+					most = max(most, f.Rank)
+				}
+			}
+		}
+	}
+	if factored == 0 || most <= 1 {
+		t.Fatalf("%d factored spans, the energy's head keeps at most rank %d: the test needs more", factored, most)
+	}
+	if s.size.Stored() >= all.size.Stored() {
+		t.Errorf("rank 1 on %d of %d heads: %d bytes stored, not fewer than every head by energy's %d", groups-1, groups, s.size.Stored(), all.size.Stored())
+	}
+	t.Logf("%d factored spans; the energy's head up to rank %d; stored %d bytes against %d", factored, most, s.size.Stored(), all.size.Stored())
+}

@@ -27,6 +27,7 @@ type headFlags struct {
 	train  bool
 	depth  bool
 	fit    int
+	rank   int
 }
 
 func (h *headFlags) define() {
@@ -41,6 +42,7 @@ func (h *headFlags) define() {
 	flag.Float64Var(&h.gate, "zoom-gate", 0, "span+heads: -zoom-tau and -zoom-rel apply to a KV head at a step only when its best span score reaches this (0: at every step); span+heads+oracle, +router and +trained rank by their routers only below it")
 	flag.BoolVar(&h.depth, "heads-depth", false, "-heads: also print each KV head's share per third of the needles' depths (the same needles, measured again by third)")
 	flag.IntVar(&h.fit, "fit-rank", 0, "-heads: add span+heads+fit, its zoom ranked (below -zoom-gate) by a ranker fitted to the teacher's attention mass on this many needles and as many windows of non-test Go (seed -heads-seed), fitted first")
+	flag.IntVar(&h.rank, "stream-rank", 0, "-heads: store this factor rank for the streaming heads (the model's rank artifact), the retrieval heads' chosen by -energy (0: every head's by -energy)")
 	flag.BoolVar(&h.train, "train-files", false, "draw the needles and windows from non-test Go (training text) instead of the held-out _test.go files: for choosing settings")
 }
 
