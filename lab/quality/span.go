@@ -150,17 +150,28 @@ func (s *spanStore) span(layer, head, sp int) (rowSet, error) {
 		s.recon[key] = rs
 		return rs, nil
 	}
-	nr := len(s.meta.Resident)
 	for t := info.Start; t < info.End; t++ {
-		i, ok := s.resAt[t]
+		k, v, ok := s.residentRow(layer, head, t)
 		if !ok {
 			return rowSet{}, fmt.Errorf("%w: quality: token %d of unfactored span %d has no stored row", format.ErrCorruption, t, sp)
 		}
-		copy(rs.k[(t-info.Start)*hd:], s.resK[layer][(head*nr+i)*hd:(head*nr+i+1)*hd])
-		copy(rs.v[(t-info.Start)*hd:], s.resV[layer][(head*nr+i)*hd:(head*nr+i+1)*hd])
+		copy(rs.k[(t-info.Start)*hd:], k)
+		copy(rs.v[(t-info.Start)*hd:], v)
 	}
 	s.recon[key] = rs
 	return rs, nil
+}
+
+// residentRow is token t's stored resident K and V rows of (layer, head),
+// post-RoPE at its position; ok is false where t has none.
+func (s *spanStore) residentRow(layer, head, t int) (k, v []float32, ok bool) {
+	i, ok := s.resAt[t]
+	if !ok {
+		return nil, nil, false
+	}
+	hd, nr := s.hd, len(s.meta.Resident)
+	at := (head*nr + i) * hd
+	return s.resK[layer][at : at+hd], s.resV[layer][at : at+hd], true
 }
 
 // keepRows is the method attending, per (layer, KV head), over the given
@@ -169,16 +180,15 @@ func (s *spanStore) span(layer, head, sp int) (rowSet, error) {
 // factors. It is keepRows of the prefilled cache for a method whose rows
 // the memory serves, such as span+heads' streaming windows.
 func (s *spanStore) keepRows(tokens []int) (*fixedRows, error) {
-	hd, nr := s.hd, len(s.meta.Resident)
+	hd := s.hd
 	f := &fixedRows{sets: make([][]rowSet, s.meta.Layers)}
 	for l := range f.sets {
 		f.sets[l] = make([]rowSet, s.meta.KVHeads)
 		for g := range f.sets[l] {
 			rs := rowSet{k: make([]float32, 0, len(tokens)*hd), v: make([]float32, 0, len(tokens)*hd)}
 			for _, t := range tokens {
-				if i, ok := s.resAt[t]; ok {
-					rs.k = append(rs.k, s.resK[l][(g*nr+i)*hd:(g*nr+i+1)*hd]...)
-					rs.v = append(rs.v, s.resV[l][(g*nr+i)*hd:(g*nr+i+1)*hd]...)
+				if k, v, ok := s.residentRow(l, g, t); ok {
+					rs.k, rs.v = append(rs.k, k...), append(rs.v, v...)
 					continue
 				}
 				sp := spanOf(s.meta, t)
