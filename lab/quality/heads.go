@@ -153,11 +153,28 @@ func RetrievalHeads(mass []float64, min float64) []bool {
 	return out
 }
 
+// StreamRank is Config.HeadRank giving the streaming heads (those not
+// marked in retrieval) factor rank r and leaving the retrieval heads'
+// to the energy threshold (0); nil for r = 0.
+func StreamRank(retrieval []bool, r int) []float32 {
+	if r == 0 || retrieval == nil {
+		return nil
+	}
+	out := make([]float32, len(retrieval))
+	for i, ret := range retrieval {
+		if !ret {
+			out[i] = float32(r)
+		}
+	}
+	return out
+}
+
 // headSplit is MethodSpanHeads: per (layer, KV head), the streaming rows
 // or span memory's.
 type headSplit struct {
 	bs        *boundSpan
 	win       *fixedRows
+	winTokens []int // the streaming heads' context tokens, ascending
 	retrieval []bool
 	kvHeads   int
 	// stepRows are the rows handed out so far in the step being decoded;
@@ -206,11 +223,12 @@ func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, lc *LongConf
 	// The streaming heads' rows are the stored memory's, as a reader
 	// of it would have them: exact where resident, reconstructed where
 	// their span is factored.
-	win, err := s.keepRows(streamTokens(h, min(w, n), lc.StreamTop))
+	wt := streamTokens(h, min(w, n), lc.StreamTop)
+	win, err := s.keepRows(wt)
 	if err != nil {
 		return nil, err
 	}
-	hs := &headSplit{win: win, retrieval: retrieval, kvHeads: meta.KVHeads}
+	hs := &headSplit{win: win, winTokens: wt, retrieval: retrieval, kvHeads: meta.KVHeads}
 	bs, err := newBoundSpan(s, h, min(r, n), share, 0, boundMode{anchorsOnly: true, keys: keys})
 	if err != nil {
 		return nil, err

@@ -58,6 +58,16 @@ const (
 	// queries put on the resident anchors each holds or follows (the lab's
 	// per-step MethodSpanAnchor ranks by each decoded token's).
 	MethodSpanAnchorUnion = "span+anchor@union"
+	// MethodSpanHeadsEven is MethodSpanHeads (per step) with every KV head
+	// at the budget's B rows (LongConfig.RetrievalCap at the budget), the
+	// split a llama.cpp cell, one position for every head, allows.
+	MethodSpanHeadsEven = "span+heads+even"
+	// MethodSpanHeadsRequest is MethodSpanHeadsEven's request-time row
+	// set: per (layer, KV head) a streaming head's window, or a retrieval
+	// head's resident anchors with the spans the question's queries put
+	// the most anchor attention on (above the zoom threshold), loaded
+	// with label positions as MethodSpanRequest is.
+	MethodSpanHeadsRequest = "span+heads@request"
 )
 
 // LlamaNeedleConfig is a needle measurement through llama.cpp beside the
@@ -69,6 +79,9 @@ type LlamaNeedleConfig struct {
 	Engine *llamacpp.Model
 	// Threads are llama.cpp's CPU threads (0: 1).
 	Threads int
+	// With NeedleConfig.Retrieval set, span+heads is measured in place
+	// of span and span+anchor: MethodSpanHeads and MethodSpanHeadsEven
+	// in the lab loop, MethodSpanHeadsRequest on both engines.
 }
 
 // LlamaNeedleRow is one method on one engine at one budget over the
@@ -82,6 +95,8 @@ type LlamaNeedleRow struct {
 	Needles       int
 	LogProb, Top1 float64
 	Exact         int
+	// Top1s are the needles' own top-1 per byte, in needle order.
+	Top1s []float64
 	// Rows is the most context rows of one (layer, KV head), as a share of
 	// the context (llama.cpp: cells); Over: more than the budget's rows
 	// for some needle.
@@ -137,6 +152,7 @@ func RunLlamaNeedles(cfg LlamaNeedleConfig) (rows []LlamaNeedleRow, skipped int,
 			row.Needles++
 			row.LogProb += s.LogProb
 			row.Top1 += s.Top1
+			row.Top1s = append(row.Top1s, s.Top1)
 			if s.Exact {
 				row.Exact++
 			}
@@ -195,6 +211,12 @@ func (cfg *LlamaNeedleConfig) runLlama(lc *llamacpp.Context, nd *Needle) ([]llam
 	defer s.close()
 	for _, f := range cfg.Budgets {
 		b := max(1, int(math.Floor(f*float64(n))))
+		if cfg.Retrieval != nil {
+			if out, err = cfg.headRuns(out, lc, s, h, cache, nd, f, b); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		sm := newSpanMethod(s, h, b, cfg.Span.AnchorShare, false)
 		step, err := decode(m, sm, cont, n)
 		if err != nil {
@@ -258,6 +280,134 @@ func requestRuns(out []llamaRun, lc *llamacpp.Context, m *llama.Model, rows *lla
 	return append(out,
 		llamaRun{budget: f, method: meth, engine: EngineLab, logits: lab, rows: r, limit: float64(b)},
 		llamaRun{budget: f, method: meth, engine: EngineLlama, logits: eng, rows: r, limit: float64(b), diff: logitsDiff(eng, lab)}), nil
+}
+
+// headRuns appends span+heads' runs at budget f (b rows per (layer, KV
+// head)) for needle nd: the lab loop's per-step MethodSpanHeads, as the
+// tables measure it (a retrieval head holding more than b rows, a
+// streaming head fewer), and MethodSpanHeadsEven (every head b rows);
+// then MethodSpanHeadsEven's request-time rows on both engines.
+func (cfg *LlamaNeedleConfig) headRuns(out []llamaRun, lc *llamacpp.Context, s *spanStore, h []float32, cache *llama.Cache, nd *Needle, f float64, b int) ([]llamaRun, error) {
+	m, n := cfg.Model, nd.Context
+	cont := nd.Tokens[n:]
+	var hs *headSplit
+	for _, meth := range []string{MethodSpanHeads, MethodSpanHeadsEven} {
+		c := cfg.LongConfig
+		if meth == MethodSpanHeadsEven {
+			c.RetrievalCap = f // a retrieval head at b rows, and so every head
+		}
+		var err error
+		if hs, err = c.headMethod(MethodSpanHeads, s, h, cache, b, nil); err != nil {
+			return nil, fmt.Errorf("quality: %s at %v: %w", meth, f, err)
+		}
+		step, err := decode(m, hs, cont, n)
+		if err != nil {
+			return nil, fmt.Errorf("quality: %s at %v: %w", meth, f, err)
+		}
+		out = append(out, llamaRun{budget: f, method: meth, engine: EngineLab, logits: step,
+			rows: max(hs.maxRows, hs.fixed), limit: float64(b), over: hs.fixed > float64(b)})
+	}
+	rows, err := headRequestRows(m, hs, cont[:nd.Query])
+	if err != nil {
+		return nil, fmt.Errorf("quality: %s at %v: %w", MethodSpanHeadsRequest, f, err)
+	}
+	return requestRuns(out, lc, m, rows, cont, n, f, b, MethodSpanHeadsRequest)
+}
+
+// headRequestRows is MethodSpanHeadsRequest's rows for hs (every head at
+// most b rows): a streaming head's window; a retrieval head's resident
+// anchors and the spans the question's queries score highest by the
+// anchors' attention (questionAnchorScores, computed over each head's
+// rows before any zoom), above hs's zoom threshold and within its zoom
+// rows per head; every head topped up with the most recent rows it lacks
+// to the largest head's count, loaded with label positions
+// (llamacpp.SpanGroupRows). Resident rows come as stored, the others from
+// their span's factors.
+func headRequestRows(m *llama.Model, hs *headSplit, question []int) (*llamacpp.Rows, error) {
+	tokens, stored, err := headRequestTokens(m, hs, question)
+	if err != nil {
+		return nil, err
+	}
+	return llamacpp.SpanGroupRows(hs.bs.s.r, tokens, stored)
+}
+
+// headRequestTokens are headRequestRows' context tokens per (layer, KV
+// head), ascending, and per token whether the memory stores its row (the
+// others come from their span's factors).
+func headRequestTokens(m *llama.Model, hs *headSplit, question []int) (tokens [][]int, stored []bool, err error) {
+	bs := hs.bs
+	meta := bs.s.meta
+	res := residentTokens(bs.spanMethod)
+	before, err := bs.s.keepRows(res)
+	if err != nil {
+		return nil, nil, err
+	}
+	for l := range before.sets {
+		for g := range before.sets[l] {
+			if !hs.retrieval[l*meta.KVHeads+g] {
+				before.sets[l][g] = hs.win.sets[l][g]
+			}
+		}
+	}
+	rec := &anchorRecorder{inner: before, bs: bs}
+	if _, err := decode(m, rec, question, meta.Tokens); err != nil {
+		return nil, nil, err
+	}
+	n := meta.Tokens
+	held := make([][]bool, len(hs.retrieval))
+	c := 0
+	for gi, r := range hs.retrieval {
+		held[gi] = make([]bool, n)
+		ts := hs.winTokens
+		if r {
+			ts = res
+			tau := bs.thresholds(rec.best[gi : gi+1])
+			z, err := reconstruct.Select(rec.best[gi:gi+1], tau, bs.rt.SpanTokens, nil,
+				reconstruct.Budget{Tokens: bs.zoom / int64(meta.KVHeads), Fill: true})
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, sp := range z.Spans[0] {
+				for t := meta.Spans[sp].Start; t < meta.Spans[sp].End; t++ {
+					held[gi][t] = true
+				}
+			}
+		}
+		for _, t := range ts {
+			held[gi][t] = true
+		}
+		c = max(c, countTrue(held[gi]))
+	}
+	tokens = make([][]int, len(held))
+	for gi, hg := range held {
+		count := countTrue(hg)
+		for t := n - 1; t >= 0 && count < c; t-- { // top up with the most recent rows
+			if !hg[t] {
+				hg[t] = true
+				count++
+			}
+		}
+		for t, in := range hg {
+			if in {
+				tokens[gi] = append(tokens[gi], t)
+			}
+		}
+	}
+	stored = make([]bool, n)
+	for _, t := range meta.Resident {
+		stored[t] = true
+	}
+	return tokens, stored, nil
+}
+
+func countTrue(b []bool) int {
+	c := 0
+	for _, v := range b {
+		if v {
+			c++
+		}
+	}
+	return c
 }
 
 // questionAnchorScores is, per (layer, KV head) group and span, the best

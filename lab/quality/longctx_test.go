@@ -112,6 +112,19 @@ func TestLongCtxNeedleLayout(t *testing.T) {
 // model, the context's tokens, its prefill and its surprisal.
 func needlePrefill(t *testing.T) (*llama.Model, []int, *llama.Result, []float32) {
 	t.Helper()
+	m, nd := testNeedle(t)
+	ctx := nd.Tokens[:nd.Context]
+	res, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, ctx, res, surprisal(res, len(ctx))
+}
+
+// testNeedle is needlePrefill's needle: a single needle in a 512-byte
+// window of held-out Go, its definition at depth 0.3.
+func testNeedle(t *testing.T) (*llama.Model, *Needle) {
+	t.Helper()
 	m, files := longCtxOrSkip(t, 512)
 	filler, err := goBytes(files[0], 512)
 	if err != nil {
@@ -121,10 +134,5 @@ func needlePrefill(t *testing.T) (*llama.Model, []int, *llama.Result, []float32)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := nd.Tokens[:nd.Context]
-	res, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, ctx, res, surprisal(res, len(ctx))
+	return m, nd
 }

@@ -119,14 +119,7 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 	if lc.Retrieval, err = heads.retrieval(lc, window); err != nil {
 		return err
 	}
-	if heads.rank > 0 && lc.Retrieval != nil {
-		lc.Span.HeadRank = make([]float32, len(lc.Retrieval))
-		for i, r := range lc.Retrieval {
-			if !r {
-				lc.Span.HeadRank[i] = float32(heads.rank)
-			}
-		}
-	}
+	lc.Span.HeadRank = quality.StreamRank(lc.Retrieval, heads.rank)
 	if lc.RankFit, err = heads.rankFit(lc, window, tail); err != nil {
 		return err
 	}
