@@ -41,6 +41,11 @@ import (
 //   - MethodSpanAnchorUnion: as MethodSpanUnion, the spans ranked by the
 //     attention the question's queries put on the resident anchors each
 //     holds or follows (span+anchor's signal) in place of the routers'.
+//   - MethodSpanHeadsRequest: span+heads with every (layer, KV head) at B
+//     rows (a cache of C cells holds C rows of every head, so no head
+//     can hold more): a streaming head's window, a retrieval head's
+//     anchors and the spans the question's anchor attention zooms,
+//     loaded with label positions as MethodSpanRequest is.
 
 // Engines of a LlamaNeedleRow.
 const (
