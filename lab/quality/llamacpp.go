@@ -77,23 +77,22 @@ const (
 
 // LlamaNeedleConfig is a needle measurement through llama.cpp beside the
 // lab's decode loop: Model (lab) and Engine (llama.cpp) must be the same
-// weights.
+// weights. With Retrieval set, span+heads is measured in place of span
+// and span+anchor: MethodSpanHeads and MethodSpanHeadsEven in the lab
+// loop, MethodSpanHeadsRequest on both engines.
 type LlamaNeedleConfig struct {
 	NeedleConfig
 	// Engine is Model's checkpoint loaded in llama.cpp (WriteGGUF).
 	Engine *llamacpp.Model
 	// Threads are llama.cpp's CPU threads (0: 1).
 	Threads int
-	// With NeedleConfig.Retrieval set, span+heads is measured in place
-	// of span and span+anchor: MethodSpanHeads and MethodSpanHeadsEven
-	// in the lab loop, MethodSpanHeadsRequest on both engines.
 }
 
 // LlamaNeedleRow is one method on one engine at one budget over the
 // needles.
 type LlamaNeedleRow struct {
 	Budget float64 // 1 for MethodFull
-	Method string  // MethodFull, MethodSpan (lab only), MethodSpanRequest, MethodSpanUnion
+	Method string  // MethodFull, a per-step method (lab only) or a request-time set
 	Engine string  // EngineLab or EngineLlama
 	// Needles measured; LogProb and Top1 their means, Exact how many
 	// were recalled whole.
@@ -322,8 +321,8 @@ func (cfg *LlamaNeedleConfig) headRuns(out []llamaRun, lc *llamacpp.Context, s *
 // headRequestRows is MethodSpanHeadsRequest's rows for hs (every head at
 // most b rows): a streaming head's window; a retrieval head's resident
 // anchors and the spans the question's queries score highest by the
-// anchors' attention (questionAnchorScores, computed over each head's
-// rows before any zoom), above hs's zoom threshold and within its zoom
+// anchors' attention (as questionAnchorScores, the question decoded over
+// each head's rows before any zoom), above hs's zoom threshold and within its zoom
 // rows per head; every head topped up with the most recent rows it lacks
 // to the largest head's count, loaded with label positions
 // (llamacpp.SpanGroupRows). Resident rows come as stored, the others from
@@ -340,6 +339,9 @@ func headRequestRows(m *llama.Model, hs *headSplit, question []int) (*llamacpp.R
 // head), ascending, and per token whether the memory stores its row (the
 // others come from their span's factors).
 func headRequestTokens(m *llama.Model, hs *headSplit, question []int) (tokens [][]int, stored []bool, err error) {
+	if len(question) == 0 {
+		return nil, nil, fmt.Errorf("%w: quality: span+heads@request: no question to route", format.ErrInvalidArgument)
+	}
 	bs := hs.bs
 	meta := bs.s.meta
 	res := residentTokens(bs.spanMethod)

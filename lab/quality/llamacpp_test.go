@@ -3,6 +3,7 @@
 package quality
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -110,7 +111,7 @@ func budget(f float64) string { return fmt.Sprint(f) }
 // anchor attention zooms; the loaded rows of each group are the memory's
 // rows of its tokens (stored rows as stored, the others from their span's
 // factors, as spanStore.keepRows gives them) at label positions ending at
-// the context's last.
+// the context's last. A request with no question is refused.
 func TestHeadRequestRows(t *testing.T) {
 	m, nd := testNeedle(t)
 	n := nd.Context
@@ -137,6 +138,9 @@ func TestHeadRequestRows(t *testing.T) {
 		hs, err := newHeadSplit(s, h, res.Cache, b, &LongConfig{Span: cfg, StreamShare: 0.5, RetrievalCap: f, Retrieval: retrieval, ZoomTau: 0.02}, 0)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if _, _, err := headRequestTokens(m, hs, nil); !errors.Is(err, format.ErrInvalidArgument) {
+			t.Fatalf("%v: no question: %v", f, err)
 		}
 		tokens, stored, err := headRequestTokens(m, hs, question)
 		if err != nil {
