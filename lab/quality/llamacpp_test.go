@@ -53,53 +53,61 @@ func TestLlamaSpanNeedle(t *testing.T) {
 	m, files := longCtxOrSkip(t, 512)
 	e := engineOrSkip(t)
 	budgets := []float64{0.10, 0.25}
-	rows, skipped, err := RunLlamaNeedles(LlamaNeedleConfig{NeedleConfig: NeedleConfig{LongConfig: LongConfig{Model: m, Budgets: budgets},
-		Files: files, Window: 512, Needles: 3, Keys: 1, Seed: 1}, Engine: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if skipped > 0 {
-		t.Errorf("%d of 3 needles left out: span memory not built", skipped)
-	}
-	if want := 2 + 8*len(budgets); len(rows) != want {
-		t.Fatalf("%d rows, want %d", len(rows), want)
-	}
-	top1 := map[[3]string]float64{}
-	key := func(b float64, method, engine string) [3]string {
-		return [3]string{budget(b), method, engine}
-	}
-	for _, r := range rows {
-		t.Logf("%-4.2f %-13s %-9s log-prob %6.2f top-1 %.2f exact %d/%d rows %.3f over %v max |logit diff| %.2g",
-			r.Budget, r.Method, r.Engine, r.LogProb, r.Top1, r.Exact, r.Needles, r.Rows, r.Over, r.MaxDiff)
-		top1[key(r.Budget, r.Method, r.Engine)] = r.Top1
-		if r.Engine == EngineLlama && !(r.MaxDiff <= 1e-3) {
-			t.Errorf("%s at %v: llama.cpp's logits %.3g from the lab loop's over the same rows", r.Method, r.Budget, r.MaxDiff)
-		}
-		if r.Method != MethodSpan && r.Method != MethodSpanAnchor && (r.Over || r.Rows > r.Budget) {
-			t.Errorf("%s at %v: %.3f of the context, over its budget", r.Method, r.Budget, r.Rows)
-		}
-	}
-	if got := top1[key(1, MethodFull, EngineLlama)]; !(got >= 0.25) {
+	top1 := llamaTable(t, LlamaNeedleConfig{NeedleConfig: NeedleConfig{LongConfig: LongConfig{Model: m, Budgets: budgets},
+		Files: files, Window: 512, Needles: 3, Keys: 1, Seed: 1}, Engine: e}, 2+8*len(budgets), MethodSpan, MethodSpanAnchor)
+	if got := top1(1, MethodFull, EngineLlama); !(got >= 0.25) {
 		t.Errorf("llama.cpp full KV: top-1 per byte %.2f, want >= 0.25", got)
 	}
 	for _, b := range budgets {
 		for _, meth := range []string{MethodSpanRequest, MethodSpanUnion, MethodSpanAnchorUnion} {
-			eng, lab := top1[key(b, meth, EngineLlama)], top1[key(b, meth, EngineLab)]
+			eng, lab := top1(b, meth, EngineLlama), top1(b, meth, EngineLab)
 			if !(math.Abs(eng-lab) <= 0.05) {
 				t.Errorf("%v: %s top-1 %.2f through llama.cpp, %.2f in the lab loop over the same rows", b, meth, eng, lab)
 			}
 		}
 		t.Logf("%v: per-step span (lab) top-1 %.2f; span@request through llama.cpp %.2f", b,
-			top1[key(b, MethodSpan, EngineLab)], top1[key(b, MethodSpanRequest, EngineLlama)])
+			top1(b, MethodSpan, EngineLab), top1(b, MethodSpanRequest, EngineLlama))
 		t.Logf("%v: per-step span+anchor (lab) top-1 %.2f; span+anchor@union through llama.cpp %.2f", b,
-			top1[key(b, MethodSpanAnchor, EngineLab)], top1[key(b, MethodSpanAnchorUnion, EngineLlama)])
+			top1(b, MethodSpanAnchor, EngineLab), top1(b, MethodSpanAnchorUnion, EngineLlama))
 	}
-	if got := top1[key(0.25, MethodSpanRequest, EngineLlama)]; !(got >= 0.25) {
+	if got := top1(0.25, MethodSpanRequest, EngineLlama); !(got >= 0.25) {
 		t.Errorf("span@request at 25%% through llama.cpp: top-1 %.2f, want >= 0.25", got)
 	}
 }
 
 func budget(f float64) string { return fmt.Sprint(f) }
+
+// llamaTable runs cfg's needles (none may be left out) and checks
+// its want rows: llama.cpp's logits within 1e-3 of the lab loop's over
+// the same rows, and every method but the per-step ones named in uneven
+// (which may hold more rows on some heads) within the budget's rows. It
+// returns each row's top-1 per byte by budget, method and engine.
+func llamaTable(t *testing.T, cfg LlamaNeedleConfig, want int, uneven ...string) func(b float64, method, engine string) float64 {
+	t.Helper()
+	rows, skipped, err := RunLlamaNeedles(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if skipped > 0 {
+		t.Errorf("%d of %d needles left out: span memory not built", skipped, cfg.Needles)
+	}
+	if len(rows) != want {
+		t.Fatalf("%d rows, want %d", len(rows), want)
+	}
+	top1 := map[[3]string]float64{}
+	for _, r := range rows {
+		t.Logf("%-4.2f %-18s %-9s log-prob %6.2f top-1 %.2f exact %d/%d rows %.3f over %v max |logit diff| %.2g",
+			r.Budget, r.Method, r.Engine, r.LogProb, r.Top1, r.Exact, r.Needles, r.Rows, r.Over, r.MaxDiff)
+		top1[[3]string{budget(r.Budget), r.Method, r.Engine}] = r.Top1
+		if r.Engine == EngineLlama && !(r.MaxDiff <= 1e-3) {
+			t.Errorf("%s at %v: llama.cpp's logits %.3g from the lab loop's over the same rows", r.Method, r.Budget, r.MaxDiff)
+		}
+		if !slices.Contains(uneven, r.Method) && (r.Over || r.Rows > r.Budget) {
+			t.Errorf("%s at %v: %.3f of the context, over its budget", r.Method, r.Budget, r.Rows)
+		}
+	}
+	return func(b float64, method, engine string) float64 { return top1[[3]string{budget(b), method, engine}] }
+}
 
 // TestHeadRequestRows: span+heads@request's rows for a 512-byte needle,
 // its memory built as the reported span+heads memory is (size rule, raw
@@ -247,35 +255,11 @@ func TestLlamaSpanHeadsNeedle(t *testing.T) {
 	span := Config{AnchorShare: 0.85, SizeRule: true, RawSpans: true, RowDType: format.DTypeBF16, Energy: 0.99, ResidentTail: 0.125,
 		HeadRank: StreamRank(retrieval, 1)}
 	span.Segment.AnchorAlpha = 0.5
-	rows, skipped, err := RunLlamaNeedles(LlamaNeedleConfig{NeedleConfig: NeedleConfig{
+	top1 := llamaTable(t, LlamaNeedleConfig{NeedleConfig: NeedleConfig{
 		LongConfig: LongConfig{Model: m, Budgets: budgets, Span: span, Retrieval: retrieval, ZoomTau: 0.02},
-		Files:      files, Window: 512, Needles: 3, Keys: 1, Seed: 1}, Engine: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if skipped > 0 {
-		t.Errorf("%d of 3 needles left out: span memory not built", skipped)
-	}
-	if want := 2 + 4*len(budgets); len(rows) != want {
-		t.Fatalf("%d rows, want %d", len(rows), want)
-	}
-	top1 := map[[3]string]float64{}
-	key := func(b float64, method, engine string) [3]string {
-		return [3]string{budget(b), method, engine}
-	}
-	for _, r := range rows {
-		t.Logf("%-4.2f %-18s %-9s log-prob %6.2f top-1 %.2f exact %d/%d rows %.3f over %v max |logit diff| %.2g",
-			r.Budget, r.Method, r.Engine, r.LogProb, r.Top1, r.Exact, r.Needles, r.Rows, r.Over, r.MaxDiff)
-		top1[key(r.Budget, r.Method, r.Engine)] = r.Top1
-		if r.Engine == EngineLlama && !(r.MaxDiff <= 1e-3) {
-			t.Errorf("%s at %v: llama.cpp's logits %.3g from the lab loop's over the same rows", r.Method, r.Budget, r.MaxDiff)
-		}
-		if r.Method != MethodSpanHeads && (r.Over || r.Rows > r.Budget) {
-			t.Errorf("%s at %v: %.3f of the context, over its budget", r.Method, r.Budget, r.Rows)
-		}
-	}
+		Files:      files, Window: 512, Needles: 3, Keys: 1, Seed: 1}, Engine: e}, 2+4*len(budgets), MethodSpanHeads)
 	for _, b := range budgets {
-		eng, lab := top1[key(b, MethodSpanHeadsRequest, EngineLlama)], top1[key(b, MethodSpanHeadsRequest, EngineLab)]
+		eng, lab := top1(b, MethodSpanHeadsRequest, EngineLlama), top1(b, MethodSpanHeadsRequest, EngineLab)
 		if !(math.Abs(eng-lab) <= 0.05) {
 			t.Errorf("%v: span+heads@request top-1 %.2f through llama.cpp, %.2f in the lab loop over the same rows", b, eng, lab)
 		}
@@ -283,6 +267,6 @@ func TestLlamaSpanHeadsNeedle(t *testing.T) {
 			t.Errorf("%v: span+heads@request through llama.cpp: top-1 %.2f, want >= 0.25", b, eng)
 		}
 		t.Logf("%v: per-step span+heads %.2f, span+heads+even %.2f (lab); span+heads@request through llama.cpp %.2f", b,
-			top1[key(b, MethodSpanHeads, EngineLab)], top1[key(b, MethodSpanHeadsEven, EngineLab)], eng)
+			top1(b, MethodSpanHeads, EngineLab), top1(b, MethodSpanHeadsEven, EngineLab), eng)
 	}
 }
