@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/gpu"
+	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/store"
 	"github.com/kvstore/kvstore/store/gpusource"
@@ -104,10 +105,10 @@ type deviceZoom struct {
 	stream    gpu.Stream
 	pf        *gpu.Prefetcher
 	rc        *gpu.Reconstructor
-	out       [2]gpu.Output // the layer's K and V
-	host      [2][]byte     // their rows copied back
-	rows      [2][]float32  // and as float32
-	zoomed    map[[2]int]bool
+	out       [2]gpu.Output   // the layer's K and V
+	host      [2][]byte       // their rows copied back
+	rows      [2][]float32    // and as float32
+	zoomed    map[[2]int]bool // (head, span) zoomed at this layer: true rebuilt, false raw
 	layer     int
 	lookahead int
 	arena     int
@@ -120,6 +121,10 @@ type deviceZoomStats struct {
 	Blocks      int64 // factor blocks acquired and rebuilt (K and V count one each)
 	FactorBytes int64 // their encoded bytes (what a zoom moves when nothing is resident)
 	CopiedBack  int64 // rebuilt bytes copied device to host
+	// RawSpans and RawBytes count the zoomed unfactored spans (raw zoom),
+	// whose stored rows are read as stored, not rebuilt on the device,
+	// and those rows' bytes (K and V, the rows not resident).
+	RawSpans, RawBytes int64
 }
 
 // kinds are the chunk kinds of a span's two blocks, in out's order.
@@ -198,8 +203,15 @@ func (d *deviceZoom) zoom(layer int, z *reconstruct.ZoomSet, queries [][]float32
 	var reqs []gpu.Request
 	for _, o := range z.Order {
 		head := o.Group - layer*meta.KVHeads
-		if head < 0 || head >= meta.KVHeads {
-			return fmt.Errorf("%w: quality: zoom of group %d at layer %d", format.ErrInvalidArgument, o.Group, layer)
+		if head < 0 || head >= meta.KVHeads || o.Span < 0 || o.Span >= len(meta.Spans) {
+			return fmt.Errorf("%w: quality: zoom of group %d span %d at layer %d", format.ErrInvalidArgument, o.Group, o.Span, layer)
+		}
+		if !meta.Spans[o.Span].Factored {
+			// Raw zoom: the span's rows are stored, nothing to rebuild.
+			d.zoomed[[2]int{head, o.Span}] = false
+			d.stats.RawSpans++
+			d.stats.RawBytes += d.rt.SpanBytes[o.Group][o.Span]
+			continue
 		}
 		d.zoomed[[2]int{head, o.Span}] = true
 		for i, k := range kinds {
@@ -326,8 +338,12 @@ func (d *deviceZoom) candidates(layer int, z *reconstruct.ZoomSet, queries [][]f
 
 // span is a zoomed span's rows as copied back.
 func (d *deviceZoom) span(layer, head, sp int) (rowSet, error) {
-	if layer != d.layer || !d.zoomed[[2]int{head, sp}] {
+	rebuilt, ok := d.zoomed[[2]int{head, sp}]
+	if layer != d.layer || !ok {
 		return rowSet{}, fmt.Errorf("%w: quality: device zoom: span %d of (layer %d, head %d) not zoomed at this step", format.ErrInvalidArgument, sp, layer, head)
+	}
+	if !rebuilt {
+		return d.s.span(layer, head, sp)
 	}
 	info, hd := d.s.meta.Spans[sp], d.s.hd
 	lo, hi := (head*d.s.meta.Tokens+info.Start)*hd, (head*d.s.meta.Tokens+info.End)*hd
@@ -360,16 +376,19 @@ func (d *deviceZoom) close() error {
 	return errors.Join(errs...)
 }
 
-// newDeviceSpanMethod is newSpanMethod with its zoomed spans rebuilt on a
-// device. Close the deviceZoom after decoding.
-func newDeviceSpanMethod(s *spanStore, h []float32, b int, share float64, summaries bool, opts DeviceZoomOptions) (*spanMethod, *deviceZoom, error) {
-	sm := newSpanMethod(s, h, b, share, summaries)
-	d, err := newDeviceZoom(s, &sm.rt, opts)
-	if err != nil {
-		return nil, nil, err
+// zoomMethod is span memory at b rows and the spanMethod whose zoomer
+// the device path replaces: span+heads (its retrieval heads' zoom) where
+// lc.Retrieval is set, else span (span+sum with summaries).
+func (lc *LongConfig) zoomMethod(s *spanStore, h []float32, cache *llama.Cache, b int, summaries bool) (method, *spanMethod, error) {
+	if lc.Retrieval != nil {
+		hs, err := lc.headMethod(MethodSpanHeads, s, h, cache, b, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return hs, hs.bs.spanMethod, nil
 	}
-	sm.zoomer = d
-	return sm, d, nil
+	sm := newSpanMethod(s, h, b, lc.Span.AnchorShare, summaries)
+	return sm, sm, nil
 }
 
 // traceZoom records the zoom sets a spanMethod's zoomer is given: per

@@ -14,7 +14,8 @@ import (
 // GPUZoomConfig compares span memory's zoom on the host with the GPU zoom
 // path (gpuzoom.go) on needles: the same needles as RunNeedles with the
 // same NeedleConfig, span memory at each budget decoded twice from one
-// stored memory, once per path.
+// stored memory, once per path. With Retrieval set the method is
+// span+heads (its retrieval heads zoom), else span.
 type GPUZoomConfig struct {
 	NeedleConfig
 	// Summaries selects span+sum rather than span.
@@ -45,6 +46,9 @@ type GPUZoomRow struct {
 	// rebuilt rows back.
 	HostZoomBytes                   int64
 	Blocks, FactorBytes, CopiedBack int64
+	// RawBytes are the zoomed unfactored spans' stored rows (raw zoom,
+	// read as stored rather than rebuilt).
+	RawBytes int64
 	// Prefetch sums the prefetchers' counters (Resident and
 	// ResidentBytes: at the end of the last needle); ArenaBytes is the
 	// last needle's device budget for factor blocks.
@@ -114,7 +118,7 @@ func RunGPUZoom(cfg GPUZoomConfig) (rows []GPUZoomRow, skipped int, err error) {
 // RunGPUZoom).
 func (cfg *GPUZoomConfig) runNeedle(nd *Needle, rows []GPUZoomRow) error {
 	cont := nd.Tokens[nd.Context:]
-	full, runs, err := compareZoom(&cfg.Span, nd.Tokens[:nd.Context], cont, cfg.Budgets, cfg.Summaries, cfg.Zoom)
+	full, runs, err := compareZoom(&cfg.LongConfig, nd.Tokens[:nd.Context], cont, cfg.Summaries, cfg.Zoom)
 	if err != nil {
 		return err
 	}
@@ -141,6 +145,7 @@ func (cfg *GPUZoomConfig) runNeedle(nd *Needle, rows []GPUZoomRow) error {
 		r.Blocks += run.stats.Blocks
 		r.FactorBytes += run.stats.FactorBytes
 		r.CopiedBack += run.stats.CopiedBack
+		r.RawBytes += run.stats.RawBytes
 		addStats(&r.Prefetch, run.prefetch)
 		r.ArenaBytes = run.arena
 	}
@@ -153,17 +158,19 @@ type zoomRun struct {
 	logitsDiffer int         // steps whose logits are not bit for bit equal
 	maxLogitDiff float64
 	zoomsDiffer  int   // (step, layer) whose zoom sets differ
+	zoomed       []int // per (layer, KV head) group, the spans the device path zoomed over every step
 	hostBytes    int64 // the host path's zoomed factor bytes
 	stats        deviceZoomStats
 	prefetch     gpu.Stats
 	arena        int
 }
 
-// compareZoom prefills ctx with span.Model, builds its span memory from
-// span's settings and decodes cont teacher-forced with the full KV and, at
-// each budget, span memory zoomed on the host and through the device.
-func compareZoom(span *Config, ctx, cont []int, budgets []float64, summaries bool, zoom DeviceZoomOptions) (full [][]float32, runs []zoomRun, err error) {
-	m, n := span.Model, len(ctx)
+// compareZoom prefills ctx with lc.Span.Model, builds its span memory
+// from lc.Span's settings and decodes cont teacher-forced with the full
+// KV and, at each of lc.Budgets, span memory (lc.zoomMethod) zoomed on the
+// host and through the device.
+func compareZoom(lc *LongConfig, ctx, cont []int, summaries bool, zoom DeviceZoomOptions) (full [][]float32, runs []zoomRun, err error) {
+	m, n := lc.Span.Model, len(ctx)
 	pre, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
 	if err != nil {
 		return nil, nil, err
@@ -172,24 +179,32 @@ func compareZoom(span *Config, ctx, cont []int, budgets []float64, summaries boo
 	if full, err = decode(m, keepRows(pre.Cache, allTokens(n)), cont, n); err != nil {
 		return nil, nil, err
 	}
-	s, err := newSpanStore(m, pre.Cache, h, span)
+	s, err := newSpanStore(m, pre.Cache, h, &lc.Span)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", errSpanBuild, err)
 	}
 	defer s.close()
-	for _, f := range budgets {
+	for _, f := range lc.Budgets {
 		b := max(1, int(math.Floor(f*float64(n))))
-		host := newSpanMethod(s, h, b, span.AnchorShare, summaries)
-		hostTrace := traced(host)
+		host, hostSM, err := lc.zoomMethod(s, h, pre.Cache, b, summaries)
+		if err != nil {
+			return nil, nil, fmt.Errorf("host at %v: %w", f, err)
+		}
+		hostTrace := traced(hostSM)
 		var run zoomRun
 		if run.host, err = decode(m, host, cont, n); err != nil {
 			return nil, nil, fmt.Errorf("host at %v: %w", f, err)
 		}
-		dev, dz, err := newDeviceSpanMethod(s, h, b, span.AnchorShare, summaries, zoom)
+		dev, devSM, err := lc.zoomMethod(s, h, pre.Cache, b, summaries)
 		if err != nil {
 			return nil, nil, fmt.Errorf("device at %v: %w", f, err)
 		}
-		devTrace := traced(dev)
+		dz, err := newDeviceZoom(s, &devSM.rt, zoom)
+		if err != nil {
+			return nil, nil, fmt.Errorf("device at %v: %w", f, err)
+		}
+		devSM.zoomer = dz
+		devTrace := traced(devSM)
 		if run.device, err = decode(m, dev, cont, n); err != nil {
 			return nil, nil, errors.Join(fmt.Errorf("device at %v: %w", f, err), dz.close())
 		}
@@ -206,7 +221,8 @@ func compareZoom(span *Config, ctx, cont []int, budgets []float64, summaries boo
 			}
 		}
 		run.zoomsDiffer = zoomsDiffer(hostTrace.calls, devTrace.calls)
-		run.hostBytes = int64(host.stats.bytes)
+		run.zoomed = zoomedSpans(devTrace.calls)
+		run.hostBytes = int64(hostSM.stats.bytes)
 		runs = append(runs, run)
 	}
 	return full, runs, nil
@@ -222,6 +238,22 @@ func zoomsDiffer(a, b []zoomCall) int {
 		}
 	}
 	return n
+}
+
+// zoomedSpans is, per (layer, KV head) group, how many spans the calls
+// zoomed in all.
+func zoomedSpans(calls []zoomCall) []int {
+	var out []int
+	for _, c := range calls {
+		for g, sps := range c.spans {
+			gi := c.layer*len(c.spans) + g
+			for len(out) <= gi {
+				out = append(out, 0)
+			}
+			out[gi] += len(sps)
+		}
+	}
+	return out
 }
 
 // addStats adds b's counters to a; Resident and ResidentBytes are b's.

@@ -119,7 +119,8 @@ func TestGPUZoomRandomModel(t *testing.T) {
 		t.Run(dt.String(), func(t *testing.T) {
 			span := Config{Name: "random", Model: m, Context: n, Continuation: steps, FactorDType: dt}
 			span.ensureDefaults()
-			_, runs, err := compareZoom(&span, toks[:n], toks[n:], []float64{0.25, 0.5}, false, DeviceZoomOptions{Device: dev, ArenaShare: 1e-6, Lookahead: 1})
+			lc := LongConfig{Model: m, Budgets: []float64{0.25, 0.5}, Span: span}
+			_, runs, err := compareZoom(&lc, toks[:n], toks[n:], false, DeviceZoomOptions{Device: dev, ArenaShare: 1e-6, Lookahead: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,6 +135,45 @@ func TestGPUZoomRandomModel(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGPUZoomHeads: span+heads' zoom through the GPU path (the CPU
+// device in CI) for a 512-byte needle with the reported memory at 10% and
+// 25%, an arena at its floor: the same zoom sets as the host path at every
+// step and layer and the same logits bit for bit; zooms on the retrieval
+// heads only; factored spans rebuilt on the device (every acquire a hit or
+// a miss), unfactored ones read as stored, their bytes together the host
+// path's.
+func TestGPUZoomHeads(t *testing.T) {
+	m, nd := testNeedle(t)
+	span, retrieval := reportedHeads(m)
+	lc := LongConfig{Model: m, Budgets: []float64{0.10, 0.25}, Span: span, Retrieval: retrieval, ZoomTau: 0.02}
+	if err := lc.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	_, runs, err := compareZoom(&lc, nd.Tokens[:nd.Context], nd.Tokens[nd.Context:], false, DeviceZoomOptions{Device: zoomDevice(t), ArenaShare: 1e-6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range runs {
+		ps := r.prefetch
+		t.Logf("budget %v: zoomed spans per group %v, %d blocks (%d B), %d raw spans (%d B), host %d B, %d hits, %d misses, %d evictions",
+			lc.Budgets[i], r.zoomed, r.stats.Blocks, r.stats.FactorBytes, r.stats.RawSpans, r.stats.RawBytes, r.hostBytes, ps.Hits, ps.Misses, ps.Evictions)
+		if r.logitsDiffer != 0 || r.zoomsDiffer != 0 {
+			t.Errorf("budget %v: %d steps' logits differ (max |diff| %g), %d of %d zoom sets differ", lc.Budgets[i], r.logitsDiffer, r.maxLogitDiff, r.zoomsDiffer, r.stats.Calls)
+		}
+		zoomed := 0
+		for gi, z := range r.zoomed {
+			if z > 0 && !retrieval[gi] {
+				t.Errorf("budget %v: streaming group %d zoomed %d spans", lc.Budgets[i], gi, z)
+			}
+			zoomed += z
+		}
+		if zoomed == 0 || r.stats.Blocks == 0 || r.stats.FactorBytes+r.stats.RawBytes != r.hostBytes || ps.Hits+ps.Misses != r.stats.Blocks {
+			t.Errorf("budget %v: %d spans zoomed, %d blocks of %d bytes and %d raw bytes (host path %d), %d hits + %d misses",
+				lc.Budgets[i], zoomed, r.stats.Blocks, r.stats.FactorBytes, r.stats.RawBytes, r.hostBytes, ps.Hits, ps.Misses)
+		}
 	}
 }
 

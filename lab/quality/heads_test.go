@@ -243,6 +243,20 @@ func headStore(t *testing.T, m *llama.Model, res *llama.Result, h []float32) (*s
 	return s, cfg, retrieval
 }
 
+// reportedHeads is the reported span+heads memory's settings
+// (docs/quality.md, "A recent window read from the memory": size rule, raw
+// spans, bf16 rows, the last 12.5% resident, streaming heads at rank 1,
+// anchors alpha 0.5 and share 0.85) and gocode-2k's retrieval heads
+// (layers 1 and 2's KV head 1).
+func reportedHeads(m *llama.Model) (Config, []bool) {
+	retrieval := make([]bool, m.Layers*m.KVHeads)
+	retrieval[1*m.KVHeads+1], retrieval[2*m.KVHeads+1] = true, true
+	span := Config{AnchorShare: 0.85, SizeRule: true, RawSpans: true, RowDType: format.DTypeBF16, Energy: 0.99, ResidentTail: 0.125,
+		HeadRank: StreamRank(retrieval, 1)}
+	span.Segment.AnchorAlpha = 0.5
+	return span, retrieval
+}
+
 func TestZoomThresholds(t *testing.T) {
 	nan := float32(math.NaN())
 	scores := [][]float32{{0.5, 0.01, nan}, {0.03, 0.02, 0.001}, {nan, nan, nan}}

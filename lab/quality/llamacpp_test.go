@@ -129,11 +129,8 @@ func TestHeadRequestRows(t *testing.T) {
 	}
 	h := surprisal(res, n)
 	groups := m.Layers * m.KVHeads
-	retrieval := make([]bool, groups)
-	retrieval[1*m.KVHeads+1], retrieval[2*m.KVHeads+1] = true, true
-	cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "heads", AnchorShare: 0.85, SizeRule: true, RawSpans: true,
-		RowDType: format.DTypeBF16, Energy: 0.99, ResidentTail: 0.125, HeadRank: StreamRank(retrieval, 1)}
-	cfg.Segment.AnchorAlpha = 0.5
+	cfg, retrieval := reportedHeads(m)
+	cfg.Model, cfg.Context, cfg.Continuation, cfg.Name = m, 2*sinks, 1, "heads"
 	cfg.ensureDefaults()
 	s, err := newSpanStore(m, res.Cache, h, &cfg)
 	if err != nil {
@@ -250,11 +247,7 @@ func TestLlamaSpanHeadsNeedle(t *testing.T) {
 	m, files := longCtxOrSkip(t, 512)
 	e := engineOrSkip(t)
 	budgets := []float64{0.10, 0.25}
-	retrieval := make([]bool, m.Layers*m.KVHeads)
-	retrieval[1*m.KVHeads+1], retrieval[2*m.KVHeads+1] = true, true
-	span := Config{AnchorShare: 0.85, SizeRule: true, RawSpans: true, RowDType: format.DTypeBF16, Energy: 0.99, ResidentTail: 0.125,
-		HeadRank: StreamRank(retrieval, 1)}
-	span.Segment.AnchorAlpha = 0.5
+	span, retrieval := reportedHeads(m)
 	top1 := llamaTable(t, LlamaNeedleConfig{NeedleConfig: NeedleConfig{
 		LongConfig: LongConfig{Model: m, Budgets: budgets, Span: span, Retrieval: retrieval, ZoomTau: 0.02},
 		Files:      files, Window: 512, Needles: 3, Keys: 1, Seed: 1}, Engine: e}, 2+4*len(budgets), MethodSpanHeads)

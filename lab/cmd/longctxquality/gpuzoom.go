@@ -33,16 +33,20 @@ func runGPUZoom(cfg quality.NeedleConfig, arena float64, lookahead int) error {
 		return err
 	}
 	info := dev.Info()
-	fmt.Printf("GPU zoom path: span memory's zoom through gpu.Prefetcher and the reconstruct kernel on %s (%s), arena %g of the factor bytes, lookahead %d; %d needles (%d left out: span memory not built)\n\n",
-		info.Name, info.Kind, arena, lookahead, cfg.Needles-skipped, skipped)
-	fmt.Println("| budget | top-1/byte full / host / device | logits differ | zoom sets differ | zoom KiB/step | moved KiB/step | copied back KiB/step | hit rate | loads | evictions | skipped | arena KiB |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
+	meth := quality.MethodSpan
+	if cfg.Retrieval != nil {
+		meth = quality.MethodSpanHeads
+	}
+	fmt.Printf("GPU zoom path: %s's zoom through gpu.Prefetcher and the reconstruct kernel on %s (%s), arena %g of the factor bytes, lookahead %d; %d needles (%d left out: span memory not built)\n\n",
+		meth, info.Name, info.Kind, arena, lookahead, cfg.Needles-skipped, skipped)
+	fmt.Println("| budget | top-1/byte full / host / device | logits differ | zoom sets differ | zoom KiB/step | moved KiB/step | copied back KiB/step | raw rows KiB/step | hit rate | loads | evictions | skipped | arena KiB |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		ps := r.Prefetch
-		fmt.Printf("| %s | %.2f / %.2f / %.2f | %d/%d steps (max %g) | %d/%d | %.1f | %.1f | %.1f | %.3f | %d | %d | %d | %.0f |\n",
+		fmt.Printf("| %s | %.2f / %.2f / %.2f | %d/%d steps (max %g) | %d/%d | %.1f | %.1f | %.1f | %.1f | %.3f | %d | %d | %d | %.0f |\n",
 			budget(r.Budget), r.Full.Top1, r.Host.Top1, r.Device.Top1, r.LogitsDiffer, r.Steps, r.MaxLogitDiff, r.ZoomsDiffer, r.Calls,
-			r.ZoomBytesPerStep()/1024, r.MovedBytesPerStep()/1024, float64(r.CopiedBack)/float64(r.Steps)/1024, r.HitRate(),
-			ps.Loads, ps.Evictions, ps.Skipped, float64(r.ArenaBytes)/1024)
+			r.ZoomBytesPerStep()/1024, r.MovedBytesPerStep()/1024, float64(r.CopiedBack)/float64(r.Steps)/1024, float64(r.RawBytes)/float64(r.Steps)/1024,
+			r.HitRate(), ps.Loads, ps.Evictions, ps.Skipped, float64(r.ArenaBytes)/1024)
 	}
 	fmt.Println()
 	fmt.Fprintf(os.Stderr, "done in %v\n", time.Since(start).Round(time.Second))
