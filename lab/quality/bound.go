@@ -455,10 +455,7 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 			return nil, err
 		}
 	}
-	if err := sm.zoomer.zoom(a.Layer, z, nil); err != nil { // no lookahead: the routers do not rank here
-		return nil, err
-	}
-	out, err := sm.zoomedRows(a.Layer, z)
+	out, err := sm.zoomedRows(a.Layer, z, nil) // no lookahead: the routers do not rank here
 	if err != nil || bs.win == nil {
 		return out, err
 	}

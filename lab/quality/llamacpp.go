@@ -15,6 +15,7 @@ import (
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/llamacpp"
 	"github.com/kvstore/kvstore/reconstruct"
+	"github.com/kvstore/kvstore/store"
 )
 
 // Span memory served to llama.cpp. The request's rows are chosen once,
@@ -254,7 +255,7 @@ func (cfg *LlamaNeedleConfig) runLlama(lc *llamacpp.Context, nd *Needle) ([]llam
 		}
 		out = append(out, llamaRun{budget: f, method: MethodSpanAnchor, engine: EngineLab, logits: step,
 			rows: max(bs.stats.maxRows, bs.fixedRows), limit: float64(b), over: bs.over})
-		best, err := questionAnchorScores(m, cache, bs, cont[:nd.Query])
+		best, err := questionAnchorScores(m, keepRows(cache, residentTokens(bs.spanMethod)), n, bs, cont[:nd.Query])
 		if err != nil {
 			return nil, err
 		}
@@ -321,7 +322,7 @@ func (cfg *LlamaNeedleConfig) headRuns(out []llamaRun, lc *llamacpp.Context, s *
 // headRequestRows is MethodSpanHeadsRequest's rows for hs (every head at
 // most b rows): a streaming head's window; a retrieval head's resident
 // anchors and the spans the question's queries score highest by the
-// anchors' attention (as questionAnchorScores, the question decoded over
+// anchors' attention (questionAnchorScores, the question decoded over
 // each head's rows before any zoom), above hs's zoom threshold and within its zoom
 // rows per head; every head topped up with the most recent rows it lacks
 // to the largest head's count, loaded with label positions
@@ -356,20 +357,17 @@ func headRequestTokens(m *llama.Model, hs *headSplit, question []int) (tokens []
 			}
 		}
 	}
-	rec := &anchorRecorder{inner: before, bs: bs}
-	if _, err := decode(m, rec, question, meta.Tokens); err != nil {
+	best, err := questionAnchorScores(m, before, meta.Tokens, bs, question)
+	if err != nil {
 		return nil, nil, err
 	}
-	n := meta.Tokens
 	held := make([][]bool, len(hs.retrieval))
-	c := 0
 	for gi, r := range hs.retrieval {
-		held[gi] = make([]bool, n)
+		held[gi] = make([]bool, meta.Tokens)
 		ts := hs.winTokens
 		if r {
 			ts = res
-			tau := bs.thresholds(rec.best[gi : gi+1])
-			z, err := reconstruct.Select(rec.best[gi:gi+1], tau, bs.rt.SpanTokens, nil,
+			z, err := reconstruct.Select(best[gi:gi+1], bs.thresholds(best[gi:gi+1]), bs.rt.SpanTokens, nil,
 				reconstruct.Budget{Tokens: bs.zoom / int64(meta.KVHeads), Fill: true})
 			if err != nil {
 				return nil, nil, err
@@ -383,48 +381,60 @@ func headRequestTokens(m *llama.Model, hs *headSplit, question []int) (tokens []
 		for _, t := range ts {
 			held[gi][t] = true
 		}
-		c = max(c, countTrue(held[gi]))
 	}
-	tokens = make([][]int, len(held))
-	for gi, hg := range held {
-		count := countTrue(hg)
-		for t := n - 1; t >= 0 && count < c; t-- { // top up with the most recent rows
+	return heldTokens(held), storedTokens(meta), nil
+}
+
+// heldTokens lists each group's held tokens, ascending, after topping
+// every group up with the most recent tokens it lacks to the largest
+// group's count (SpanGroupRows loads the same count for every group).
+func heldTokens(held [][]bool) [][]int {
+	counts := make([]int, len(held))
+	c := 0
+	for g, hg := range held {
+		for _, in := range hg {
+			if in {
+				counts[g]++
+			}
+		}
+		c = max(c, counts[g])
+	}
+	tokens := make([][]int, len(held))
+	for g, hg := range held {
+		for t := len(hg) - 1; t >= 0 && counts[g] < c; t-- {
 			if !hg[t] {
 				hg[t] = true
-				count++
+				counts[g]++
 			}
 		}
+		tokens[g] = make([]int, 0, c)
 		for t, in := range hg {
 			if in {
-				tokens[gi] = append(tokens[gi], t)
+				tokens[g] = append(tokens[g], t)
 			}
 		}
 	}
-	stored = make([]bool, n)
+	return tokens
+}
+
+// storedTokens marks the tokens whose rows the memory stores (its
+// resident rows, raw spans' included); the others have only factors.
+func storedTokens(meta *store.SpanMeta) []bool {
+	stored := make([]bool, meta.Tokens)
 	for _, t := range meta.Resident {
 		stored[t] = true
 	}
-	return tokens, stored, nil
-}
-
-func countTrue(b []bool) int {
-	c := 0
-	for _, v := range b {
-		if v {
-			c++
-		}
-	}
-	return c
+	return stored
 }
 
 // questionAnchorScores is, per (layer, KV head) group and span, the best
 // span+anchor score (boundSpan.scores: the attention a query head puts on
 // a resident row the span holds or follows) over the question's tokens,
-// computed by the lab model attending over bs's resident rows alone; NaN
-// for a span no resident row raises.
-func questionAnchorScores(m *llama.Model, cache *llama.Cache, bs *boundSpan, question []int) ([][]float32, error) {
-	rec := &anchorRecorder{inner: keepRows(cache, residentTokens(bs.spanMethod)), bs: bs}
-	if _, err := decode(m, rec, question, cache.Len()); err != nil {
+// computed by the lab model attending over inner's rows, after a context
+// of n tokens; NaN for a span no resident row raises.
+func questionAnchorScores(m *llama.Model, inner method, n int, bs *boundSpan, question []int) ([][]float32, error) {
+	rec := &anchorRecorder{inner: inner, bs: bs}
+	if _, err := decode(m, rec, question, n); err != nil {
 		return nil, err
 	}
 	return rec.best, nil
@@ -504,54 +514,21 @@ func residentTokens(sm *spanMethod) []int {
 // groupRequestRows is MethodSpanRequest's rows at b rows per (layer, KV
 // head).
 func groupRequestRows(sm *spanMethod, q [][]float32, b int) (*llamacpp.Rows, error) {
-	res := residentTokens(sm)
-	n := len(sm.resident)
-	spans, err := llamacpp.GroupSpans(&sm.rt, q, int64(b-len(res)))
+	spans, err := llamacpp.GroupSpans(&sm.rt, q, int64(b-len(residentTokens(sm))))
 	if err != nil {
 		return nil, err
 	}
-
 	held := make([][]bool, len(spans))
-	c := 0
 	for g, sps := range spans {
 		held[g] = slices.Clone(sm.resident)
-		count := len(res)
 		for _, sp := range sps {
 			info := sm.s.meta.Spans[sp]
 			for t := info.Start; t < info.End; t++ {
-				if !held[g][t] {
-					held[g][t] = true
-					count++
-				}
-			}
-		}
-		c = max(c, count)
-	}
-	tokens := make([][]int, len(spans))
-	for g := range held {
-		count := 0
-		for _, h := range held[g] {
-			if h {
-				count++
-			}
-		}
-		for t := n - 1; t >= 0 && count < c; t-- { // top up with the most recent rows
-			if !held[g][t] {
 				held[g][t] = true
-				count++
-			}
-		}
-		for t, h := range held[g] {
-			if h {
-				tokens[g] = append(tokens[g], t)
 			}
 		}
 	}
-	exact := slices.Clone(sm.resident) // every stored resident row, raw zoom's included
-	for t := range exact {
-		exact[t] = exact[t] || !sm.s.meta.Spans[spanOf(sm.s.meta, t)].Factored
-	}
-	return llamacpp.SpanGroupRows(sm.s.r, tokens, exact)
+	return llamacpp.SpanGroupRows(sm.s.r, heldTokens(held), storedTokens(sm.s.meta))
 }
 
 // unionRequestRows is MethodSpanUnion's rows within b cells.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/lab/train"
 )
 
 // HeldOutGoSrc is HeldOutGoFiles over the Go toolchain's GOROOT/src
@@ -21,6 +22,17 @@ func HeldOutGoSrc(minBytes int) (files []string, root string, err error) {
 		return nil, "", err
 	}
 	files, err = HeldOutGoFiles(root, minBytes)
+	return files, root, err
+}
+
+// TrainingGoSrc lists the non-test .go files under GOROOT/src (GoSrcDir)
+// of at least minBytes bytes, gocode-2k's training text (train.SourceFiles
+// with train.NotTest), and that root: the text settings are chosen on.
+func TrainingGoSrc(minBytes int) (files []string, root string, err error) {
+	if root, err = GoSrcDir(""); err != nil {
+		return nil, "", err
+	}
+	files, err = train.SourceFiles(root, ".go", train.NotTest, minBytes)
 	return files, root, err
 }
 

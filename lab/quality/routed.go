@@ -131,12 +131,17 @@ func (o *oracleSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 			return nil, err
 		}
 	}
-	return sm.zoomedRows(a.Layer, z)
+	return sm.zoomedRows(a.Layer, z, nil)
 }
 
-// zoomedRows is rows's second half: each KV head's rows for the zoom set
-// z, with the budget's statistics.
-func (sm *spanMethod) zoomedRows(layer int, z *reconstruct.ZoomSet) ([]rowSet, error) {
+// zoomedRows is rows's second half: the zoomer rebuilds the zoom set z
+// (queries, when not nil, the layer's pre-RoPE queries per group, for a
+// device zoomer's lookahead), then each KV head's rows for z, with the
+// budget's statistics.
+func (sm *spanMethod) zoomedRows(layer int, z *reconstruct.ZoomSet, queries [][]float32) ([]rowSet, error) {
+	if err := sm.zoomer.zoom(layer, z, queries); err != nil {
+		return nil, err
+	}
 	meta := sm.s.meta
 	out := make([]rowSet, meta.KVHeads)
 	before := sm.stats.rows

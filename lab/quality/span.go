@@ -350,10 +350,7 @@ func (sm *spanMethod) rows(a *llama.StepAttention) ([]rowSet, error) {
 			return nil, err
 		}
 	}
-	if err := sm.zoomer.zoom(a.Layer, z, queries); err != nil {
-		return nil, err
-	}
-	return sm.zoomedRows(a.Layer, z)
+	return sm.zoomedRows(a.Layer, z, queries)
 }
 
 // groupRows is (layer, g)'s resident rows, zoomed spans' rows not resident,

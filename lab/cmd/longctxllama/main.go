@@ -28,7 +28,6 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/lab/quality"
-	"github.com/kvstore/kvstore/lab/train"
 	"github.com/kvstore/kvstore/llamacpp"
 )
 
@@ -112,7 +111,7 @@ func run(needles, keys, window int, budgetList string, seed uint64, threads int,
 	rand.New(rand.NewPCG(seed, 0x66696c65)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	lc := quality.LongConfig{Model: m, Budgets: budgets, Span: span, ZoomTau: hf.tau}
 	if hf.n > 0 {
-		files, err := train.SourceFiles(root, ".go", train.NotTest, window)
+		files, _, err := quality.TrainingGoSrc(window)
 		if err != nil {
 			return err
 		}

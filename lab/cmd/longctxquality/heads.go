@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/kvstore/kvstore/lab/quality"
-	"github.com/kvstore/kvstore/lab/train"
 )
 
 // headFlags select span+heads: -heads N training needles measure which
@@ -52,7 +51,7 @@ func (h *headFlags) retrieval(lc quality.LongConfig, window int) ([]bool, error)
 	if h.n == 0 {
 		return nil, nil
 	}
-	files, err := trainingFiles(window)
+	files, _, err := quality.TrainingGoSrc(window)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +108,7 @@ func (h *headFlags) rankFit(lc quality.LongConfig, window, tail int) (*quality.R
 	if lc.Retrieval == nil {
 		return nil, fmt.Errorf("-fit-rank needs -heads")
 	}
-	files, err := trainingFiles(window)
+	files, _, err := quality.TrainingGoSrc(window)
 	if err != nil {
 		return nil, err
 	}
@@ -136,14 +135,4 @@ func (h *headFlags) rankFit(lc quality.LongConfig, window, tail int) (*quality.R
 	}
 	fmt.Println()
 	return fit, nil
-}
-
-// trainingFiles are the non-test .go files under GOROOT/src of at least
-// window bytes: the model's training text.
-func trainingFiles(window int) ([]string, error) {
-	root, err := quality.GoSrcDir("")
-	if err != nil {
-		return nil, err
-	}
-	return train.SourceFiles(root, ".go", train.NotTest, window)
 }

@@ -41,7 +41,6 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/lab/quality"
-	"github.com/kvstore/kvstore/lab/train"
 	"github.com/kvstore/kvstore/store"
 )
 
@@ -101,7 +100,7 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 		return err
 	}
 	if heads.train {
-		if all, err = train.SourceFiles(root, ".go", train.NotTest, window); err != nil {
+		if all, _, err = quality.TrainingGoSrc(window); err != nil {
 			return err
 		}
 	}
