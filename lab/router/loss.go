@@ -38,6 +38,13 @@ type Options struct {
 	// the share of the zoomable rows zoomed, Temp the temperature of the
 	// soft zoom decisions (0: 0.01).
 	Budget, Share, Temp float64
+	// KL weighs the distillation term (Distill; 0: none).
+	KL float64
+	// soft, for the gradient check, lets every zoomable span in with
+	// its soft decision as its gate (no threshold, budget or floor):
+	// then Distill's gradient is the exact gradient of its loss on a
+	// one-layer model.
+	soft bool
 }
 
 func (o Options) withDefaults() Options {
@@ -56,6 +63,7 @@ type Grad struct {
 	Bias, Tau  []float64
 	Loss       float64
 	BCE, Spent float64 // the mean zoom BCE and the mean soft zoom share
+	KL         float64 // the mean distillation KL (Distill)
 }
 
 func newGrad(p *Params) *Grad {

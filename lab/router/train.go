@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/kvstore/kvstore/lab/llama"
 )
 
 // State is a training run's whole state: the routers, Adam's moments and
@@ -41,6 +43,13 @@ type TrainOptions struct {
 	// (0: never) and when the run stops; an error stops the run.
 	Checkpoint      func(s *State) error
 	CheckpointEvery int
+	// Model and Windows are the distillation term's (Distill), used when
+	// Loss.KL > 0; KLSteps is how many of the windows' steps each Adam
+	// step draws (SampleRefs seeded by the step's number, so a resumed
+	// run draws what an uninterrupted one would; 0: every step).
+	Model   *llama.Model
+	Windows []Window
+	KLSteps int
 }
 
 // Train runs Adam (beta1 0.9, beta2 0.999, eps 1e-8) on the full batch of
@@ -68,6 +77,12 @@ func Train(ctx context.Context, s *State, exs []Example, o TrainOptions) error {
 		g, err := Loss(s.Params, exs, o.Loss)
 		if err != nil {
 			return err
+		}
+		if o.Loss.KL > 0 {
+			refs := SampleRefs(Refs(o.Windows), o.KLSteps, uint64(s.Step))
+			if err := Distill(o.Model, s.Params, o.Windows, refs, o.Loss, g); err != nil {
+				return err
+			}
 		}
 		x, d := s.Params.flat(), g.flat()
 		s.Step++

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,8 +41,13 @@ prefilled, its span memory built, and the decode steps run with full
 attention: the examples are the steps' pre-RoPE queries and the
 teacher's attention mass per span (lab/quality.RouterExamples). The loss
 is lab/router's zoom BCE against that mass plus --budget-weight times a
-budget penalty towards zooming --share of the zoomable rows, minimised
-by Adam for --steps steps at --lr.
+budget penalty towards zooming --share of the zoomable rows, plus, with
+--kl W, W times SeKV's distillation term: KL(full attention's next-token
+distribution || span memory's) at the windows' decode steps, the zooms
+decided by the routers and differentiated straight through
+(lab/router.Distill). Its memories are the span memories of each window
+at each of --kl-budgets; each Adam step draws --kl-steps of their decode
+steps. The whole is minimised by Adam for --steps steps at --lr.
 
 The run's state (the examples built so far, the routers and Adam's
 moments) is saved to --checkpoint every --checkpoint-every steps, after
@@ -60,6 +66,9 @@ type routerFlags struct {
 	lr, budgetWeight, share, temp float64
 	anchorAlpha                   float64
 	seed                          uint64
+	kl                            float64
+	klBudgets                     []float64
+	klSteps                       int
 }
 
 func (f *routerFlags) define(fs *pflag.FlagSet) {
@@ -77,6 +86,9 @@ func (f *routerFlags) define(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.share, "share", 0.05, "budget penalty's target: the share of the zoomable rows zoomed")
 	fs.Float64Var(&f.temp, "temp", 0.01, "temperature of the soft zoom decisions of the budget penalty")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the windows")
+	fs.Float64Var(&f.kl, "kl", 0, "weight of the distillation term, KL(full || span memory) through straight-through zoom decisions (0: none)")
+	fs.Float64SliceVar(&f.klBudgets, "kl-budgets", []float64{0.1, 0.25}, "GPU budgets (fractions of a window's KV) of the span memories the distillation term decodes over, one memory per window and budget")
+	fs.IntVar(&f.klSteps, "kl-steps", 256, "decode steps the distillation term draws per Adam step (0: every one)")
 	fs.Float64Var(&f.anchorAlpha, "anchor-alpha", 0, "span memory's anchors: tokens above mean + this many standard deviations of surprisal (0: segment's default); the same as the memories the routers will route (longctxquality -anchor-alpha)")
 }
 
@@ -92,6 +104,13 @@ func (f *routerFlags) check() error {
 		return fmt.Errorf("%w: --checkpoint is required", errUsage)
 	case math.IsNaN(f.anchorAlpha) || math.IsInf(f.anchorAlpha, 0):
 		return fmt.Errorf("%w: --anchor-alpha must be finite", errUsage)
+	case !(f.kl >= 0) || f.klSteps < 0 || (f.kl > 0 && len(f.klBudgets) == 0):
+		return fmt.Errorf("%w: --kl >= 0, --kl-steps >= 0, --kl-budgets not empty with --kl", errUsage)
+	}
+	for _, b := range f.klBudgets {
+		if !(b > 0 && b <= 1) {
+			return fmt.Errorf("%w: --kl-budgets must lie in (0, 1], got %v", errUsage, b)
+		}
 	}
 	return nil
 }
@@ -112,9 +131,13 @@ type routerCheckpoint struct {
 	Windows  int // windows whose examples are built (left out ones too)
 	Skipped  int // windows left out: span memory not built
 	Examples []router.Example
-	Init     [][]float32   // the untrained projections, from the first window
-	State    *router.State // nil until training starts
-	Shape    [4]int        // layers, kv heads, dim, head dim
+	Distill  []router.Window // the distillation term's, with --kl
+	// KLBudgets are the budgets of Distill's memories (nil: built
+	// without --kl, so no distillation windows).
+	KLBudgets []float64
+	Init      [][]float32   // the untrained projections, from the first window
+	State     *router.State // nil until training starts
+	Shape     [4]int        // layers, kv heads, dim, head dim
 }
 
 func (c *routerCheckpoint) save(path string) error {
@@ -170,6 +193,8 @@ type routerReport struct {
 	FirstLoss float64  `json:"first_loss"`
 	Loss      float64  `json:"loss"`
 	Spent     float64  `json:"zoom_share"`
+	FirstKL   float64  `json:"first_kl,omitempty"`
+	KL        float64  `json:"kl,omitempty"`
 }
 
 func (r *routerReport) write(w io.Writer, asJSON bool) error {
@@ -180,6 +205,9 @@ func (r *routerReport) write(w io.Writer, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "routers    %s\nmodel      %s\nwindows    %d (%d left out)\nloss       %.5f (start) -> %.5f after %d steps, soft zoom share %.3f\n",
 		strings.Join(r.Artifacts, " "), r.Model, r.Windows, r.Skipped, r.FirstLoss, r.Loss, r.Steps, r.Spent)
+	if r.FirstKL > 0 {
+		fmt.Fprintf(w, "kl         %.5f (start) -> %.5f\n", r.FirstKL, r.KL)
+	}
 	return nil
 }
 
@@ -206,6 +234,13 @@ func runRouter(ctx context.Context, e *env, f *routerFlags) error {
 		ck = &routerCheckpoint{Key: key}
 	case ck.Key != key:
 		return fmt.Errorf("%w: checkpoint %s was built for %q, not %q", errUsage, f.checkpoint, ck.Key, key)
+	case f.kl > 0 && ck.Windows > 0 && ck.KLBudgets == nil:
+		return fmt.Errorf("%w: checkpoint %s was built without --kl: it holds no distillation windows", errUsage, f.checkpoint)
+	case f.kl > 0 && ck.Windows > 0 && !slices.Equal(ck.KLBudgets, f.klBudgets):
+		return fmt.Errorf("%w: checkpoint %s holds distillation windows at budgets %v, not --kl-budgets %v", errUsage, f.checkpoint, ck.KLBudgets, f.klBudgets)
+	}
+	if f.kl > 0 {
+		ck.KLBudgets = f.klBudgets
 	}
 	p := newProgress(e.stderr, "kvtrain router")
 	defer p.done()
@@ -219,26 +254,30 @@ func runRouter(ctx context.Context, e *env, f *routerFlags) error {
 		}
 		ck.State = router.NewState(params)
 	}
-	lo := router.Options{Budget: f.budgetWeight, Share: f.share, Temp: f.temp}
-	first, err := router.Loss(ck.State.Params, ck.Examples, lo)
+	lo := router.Options{Budget: f.budgetWeight, Share: f.share, Temp: f.temp, KL: f.kl}
+	first, err := routerLoss(m, ck, lo, f.klSteps)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
 	var last *router.Grad
 	err = router.Train(ctx, ck.State, ck.Examples, router.TrainOptions{Loss: lo, Steps: f.steps, LR: f.lr,
-		CheckpointEvery: f.checkpointEvery,
-		Checkpoint:      func(*router.State) error { return ck.save(f.checkpoint) },
+		CheckpointEvery: f.checkpointEvery, Model: m, Windows: ck.Distill, KLSteps: f.klSteps,
+		Checkpoint: func(*router.State) error { return ck.save(f.checkpoint) },
 		Progress: func(s *router.State, g *router.Grad) {
 			last = g
-			p.step(fmt.Sprintf("step %d/%d, loss %.5f, bce %.5f, zoom share %.3f, %v", s.Step, f.steps, g.Loss, g.BCE, g.Spent, time.Since(start).Round(time.Second)))
+			kl := ""
+			if f.kl > 0 {
+				kl = fmt.Sprintf(", kl %.5f", g.KL)
+			}
+			p.step(fmt.Sprintf("step %d/%d, loss %.5f, bce %.5f%s, zoom share %.3f, %v", s.Step, f.steps, g.Loss, g.BCE, kl, g.Spent, time.Since(start).Round(time.Second)))
 		}})
 	p.done()
 	if err != nil {
 		return err
 	}
 	if last == nil {
-		if last, err = router.Loss(ck.State.Params, ck.Examples, lo); err != nil {
+		if last, err = routerLoss(m, ck, lo, f.klSteps); err != nil {
 			return err
 		}
 	}
@@ -253,11 +292,22 @@ func runRouter(ctx context.Context, e *env, f *routerFlags) error {
 		return err
 	}
 	r := &routerReport{Model: fp.String(), Windows: ck.Windows - ck.Skipped, Skipped: ck.Skipped, Steps: ck.State.Step,
-		FirstLoss: first.Loss, Loss: last.Loss, Spent: last.Spent}
+		FirstLoss: first.Loss, Loss: last.Loss, Spent: last.Spent, FirstKL: first.KL, KL: last.KL}
 	for _, a := range arts {
 		r.Artifacts = append(r.Artifacts, a.Name)
 	}
 	return r.write(e.stdout, e.json)
+}
+
+// routerLoss is the loss of ck's routers over its examples and, with
+// lo.KL, the distillation term over the first Adam step's draw of steps.
+func routerLoss(m *llama.Model, ck *routerCheckpoint, lo router.Options, klSteps int) (*router.Grad, error) {
+	g, err := router.Loss(ck.State.Params, ck.Examples, lo)
+	if err != nil || lo.KL == 0 {
+		return g, err
+	}
+	refs := router.SampleRefs(router.Refs(ck.Distill), klSteps, 0)
+	return g, router.Distill(m, ck.State.Params, ck.Distill, refs, lo, g)
 }
 
 // routerExamples builds the examples of the windows ck has not built yet,
@@ -287,6 +337,10 @@ func routerExamples(ctx context.Context, m *llama.Model, f *routerFlags, ck *rou
 			return err
 		}
 		exs, init, err := lc.RouterExamples(ctxToks, cont)
+		var wins []router.Window
+		if err == nil && f.kl > 0 {
+			wins, err = lc.DistillWindows(ctxToks, cont, f.klBudgets)
+		}
 		switch {
 		case errors.Is(err, quality.ErrSpanBuild):
 			ck.Skipped++
@@ -294,6 +348,7 @@ func routerExamples(ctx context.Context, m *llama.Model, f *routerFlags, ck *rou
 			return fmt.Errorf("window %d: %w", i+1, err)
 		default:
 			ck.Examples = append(ck.Examples, exs...)
+			ck.Distill = append(ck.Distill, wins...)
 			if ck.Init == nil {
 				ck.Init = init
 				ck.Shape = [4]int{m.Layers, m.KVHeads, len(init[0]) / m.HeadDim(), m.HeadDim()}

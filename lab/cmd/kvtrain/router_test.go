@@ -103,6 +103,53 @@ func TestRouterTrainResume(t *testing.T) {
 	}
 }
 
+// With --kl the run builds a distillation window per window and budget,
+// reports the distillation KL and its progress lines show it; a
+// checkpoint built without --kl, or at other --kl-budgets, is refused
+// for a run with --kl, and a run without --kl may resume one built with it.
+func TestRouterDistill(t *testing.T) {
+	dir, ckpt := t.TempDir(), filepath.Join(t.TempDir(), "ckpt")
+	args := append(routerArgs(t, dir, ckpt, "2"), "--json", "--create", "--kl", "1", "--kl-budgets", "0.25", "--kl-steps", "8")
+	r := kvtrain(t, args...).want(t, exitOK)
+	var rep routerReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v: %q", err, r.stdout)
+	}
+	if rep.Steps != 2 || !(rep.FirstKL > 0) || !(rep.KL > 0) || !(rep.Loss > rep.KL) {
+		t.Fatalf("report %+v", rep)
+	}
+	if !strings.Contains(r.stderr, ", kl ") {
+		t.Fatalf("progress: %q", r.stderr)
+	}
+	ck, err := loadRouterCheckpoint(ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ck.Distill) != rep.Windows || !slices.Equal(ck.KLBudgets, []float64{0.25}) {
+		t.Fatalf("%d distillation windows at %v for %d windows", len(ck.Distill), ck.KLBudgets, rep.Windows)
+	}
+	args = append(routerArgs(t, dir, ckpt, "3"), "--kl", "1", "--kl-budgets", "0.1")
+	if r := kvtrain(t, args...).want(t, exitUsage); !strings.Contains(r.stderr, "not --kl-budgets") {
+		t.Fatalf("other budgets: stderr %q", r.stderr)
+	}
+	r = kvtrain(t, routerArgs(t, dir, ckpt, "3")...).want(t, exitOK)
+	if strings.Contains(r.stdout, "kl ") || !strings.Contains(r.stdout, "after 3 steps") {
+		t.Fatalf("resumed without --kl: %q", r.stdout)
+	}
+
+	dir2, ckpt2 := t.TempDir(), filepath.Join(t.TempDir(), "ckpt")
+	kvtrain(t, append(routerArgs(t, dir2, ckpt2, "1"), "--create")...).want(t, exitOK)
+	args = append(routerArgs(t, dir2, ckpt2, "2"), "--kl", "1")
+	if r := kvtrain(t, args...).want(t, exitUsage); !strings.Contains(r.stderr, "built without --kl") {
+		t.Fatalf("no windows: stderr %q", r.stderr)
+	}
+	for _, bad := range [][]string{{"--kl", "-1"}, {"--kl", "1", "--kl-budgets", "1.5"}, {"--kl-steps", "-2"}} {
+		if r := kvtrain(t, append(routerArgs(t, dir2, ckpt2, "2"), bad...)...).want(t, exitUsage); r.stderr == "" {
+			t.Fatalf("%v: no message", bad)
+		}
+	}
+}
+
 // The built binary stops on SIGINT after its first step: exit 130, one
 // "interrupted:" line, the checkpoint saved with the steps taken, nothing
 // stored.

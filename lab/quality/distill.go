@@ -1,0 +1,101 @@
+package quality
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/lab/router"
+)
+
+// DistillWindows prefills ctx, builds its span memory as the long-context
+// methods do and returns, per budget (a fraction of the context's rows,
+// as LongConfig.Budgets), the distillation window of lab/router's KL
+// term: the span memory's resident rows and every zoomable span's rows
+// not resident, as the stored memory holds them (reconstructed from their
+// factors), the summary keys the routers score, the layer's zoom budget,
+// and cont decoded teacher-forced with full attention (its rows and the
+// teacher's next-token distribution after each token). The memory is the
+// one span memory (MethodSpan, MethodSpanTrained) decodes with at that
+// budget.
+func (c *LongConfig) DistillWindows(ctx, cont []int, budgets []float64) ([]router.Window, error) {
+	if err := c.defaults(); err != nil {
+		return nil, err
+	}
+	m, n := c.Model, len(ctx)
+	if n < 2*sinks || len(cont) < 1 || len(budgets) == 0 {
+		return nil, fmt.Errorf("%w: quality: distillation windows of %d tokens, continuation %d, %d budgets", format.ErrInvalidArgument, n, len(cont), len(budgets))
+	}
+	for _, f := range budgets {
+		if !(f > 0 && f <= 1) {
+			return nil, fmt.Errorf("%w: quality: budget %v outside (0, 1]", format.ErrInvalidArgument, f)
+		}
+	}
+	pre, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
+	if err != nil {
+		return nil, err
+	}
+	h := surprisal(pre, n)
+	s, err := newSpanStore(m, pre.Cache, h, &c.Span)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errSpanBuild, err)
+	}
+	defer s.close()
+	full, err := m.Forward(cont, int64(n), pre.Cache.Clone(), llama.ForwardOptions{})
+	if err != nil {
+		return nil, err
+	}
+	teacher := make([][]float64, len(cont))
+	for i, z := range full.Logits {
+		teacher[i] = llama.Probs(z)
+	}
+	hd, total := s.hd, full.Cache.Len()
+	contRows := func(x []float32, g int) []float32 {
+		return append([]float32(nil), x[(g*total+n)*hd:(g*total+total)*hd]...)
+	}
+	meta := s.meta
+	var wins []router.Window
+	for _, f := range budgets {
+		b := max(1, int(math.Floor(f*float64(n))))
+		sm := newSpanMethod(s, h, b, c.Span.AnchorShare, false)
+		win := router.Window{Pos: int64(n), Cont: append([]int(nil), cont...), Teacher: teacher, Zoom: sm.zoom}
+		for l := range meta.Layers {
+			kv := full.Cache.Layers[l]
+			for g := range meta.KVHeads {
+				res, err := sm.groupRows(l, g, nil)
+				if err != nil {
+					return nil, err
+				}
+				sums, err := s.r.Summaries(l, g)
+				if err != nil {
+					return nil, err
+				}
+				wg := router.WindowGroup{K: res.k, V: res.v, ContK: contRows(kv.K, g), ContV: contRows(kv.V, g),
+					SpanK: make([][]float32, len(meta.Spans)), SpanV: make([][]float32, len(meta.Spans))}
+				for sp, info := range meta.Spans {
+					for _, v := range sums[sp].Key {
+						wg.Keys = append(wg.Keys, float64(v))
+					}
+					if sm.rt.SpanTokens[sp] == 0 {
+						continue
+					}
+					rec, err := s.span(l, g, sp)
+					if err != nil {
+						return nil, err
+					}
+					for t := info.Start; t < info.End; t++ {
+						if !sm.resident[t] {
+							j := t - info.Start
+							wg.SpanK[sp] = append(wg.SpanK[sp], rec.k[j*hd:(j+1)*hd]...)
+							wg.SpanV[sp] = append(wg.SpanV[sp], rec.v[j*hd:(j+1)*hd]...)
+						}
+					}
+				}
+				win.Groups = append(win.Groups, wg)
+			}
+		}
+		wins = append(wins, win)
+	}
+	return wins, nil
+}

@@ -1,0 +1,379 @@
+package router
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/kvstore/kvstore/lab/llama"
+)
+
+// The distillation term: KL(p_full || p_SeKV) of the next-token
+// distribution at a decode step over a span memory whose zooms the routers
+// decide, differentiated through straight-through zoom decisions.
+//
+// Forward: at each layer the step's pre-RoPE queries are routed (the
+// score of Loss: alpha_s = sigmoid(max_h (W q_h).(W k_s) + b)), the spans
+// scoring above tau are zoomed in descending score while their rows fit
+// the layer's zoom budget (reconstruct.Select with Fill, as span memory
+// zooms), and attention runs over the resident rows, the continuation's
+// rows so far and the zoomed spans' rows (llama.GateForward with z_s = 1
+// for a zoomed span, 0 for the others). Backward: the gradient with
+// respect to each span's gate (llama.GateTape.Backward: how the KL would
+// move if the span were let in a little, or pushed out) is taken as the
+// gradient with respect to the soft decision zt_s = sigmoid((alpha_s -
+// tau)/Temp) and carried to W, b and tau (the straight-through estimator).
+// The queries are taken as given: the routers' effect on a later layer's
+// queries through an earlier layer's zoom is not differentiated.
+//
+// A span whose soft decision is saturated (zt_s (1 - zt_s)/Temp below
+// gateFloor) carries no gradient and, not zoomed, changes nothing in the
+// forward pass; its rows are left out of attention. That is exact in the
+// loss and drops only gradients below gateFloor.
+
+const gateFloor = 1e-4
+
+// Window is one training context of the distillation term: a span memory
+// at one budget as the student holds it, the continuation decoded over
+// it, and the teacher's next-token distribution after each of its tokens.
+type Window struct {
+	// Pos is the position of Cont[0], Cont the continuation.
+	Pos  int64
+	Cont []int
+	// Teacher[i] is full attention's next-token distribution after Cont[i].
+	Teacher [][]float64
+	// Zoom is a layer's zoom budget in rows, shared by its KV heads.
+	Zoom int64
+	// Groups are per (layer, KV head), layer*KVHeads + head.
+	Groups []WindowGroup
+}
+
+// WindowGroup is one (layer, KV head) of a Window.
+type WindowGroup struct {
+	// K (post-RoPE) and V are the resident rows, always attended,
+	// [rows][HeadDim].
+	K, V []float32
+	// ContK and ContV are the continuation's rows as full attention
+	// computed them, [len(Cont)][HeadDim]: step i attends to the first i.
+	ContK, ContV []float32
+	// Keys are the spans' summary keys, pre-RoPE, Spans x HeadDim.
+	Keys []float64
+	// SpanK and SpanV are per span the rows a zoom adds (none: the span
+	// cannot be zoomed).
+	SpanK, SpanV [][]float32
+}
+
+// StepRef is one decode step of a Window: Window indexes the windows,
+// Step its continuation.
+type StepRef struct{ Window, Step int }
+
+// Refs lists every step of wins.
+func Refs(wins []Window) []StepRef {
+	var refs []StepRef
+	for w, win := range wins {
+		for i := range win.Cont {
+			refs = append(refs, StepRef{w, i})
+		}
+	}
+	return refs
+}
+
+// SampleRefs is n of refs drawn without replacement by a generator seeded
+// with seed (all of them when n is 0 or at least len(refs)), in the
+// order drawn.
+func SampleRefs(refs []StepRef, n int, seed uint64) []StepRef {
+	if n <= 0 || n >= len(refs) {
+		return refs
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x6b6c))
+	perm := rng.Perm(len(refs))[:n]
+	out := make([]StepRef, n)
+	for i, j := range perm {
+		out[i] = refs[j]
+	}
+	return out
+}
+
+// Distill adds o.KL times the mean over refs of KL(teacher || student) at
+// each step, and its straight-through gradient, to gr (gr.KL gets the mean
+// KL itself). Steps run on GOMAXPROCS goroutines. Errors wrap
+// ErrInvalidArgument (a window not shaped for m and p) or are the model's.
+func Distill(m *llama.Model, p *Params, wins []Window, refs []StepRef, o Options, gr *Grad) error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	if len(refs) == 0 {
+		return fmt.Errorf("%w: distillation over no steps", ErrInvalidArgument)
+	}
+	for i := range wins {
+		if err := checkWindow(m, p, &wins[i]); err != nil {
+			return fmt.Errorf("window %d: %w", i, err)
+		}
+	}
+	for _, r := range refs {
+		if r.Window < 0 || r.Window >= len(wins) || r.Step < 0 || r.Step >= len(wins[r.Window].Cont) {
+			return fmt.Errorf("%w: step %+v of %d windows", ErrInvalidArgument, r, len(wins))
+		}
+	}
+	o = o.withDefaults()
+	workers := min(runtime.GOMAXPROCS(0), len(refs))
+	grads := make([]*Grad, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for k := range workers {
+		grads[k] = newGrad(p)
+		wg.Go(func() {
+			pk := map[[2]int][][]float64{} // (window, group): W k_s per span
+			for j := k; j < len(refs); j += workers {
+				if err := distillStep(m, p, wins, refs[j], o, grads[k], 1/float64(len(refs)), pk); err != nil {
+					errs[k] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for k, g := range grads {
+		if errs[k] != nil {
+			return errs[k]
+		}
+		gr.add(g)
+	}
+	return nil
+}
+
+// add adds o's gradient and loss terms to g.
+func (g *Grad) add(o *Grad) {
+	for i, w := range o.W {
+		axpy(g.W[i], 1, w)
+	}
+	axpy(g.Bias, 1, o.Bias)
+	axpy(g.Tau, 1, o.Tau)
+	g.Loss += o.Loss
+	g.BCE += o.BCE
+	g.Spent += o.Spent
+	g.KL += o.KL
+}
+
+func axpy(y []float64, a float64, x []float64) {
+	for i, v := range x {
+		y[i] += a * v
+	}
+}
+
+func checkWindow(m *llama.Model, p *Params, w *Window) error {
+	hd := m.HeadDim()
+	switch {
+	case p.Layers != m.Layers || p.KVHeads != m.KVHeads || p.HeadDim != hd:
+		return fmt.Errorf("%w: routers of %d layers x %d KV heads x %d, model %d x %d x %d", ErrInvalidArgument, p.Layers, p.KVHeads, p.HeadDim, m.Layers, m.KVHeads, hd)
+	case len(w.Groups) != p.Groups() || len(w.Teacher) != len(w.Cont) || w.Zoom < 0:
+		return fmt.Errorf("%w: %d groups, %d teacher rows for %d tokens, zoom %d", ErrInvalidArgument, len(w.Groups), len(w.Teacher), len(w.Cont), w.Zoom)
+	}
+	for i, t := range w.Teacher {
+		if len(t) != m.Vocab {
+			return fmt.Errorf("%w: teacher row %d has %d of %d entries", ErrInvalidArgument, i, len(t), m.Vocab)
+		}
+	}
+	for g, wg := range w.Groups {
+		spans := len(wg.SpanK)
+		bad := len(wg.K)%hd != 0 || len(wg.V) != len(wg.K) || len(wg.ContK) != len(w.Cont)*hd || len(wg.ContV) != len(wg.ContK) ||
+			len(wg.Keys) != spans*hd || len(wg.SpanV) != spans
+		for s := 0; !bad && s < spans; s++ {
+			bad = len(wg.SpanK[s])%hd != 0 || len(wg.SpanV[s]) != len(wg.SpanK[s])
+		}
+		if bad {
+			return fmt.Errorf("%w: group %d: rows not shaped [rows][%d] for %d spans and %d tokens", ErrInvalidArgument, g, hd, spans, len(w.Cont))
+		}
+	}
+	return nil
+}
+
+// routed is one group's routing at a step: per span its logit, score,
+// soft decision, the query head of the max, and the gate index of its
+// rows (-1: left out).
+type routed struct {
+	q, pq        [][]float64 // the query heads q_h and W q_h
+	x, alpha, zt []float64
+	arg, gate    []int
+	spans        []int // per gate index, the span
+	spanRows     []int
+}
+
+// distillStep adds one step's weighted loss and gradient to gr.
+func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Options, gr *Grad, w float64, pkCache map[[2]int][][]float64) error {
+	win := &wins[ref.Window]
+	hd, kv := p.HeadDim, p.KVHeads
+	per := m.Heads / kv
+	i := ref.Step
+	rt := make([]*routed, p.Groups())
+	pkOf := func(gi int) [][]float64 {
+		key := [2]int{ref.Window, gi}
+		if pk, ok := pkCache[key]; ok {
+			return pk
+		}
+		wg := &win.Groups[gi]
+		pk := make([][]float64, len(wg.SpanK))
+		for s := range pk {
+			if len(wg.SpanK[s]) > 0 {
+				pk[s] = p.project(gi, wg.Keys[s*hd:(s+1)*hd])
+			}
+		}
+		pkCache[key] = pk
+		return pk
+	}
+	rows := func(layer int, qPre []float64) ([]llama.GateRows, error) {
+		type cand struct {
+			g, s  int
+			alpha float64
+		}
+		var cands []cand
+		for g := range kv {
+			gi := layer*kv + g
+			wg := &win.Groups[gi]
+			pk := pkOf(gi)
+			r := &routed{q: make([][]float64, per), pq: make([][]float64, per), x: make([]float64, len(pk)), alpha: make([]float64, len(pk)),
+				zt: make([]float64, len(pk)), arg: make([]int, len(pk)), gate: make([]int, len(pk)), spanRows: make([]int, len(pk))}
+			for h := range per {
+				r.q[h] = qPre[(g*per+h)*hd : (g*per+h+1)*hd]
+				r.pq[h] = p.project(gi, r.q[h])
+			}
+			for s, k := range pk {
+				r.gate[s] = -1
+				if k == nil {
+					continue
+				}
+				r.spanRows[s] = len(wg.SpanK[s]) / hd
+				r.x[s] = math.Inf(-1)
+				for h, q := range r.pq {
+					if d := dot(q, k); d > r.x[s] {
+						r.x[s], r.arg[s] = d, h
+					}
+				}
+				r.x[s] += p.Bias[gi]
+				r.alpha[s] = Sigmoid(r.x[s])
+				r.zt[s] = Sigmoid((r.alpha[s] - p.Tau[gi]) / o.Temp)
+				if r.alpha[s] > p.Tau[gi] {
+					cands = append(cands, cand{g, s, r.alpha[s]})
+				}
+			}
+			rt[gi] = r
+		}
+		slices.SortFunc(cands, func(a, b cand) int {
+			return cmp.Or(cmp.Compare(b.alpha, a.alpha), cmp.Compare(a.s, b.s), cmp.Compare(a.g, b.g))
+		})
+		var used int64
+		zoomed := make([][]bool, kv)
+		for g := range zoomed {
+			zoomed[g] = make([]bool, len(rt[layer*kv+g].alpha))
+		}
+		for _, c := range cands {
+			n := int64(rt[layer*kv+c.g].spanRows[c.s])
+			if used+n > win.Zoom {
+				continue
+			}
+			used += n
+			zoomed[c.g][c.s] = true
+		}
+		out := make([]llama.GateRows, kv)
+		for g := range kv {
+			gi := layer*kv + g
+			wg, r := &win.Groups[gi], rt[gi]
+			res, cont := len(wg.K)/hd, i
+			rs := llama.GateRows{
+				K: append(append(make([]float32, 0, (res+cont)*hd), wg.K...), wg.ContK[:cont*hd]...),
+				V: append(append(make([]float32, 0, (res+cont)*hd), wg.V...), wg.ContV[:cont*hd]...),
+			}
+			rs.Gate = make([]int32, res+cont)
+			for j := range rs.Gate {
+				rs.Gate[j] = -1
+			}
+			for s, n := range r.spanRows {
+				z := r.zt[s]
+				if n == 0 || (!o.soft && !zoomed[g][s] && z*(1-z)/o.Temp < gateFloor) {
+					continue
+				}
+				r.gate[s] = len(rs.Z)
+				r.spans = append(r.spans, s)
+				v := 0.0
+				switch {
+				case o.soft:
+					v = z
+				case zoomed[g][s]:
+					v = 1
+				}
+				rs.Z = append(rs.Z, v)
+				rs.K = append(rs.K, wg.SpanK[s]...)
+				rs.V = append(rs.V, wg.SpanV[s]...)
+				for range n {
+					rs.Gate = append(rs.Gate, int32(len(rs.Z)-1))
+				}
+			}
+			out[g] = rs
+		}
+		return out, nil
+	}
+	tape, err := m.GateForward(win.Cont[i], win.Pos+int64(i), rows)
+	if err != nil {
+		return fmt.Errorf("window %d step %d: %w", ref.Window, i, err)
+	}
+	loss, dl := llama.DistillGrad(tape.Logits, win.Teacher[i])
+	gr.Loss += w * o.KL * loss
+	gr.KL += w * loss
+	dz := tape.Backward(dl)
+	for gi, r := range rt {
+		pk := pkOf(gi)
+		dpq := make([][]float64, per)
+		for h := range dpq {
+			dpq[h] = make([]float64, p.Dim)
+		}
+		any := false
+		for j, s := range r.spans {
+			d := w * o.KL * dz[gi/kv][gi%kv][j]
+			if d == 0 {
+				continue
+			}
+			zt, a := r.zt[s], r.alpha[s]
+			dzt := d * zt * (1 - zt) / o.Temp // d/dalpha; d/dtau is its negative
+			gr.Tau[gi] -= dzt
+			dx := dzt * a * (1 - a)
+			gr.Bias[gi] += dx
+			h := r.arg[s]
+			axpy(dpq[h], dx, pk[s])
+			p.outer(gr.W[gi], dx, r.pq[h], win.Groups[gi].Keys[s*hd:(s+1)*hd])
+			any = true
+		}
+		if !any {
+			continue
+		}
+		for h, d := range dpq {
+			p.outer(gr.W[gi], 1, d, r.q[h])
+		}
+	}
+	return nil
+}
+
+// project is W x for group gi.
+func (p *Params) project(gi int, x []float64) []float64 {
+	hd, W := p.HeadDim, p.W[gi]
+	out := make([]float64, p.Dim)
+	for k := range out {
+		out[k] = dot(W[k*hd:(k+1)*hd], x)
+	}
+	return out
+}
+
+// outer adds a * u x^T (u of Dim, x of HeadDim) to gW, a group's W
+// gradient: the gradient of (W x).v with respect to W is v x^T.
+func (p *Params) outer(gW []float64, a float64, u, x []float64) {
+	hd := p.HeadDim
+	for k, c := range u {
+		if c == 0 {
+			continue
+		}
+		axpy(gW[k*hd:(k+1)*hd], a*c, x)
+	}
+}
