@@ -45,6 +45,17 @@ func newGateFixture(t *testing.T, m *Model, rng *rand.Rand, n, fixed, per int) *
 	return f
 }
 
+// setGates sets gate i of every (layer, KV head) to z(i).
+func (f *gateFixture) setGates(z func(i int) float64) {
+	for _, layer := range f.rows {
+		for g := range layer {
+			for i := range layer[g].Z {
+				layer[g].Z[i] = z(i)
+			}
+		}
+	}
+}
+
 func (f *gateFixture) fn(layer int, _ []float64) ([]GateRows, error) { return f.rows[layer], nil }
 
 // With every gate 0 or 1 a gated step is Step over the rows let in, within
@@ -54,13 +65,7 @@ func TestGateForwardMatchesStep(t *testing.T) {
 		m := gradModel(t, cfg)
 		rng := rand.New(rand.NewPCG(3, 4))
 		f := newGateFixture(t, m, rng, 40, 6, 5)
-		for _, layer := range f.rows {
-			for g := range layer {
-				for i := range layer[g].Z {
-					layer[g].Z[i] = float64(rng.IntN(2))
-				}
-			}
-		}
+		f.setGates(func(int) float64 { return float64(rng.IntN(2)) })
 		tok := rng.IntN(m.Vocab)
 		tape, err := m.GateForward(tok, f.pos, f.fn)
 		if err != nil {
@@ -104,20 +109,15 @@ func TestGateBackwardGradient(t *testing.T) {
 	m := gradModel(t, gradShape)
 	rng := rand.New(rand.NewPCG(5, 6))
 	f := newGateFixture(t, m, rng, 48, 8, 4)
-	for _, layer := range f.rows {
-		for g := range layer {
-			for i := range layer[g].Z {
-				switch i % 3 {
-				case 0:
-					layer[g].Z[i] = 0
-				case 1:
-					layer[g].Z[i] = 1
-				default:
-					layer[g].Z[i] = 0.1 + 0.8*rng.Float64()
-				}
-			}
+	f.setGates(func(i int) float64 {
+		switch i % 3 {
+		case 0:
+			return 0
+		case 1:
+			return 1
 		}
-	}
+		return 0.1 + 0.8*rng.Float64()
+	})
 	logits := make([]float32, m.Vocab)
 	for i := range logits {
 		logits[i] = float32(2 * rng.NormFloat64())

@@ -122,6 +122,36 @@ func TestDistillGradient(t *testing.T) {
 	}
 }
 
+// ungated is the logits of w's step i over the resident rows, the
+// continuation's rows before it and, with zoomAll, every span's rows,
+// no gate.
+func ungated(t *testing.T, m *llama.Model, w *Window, i int, zoomAll bool) []float64 {
+	t.Helper()
+	hd := m.HeadDim()
+	tape, err := m.GateForward(w.Cont[i], w.Pos+int64(i), func(layer int, _ []float64) ([]llama.GateRows, error) {
+		out := make([]llama.GateRows, m.KVHeads)
+		for g := range out {
+			wg := w.Groups[layer*m.KVHeads+g]
+			rs := llama.GateRows{K: append(append([]float32(nil), wg.K...), wg.ContK[:i*hd]...), V: append(append([]float32(nil), wg.V...), wg.ContV[:i*hd]...)}
+			if zoomAll {
+				for s := range wg.SpanK {
+					rs.K, rs.V = append(rs.K, wg.SpanK[s]...), append(rs.V, wg.SpanV[s]...)
+				}
+			}
+			rs.Gate = make([]int32, len(rs.K)/hd)
+			for j := range rs.Gate {
+				rs.Gate[j] = -1
+			}
+			out[g] = rs
+		}
+		return out, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tape.Logits
+}
+
 // TestDistillHardDecisions: with tau above every score nothing is zoomed,
 // and the loss is the forward pass over the resident and continuation rows
 // alone; with tau 0 and room for every span, all are zoomed; the budget is
@@ -130,32 +160,10 @@ func TestDistillHardDecisions(t *testing.T) {
 	m := tinyModel(t, 2)
 	rng := rand.New(rand.NewPCG(23, 24))
 	p, w := randomWindow(m, rng, 8, 2, 1000)
-	hd := m.HeadDim()
 	want := func(zoomAll bool) float64 {
 		var total float64
-		for i, tok := range w.Cont {
-			tape, err := m.GateForward(tok, w.Pos+int64(i), func(layer int, _ []float64) ([]llama.GateRows, error) {
-				out := make([]llama.GateRows, m.KVHeads)
-				for g := range out {
-					wg := w.Groups[layer*m.KVHeads+g]
-					rs := llama.GateRows{K: append(append([]float32(nil), wg.K...), wg.ContK[:i*hd]...), V: append(append([]float32(nil), wg.V...), wg.ContV[:i*hd]...)}
-					if zoomAll {
-						for s := range wg.SpanK {
-							rs.K, rs.V = append(rs.K, wg.SpanK[s]...), append(rs.V, wg.SpanV[s]...)
-						}
-					}
-					rs.Gate = make([]int32, len(rs.K)/hd)
-					for j := range rs.Gate {
-						rs.Gate[j] = -1
-					}
-					out[g] = rs
-				}
-				return out, nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, _ := llama.DistillGrad(tape.Logits, w.Teacher[i])
+		for i := range w.Cont {
+			l, _ := llama.DistillGrad(ungated(t, m, &w, i, zoomAll), w.Teacher[i])
 			total += l / float64(len(w.Cont))
 		}
 		return total
@@ -202,29 +210,10 @@ func TestTrainDistill(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 26))
 	p, w := randomWindow(m, rng, 10, 4, 1000)
 	// The teacher: every span zoomed.
-	for i, tok := range w.Cont {
-		tape, err := m.GateForward(tok, w.Pos+int64(i), func(layer int, _ []float64) ([]llama.GateRows, error) {
-			out := make([]llama.GateRows, m.KVHeads)
-			hd := m.HeadDim()
-			for g := range out {
-				wg := w.Groups[layer*m.KVHeads+g]
-				rs := llama.GateRows{K: append(append([]float32(nil), wg.K...), wg.ContK[:i*hd]...), V: append(append([]float32(nil), wg.V...), wg.ContV[:i*hd]...)}
-				for s := range wg.SpanK {
-					rs.K, rs.V = append(rs.K, wg.SpanK[s]...), append(rs.V, wg.SpanV[s]...)
-				}
-				rs.Gate = make([]int32, len(rs.K)/hd)
-				for j := range rs.Gate {
-					rs.Gate[j] = -1
-				}
-				out[g] = rs
-			}
-			return out, nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		z := make([]float32, len(tape.Logits))
-		for j, v := range tape.Logits {
+	for i := range w.Cont {
+		logits := ungated(t, m, &w, i, true)
+		z := make([]float32, len(logits))
+		for j, v := range logits {
 			z[j] = float32(v)
 		}
 		w.Teacher[i] = llama.Probs(z)

@@ -11,7 +11,10 @@
 //
 // router (router.go's long help says the rest) builds its examples from
 // windows of the non-test .go files of GOROOT/src, with needles, trains W,
-// bias and tau per (layer, KV head) with Adam and stores them as the
+// bias and tau per (layer, KV head) with Adam (the zoom BCE and budget
+// penalty, and with --kl SeKV's distillation KL through straight-through
+// zoom decisions over each window's span memory at --kl-budgets) and
+// stores them as the
 // store's router artifacts (sekv/router-w, sekv/router-bias, sekv/tau) for
 // the model fingerprint, where span memory's routing picks them up. Its
 // state is checkpointed (--checkpoint) as it goes; a run with an existing

@@ -276,7 +276,9 @@ func runRouter(ctx context.Context, e *env, f *routerFlags) error {
 	if err != nil {
 		return err
 	}
-	if last == nil {
+	if last == nil || lo.KL > 0 {
+		// With the distillation term, over the first step's draw again,
+		// so that the report's two KLs are of the same steps.
 		if last, err = routerLoss(m, ck, lo, f.klSteps); err != nil {
 			return err
 		}
