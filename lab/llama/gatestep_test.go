@@ -193,20 +193,25 @@ func TestGateBackwardGradient(t *testing.T) {
 
 func TestGateForwardRefuses(t *testing.T) {
 	m := gradModel(t, gradShape)
-	bad := map[string]func(f *gateFixture){
-		"gate above 1":       func(f *gateFixture) { f.rows[1][0].Z[0] = 1.5 },
-		"NaN gate":           func(f *gateFixture) { f.rows[0][0].Z[1] = math.NaN() },
-		"gate index past Z":  func(f *gateFixture) { f.rows[0][1].Gate[5] = int32(len(f.rows[0][1].Z)) },
-		"short values":       func(f *gateFixture) { f.rows[0][0].V = f.rows[0][0].V[:len(f.rows[0][0].V)-1] },
-		"missing KV head":    func(f *gateFixture) { f.rows[1] = f.rows[1][:1] },
-		"a gate per row too": func(f *gateFixture) { f.rows[0][0].Gate = f.rows[0][0].Gate[1:] },
+	bad := []struct {
+		name   string
+		mutate func(f *gateFixture)
+	}{
+		{"gate above 1", func(f *gateFixture) { f.rows[1][0].Z[0] = 1.5 }},
+		{"NaN gate", func(f *gateFixture) { f.rows[0][0].Z[1] = math.NaN() }},
+		{"gate index past Z", func(f *gateFixture) { f.rows[0][1].Gate[5] = int32(len(f.rows[0][1].Z)) }},
+		{"short values", func(f *gateFixture) { f.rows[0][0].V = f.rows[0][0].V[:len(f.rows[0][0].V)-1] }},
+		{"missing KV head", func(f *gateFixture) { f.rows[1] = f.rows[1][:1] }},
+		{"a gate per row too", func(f *gateFixture) { f.rows[0][0].Gate = f.rows[0][0].Gate[1:] }},
 	}
-	for name, mutate := range bad {
-		f := newGateFixture(t, m, rand.New(rand.NewPCG(7, 8)), 16, 4, 4)
-		mutate(f)
-		if _, err := m.GateForward(3, f.pos, f.fn); !errors.Is(err, format.ErrInvalidArgument) {
-			t.Errorf("%s: got %v, want ErrInvalidArgument", name, err)
-		}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			f := newGateFixture(t, m, rand.New(rand.NewPCG(7, 8)), 16, 4, 4)
+			c.mutate(f)
+			if _, err := m.GateForward(3, f.pos, f.fn); !errors.Is(err, format.ErrInvalidArgument) {
+				t.Errorf("got %v, want ErrInvalidArgument", err)
+			}
+		})
 	}
 	if _, err := m.GateForward(m.Vocab, 16, func(int, []float64) ([]GateRows, error) { return nil, nil }); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Errorf("token outside the vocab: got %v", err)

@@ -266,21 +266,26 @@ func TestDistillRefuses(t *testing.T) {
 	m := tinyModel(t, 2)
 	rng := rand.New(rand.NewPCG(27, 28))
 	p, w := randomWindow(m, rng, 5, 2, 10)
-	bad := map[string]func(w *Window){
-		"teacher rows":     func(w *Window) { w.Teacher = w.Teacher[:1] },
-		"teacher entries":  func(w *Window) { w.Teacher[0] = w.Teacher[0][:3] },
-		"groups":           func(w *Window) { w.Groups = w.Groups[:3] },
-		"continuation row": func(w *Window) { w.Groups[1].ContK = w.Groups[1].ContK[1:] },
-		"span rows":        func(w *Window) { w.Groups[2].SpanV[0] = w.Groups[2].SpanV[0][1:] },
-		"keys":             func(w *Window) { w.Groups[0].Keys = w.Groups[0].Keys[1:] },
-		"negative zoom":    func(w *Window) { w.Zoom = -1 },
+	bad := []struct {
+		name   string
+		mutate func(w *Window)
+	}{
+		{"teacher rows", func(w *Window) { w.Teacher = w.Teacher[:1] }},
+		{"teacher entries", func(w *Window) { w.Teacher[0] = w.Teacher[0][:3] }},
+		{"groups", func(w *Window) { w.Groups = w.Groups[:3] }},
+		{"continuation row", func(w *Window) { w.Groups[1].ContK = w.Groups[1].ContK[1:] }},
+		{"span rows", func(w *Window) { w.Groups[2].SpanV[0] = w.Groups[2].SpanV[0][1:] }},
+		{"keys", func(w *Window) { w.Groups[0].Keys = w.Groups[0].Keys[1:] }},
+		{"negative zoom", func(w *Window) { w.Zoom = -1 }},
 	}
-	for name, mutate := range bad {
-		_, w := randomWindow(m, rand.New(rand.NewPCG(27, 28)), 5, 2, 10)
-		mutate(&w)
-		if err := Distill(m, p, []Window{w}, []StepRef{{0, 0}}, Options{KL: 1}, newGrad(p)); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("%s: got %v, want ErrInvalidArgument", name, err)
-		}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			_, w := randomWindow(m, rand.New(rand.NewPCG(27, 28)), 5, 2, 10)
+			c.mutate(&w)
+			if err := Distill(m, p, []Window{w}, []StepRef{{0, 0}}, Options{KL: 1}, newGrad(p)); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("got %v, want ErrInvalidArgument", err)
+			}
+		})
 	}
 	for _, refs := range [][]StepRef{nil, {{1, 0}}, {{0, 2}}, {{0, -1}}} {
 		if err := Distill(m, p, []Window{w}, refs, Options{KL: 1}, newGrad(p)); !errors.Is(err, ErrInvalidArgument) {
