@@ -236,13 +236,12 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 			wg := &win.Groups[gi]
 			pk := pkOf(gi)
 			r := &routed{q: make([][]float64, per), pq: make([][]float64, per), x: make([]float64, len(pk)), alpha: make([]float64, len(pk)),
-				zt: make([]float64, len(pk)), arg: make([]int, len(pk)), gate: make([]int, len(pk)), spanRows: make([]int, len(pk))}
+				zt: make([]float64, len(pk)), arg: make([]int, len(pk)), spanRows: make([]int, len(pk))}
 			for h := range per {
 				r.q[h] = qPre[(g*per+h)*hd : (g*per+h+1)*hd]
 				r.pq[h] = p.project(gi, r.q[h])
 			}
 			for s, k := range pk {
-				r.gate[s] = -1
 				if k == nil {
 					continue
 				}
@@ -296,7 +295,6 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 				if n == 0 || (!o.soft && !zoomed[g][s] && z*(1-z)/o.Temp < gateFloor) {
 					continue
 				}
-				r.gate[s] = len(rs.Z)
 				r.spans = append(r.spans, s)
 				v := 0.0
 				switch {
@@ -330,7 +328,7 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 		for h := range dpq {
 			dpq[h] = make([]float64, p.Dim)
 		}
-		any := false
+		moved := false
 		for j, s := range r.spans {
 			d := w * o.KL * dz[gi/kv][gi%kv][j]
 			if d == 0 {
@@ -344,9 +342,9 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 			h := r.arg[s]
 			axpy(dpq[h], dx, pk[s])
 			p.outer(gr.W[gi], dx, r.pq[h], win.Groups[gi].Keys[s*hd:(s+1)*hd])
-			any = true
+			moved = true
 		}
-		if !any {
+		if !moved {
 			continue
 		}
 		for h, d := range dpq {
