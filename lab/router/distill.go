@@ -101,13 +101,17 @@ func SampleRefs(refs []StepRef, n int, seed uint64) []StepRef {
 // Distill adds o.KL times the mean over refs of KL(teacher || student) at
 // each step, and its straight-through gradient, to gr (gr.KL gets the mean
 // KL itself). Steps run on GOMAXPROCS goroutines. Errors wrap
-// ErrInvalidArgument (a window not shaped for m and p) or are the model's.
+// ErrInvalidArgument (no model, a window not shaped for m and p, a
+// teacher entry that is no probability) or are the model's.
 func Distill(m *llama.Model, p *Params, wins []Window, refs []StepRef, o Options, gr *Grad) error {
 	if err := p.check(); err != nil {
 		return err
 	}
 	if len(refs) == 0 {
 		return fmt.Errorf("%w: distillation over no steps", ErrInvalidArgument)
+	}
+	if m == nil {
+		return fmt.Errorf("%w: distillation without a model", ErrInvalidArgument)
 	}
 	for i := range wins {
 		if err := checkWindow(m, p, &wins[i]); err != nil {
@@ -176,6 +180,11 @@ func checkWindow(m *llama.Model, p *Params, w *Window) error {
 	for i, t := range w.Teacher {
 		if len(t) != m.Vocab {
 			return fmt.Errorf("%w: teacher row %d has %d of %d entries", ErrInvalidArgument, i, len(t), m.Vocab)
+		}
+		for _, v := range t {
+			if !(v >= 0 && v <= 1) {
+				return fmt.Errorf("%w: teacher row %d holds %v, not a probability", ErrInvalidArgument, i, v)
+			}
 		}
 	}
 	for g, wg := range w.Groups {

@@ -277,6 +277,7 @@ func TestDistillRefuses(t *testing.T) {
 		{"span rows", func(w *Window) { w.Groups[2].SpanV[0] = w.Groups[2].SpanV[0][1:] }},
 		{"keys", func(w *Window) { w.Groups[0].Keys = w.Groups[0].Keys[1:] }},
 		{"negative zoom", func(w *Window) { w.Zoom = -1 }},
+		{"NaN teacher", func(w *Window) { w.Teacher[1][4] = math.NaN() }},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
@@ -286,6 +287,9 @@ func TestDistillRefuses(t *testing.T) {
 				t.Errorf("got %v, want ErrInvalidArgument", err)
 			}
 		})
+	}
+	if err := Distill(nil, p, []Window{w}, []StepRef{{0, 0}}, Options{KL: 1}, newGrad(p)); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("no model: got %v, want ErrInvalidArgument", err)
 	}
 	for _, refs := range [][]StepRef{nil, {{1, 0}}, {{0, 2}}, {{0, -1}}} {
 		if err := Distill(m, p, []Window{w}, refs, Options{KL: 1}, newGrad(p)); !errors.Is(err, ErrInvalidArgument) {
