@@ -1,48 +1,24 @@
 package quality
 
 import (
-	"fmt"
 	"math"
 
-	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/lab/router"
 )
 
-// DistillWindows prefills ctx, builds its span memory as the long-context
-// methods do and returns, per budget (a fraction of the context's rows,
-// as LongConfig.Budgets), the distillation window of lab/router's KL
-// term: the span memory's resident rows and every zoomable span's rows
-// not resident, as the stored memory holds them (reconstructed from their
+// windows returns, per budget, the distillation window of lab/router's KL
+// term over span memory s of the prefilled context pc (surprisal h): the
+// span memory's resident rows and every zoomable span's rows not
+// resident, as the stored memory holds them (reconstructed from their
 // factors), the summary keys the routers score, the layer's zoom budget,
 // and cont decoded teacher-forced with full attention (its rows and the
 // teacher's next-token distribution after each token). The memory is the
 // one span memory (MethodSpan, MethodSpanTrained) decodes with at that
 // budget.
-func (c *LongConfig) DistillWindows(ctx, cont []int, budgets []float64) ([]router.Window, error) {
-	if err := c.defaults(); err != nil {
-		return nil, err
-	}
-	m, n := c.Model, len(ctx)
-	if n < 2*sinks || len(cont) < 1 || len(budgets) == 0 {
-		return nil, fmt.Errorf("%w: quality: distillation windows of %d tokens, continuation %d, %d budgets", format.ErrInvalidArgument, n, len(cont), len(budgets))
-	}
-	for _, f := range budgets {
-		if !(f > 0 && f <= 1) {
-			return nil, fmt.Errorf("%w: quality: budget %v outside (0, 1]", format.ErrInvalidArgument, f)
-		}
-	}
-	pre, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
-	if err != nil {
-		return nil, err
-	}
-	h := surprisal(pre, n)
-	s, err := newSpanStore(m, pre.Cache, h, &c.Span)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errSpanBuild, err)
-	}
-	defer s.close()
-	full, err := m.Forward(cont, int64(n), pre.Cache.Clone(), llama.ForwardOptions{})
+func (c *LongConfig) windows(s *spanStore, h []float32, pc *llama.Cache, cont []int, budgets []float64) ([]router.Window, error) {
+	m, n := c.Model, pc.Len()
+	full, err := m.Forward(cont, int64(n), pc.Clone(), llama.ForwardOptions{})
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/kvstore/kvstore/lab/router"
 )
 
-// TestDistillWindows: the distillation window of a needle is the memory
+// TestDistillWindows: RouterData's distillation window of a needle is the memory
 // span memory decodes with. At the continuation's first step (no decoded
 // rows yet) lab/router's hard forward over it, with routers equal to the
 // untrained ones, gives the KL of the span method's own decode; the
@@ -29,13 +29,13 @@ func TestDistillWindows(t *testing.T) {
 	ctx, cont := nd.Tokens[:nd.Context], nd.Tokens[nd.Context:]
 	budgets := []float64{0.1, 0.25}
 	lc := LongConfig{Model: m, Budgets: budgets, Only: []string{MethodSpan}}
-	_, init, err := lc.RouterExamples(ctx, cont)
+	set, err := lc.RouterData(ctx, cont, budgets)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wins, err := lc.DistillWindows(ctx, cont, budgets)
-	if err != nil {
-		t.Fatal(err)
+	init, wins := set.Init, set.Windows
+	if len(wins) != len(budgets) {
+		t.Fatalf("%d windows for %d budgets", len(wins), len(budgets))
 	}
 	p, err := router.New(m.Layers, m.KVHeads, len(init[0])/m.HeadDim(), m.HeadDim(), init)
 	if err != nil {
@@ -90,10 +90,10 @@ func TestDistillWindows(t *testing.T) {
 	if checked != 2 {
 		t.Fatalf("%d span runs checked", checked)
 	}
-	if _, err := lc.DistillWindows(ctx, cont, []float64{0}); !errors.Is(err, format.ErrInvalidArgument) {
+	if _, err := lc.RouterData(ctx, cont, []float64{0}); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Errorf("budget 0: %v", err)
 	}
-	if _, err := lc.DistillWindows(ctx, nil, budgets); !errors.Is(err, format.ErrInvalidArgument) {
+	if _, err := lc.RouterData(ctx, nil, budgets); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Errorf("no continuation: %v", err)
 	}
 }

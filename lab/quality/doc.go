@@ -79,8 +79,9 @@
 // run span memory routed by them (span+trained, span+trained+sum, and
 // span+trained+window with a recent window resident), and with
 // LongConfig.Oracle span memory zoomed by the teacher's attention mass
-// (span+oracle, the ceiling of routing); RouterExamples builds the
-// routers' training examples (routed.go).
+// (span+oracle, the ceiling of routing); RouterData builds the
+// routers' training examples and distillation windows from one prefill
+// of a window (routed.go, distill.go).
 //
 // # GPU zoom path
 //

@@ -30,7 +30,7 @@ const (
 const WindowShare = 0.25
 
 // ErrSpanBuild marks a context whose span memory could not be built (an
-// SVD that did not converge), as RouterExamples returns it.
+// SVD that did not converge), as RouterData returns it.
 var ErrSpanBuild = errSpanBuild
 
 // teacher is full attention over a prefilled context, for the zoom
@@ -269,31 +269,67 @@ func (w *windowed) rows(a *llama.StepAttention) ([]rowSet, error) {
 	return out, nil
 }
 
-// RouterExamples prefills ctx, builds its span memory as the long-context
-// methods do, decodes cont teacher-forced with full attention and returns
-// the router training examples of every (layer, KV head): the spans'
-// summary keys and zoom costs (all anchors resident), and per decode step
-// the pre-RoPE queries and the teacher's attention mass per span. init is
-// the memory's untrained projection W per group (router.New's start).
-func (c *LongConfig) RouterExamples(ctx, cont []int) (exs []router.Example, init [][]float32, err error) {
+// RouterSet is the router training data of one window (RouterData).
+type RouterSet struct {
+	// Examples are the zoom BCE's examples of every (layer, KV head): the
+	// spans' summary keys and zoom costs (all anchors resident), and per
+	// decode step the pre-RoPE queries and the teacher's attention mass
+	// per span.
+	Examples []router.Example
+	// Init is the memory's untrained projection W per group (router.New's
+	// start).
+	Init [][]float32
+	// Windows are the distillation term's windows (lab/router's KL), one
+	// per budget asked for, in its order: see windows.
+	Windows []router.Window
+}
+
+// RouterData prefills ctx once, builds its span memory as the long-context
+// methods do and decodes cont teacher-forced with full attention: it
+// returns the zoom BCE's examples and, per budget (a fraction of the
+// context's rows, as LongConfig.Budgets; none for no distillation
+// windows), the distillation window of span memory at that budget. A
+// context whose span memory cannot be built is ErrSpanBuild.
+func (c *LongConfig) RouterData(ctx, cont []int, budgets []float64) (*RouterSet, error) {
 	if err := c.defaults(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	m, n := c.Model, len(ctx)
 	if n < 2*sinks || len(cont) < 1 {
-		return nil, nil, fmt.Errorf("%w: quality: router examples of %d tokens, continuation %d", format.ErrInvalidArgument, n, len(cont))
+		return nil, fmt.Errorf("%w: quality: router data of %d tokens, continuation %d", format.ErrInvalidArgument, n, len(cont))
+	}
+	for _, f := range budgets {
+		if !(f > 0 && f <= 1) {
+			return nil, fmt.Errorf("%w: quality: budget %v outside (0, 1]", format.ErrInvalidArgument, f)
+		}
 	}
 	pre, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	h := surprisal(pre, n)
 	s, err := newSpanStore(m, pre.Cache, h, &c.Span)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", errSpanBuild, err)
+		return nil, fmt.Errorf("%w: %w", errSpanBuild, err)
 	}
 	defer s.close()
-	meta, hd := s.meta, m.HeadDim()
+	set := &RouterSet{}
+	if set.Examples, set.Init, err = examples(m, s, pre.Cache, cont); err != nil {
+		return nil, err
+	}
+	if len(budgets) > 0 {
+		if set.Windows, err = c.windows(s, h, pre.Cache, cont, budgets); err != nil {
+			return nil, err
+		}
+	}
+	return set, nil
+}
+
+// examples decodes cont over the prefilled context pc with full
+// attention and returns the router examples of every (layer, KV head) of
+// span memory s, and s's untrained projections.
+func examples(m *llama.Model, s *spanStore, pc *llama.Cache, cont []int) (exs []router.Example, init [][]float32, err error) {
+	meta, hd, n := s.meta, m.HeadDim(), pc.Len()
 	groups := meta.Layers * meta.KVHeads
 	exs = make([]router.Example, groups)
 	for g := range exs {
@@ -310,7 +346,7 @@ func (c *LongConfig) RouterExamples(ctx, cont []int) (exs []router.Example, init
 		exs[g] = ex
 		init = append(init, s.rt.Routers[g].W)
 	}
-	rec := &recorder{fixedRows: keepRows(pre.Cache, allTokens(n)), t: newTeacher(m, pre.Cache, meta), exs: exs, hd: hd}
+	rec := &recorder{fixedRows: keepRows(pc, allTokens(n)), t: newTeacher(m, pc, meta), exs: exs, hd: hd}
 	if _, err := decode(m, rec, cont, n); err != nil {
 		return nil, nil, err
 	}

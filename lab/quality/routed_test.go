@@ -8,7 +8,7 @@ import (
 	"github.com/kvstore/kvstore/lab/router"
 )
 
-// TestRouterExamples builds the router examples of a short needle: one per
+// TestRouterExamples builds RouterData's router examples of a short needle: one per
 // (layer, KV head), a step per decoded token, each step's teacher mass a
 // share of attention (in [0, 1], summing over the spans to at most 1: the
 // decoded rows hold the rest).
@@ -26,9 +26,13 @@ func TestRouterExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	lc := LongConfig{Model: m, Budgets: []float64{0.25}}
-	exs, init, err := lc.RouterExamples(nd.Tokens[:nd.Context], nd.Tokens[nd.Context:])
+	set, err := lc.RouterData(nd.Tokens[:nd.Context], nd.Tokens[nd.Context:], nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	exs, init := set.Examples, set.Init
+	if set.Windows != nil {
+		t.Fatalf("%d distillation windows for no budget", len(set.Windows))
 	}
 	if len(exs) != m.Layers*m.KVHeads || len(init) != len(exs) {
 		t.Fatalf("%d examples, %d projections for %d groups", len(exs), len(init), m.Layers*m.KVHeads)

@@ -39,7 +39,7 @@ recall line at the end, lab/quality's format) and --text windows are
 plain code whose last --tail tokens are decoded. Each window is
 prefilled, its span memory built, and the decode steps run with full
 attention: the examples are the steps' pre-RoPE queries and the
-teacher's attention mass per span (lab/quality.RouterExamples). The loss
+teacher's attention mass per span (lab/quality.RouterData). The loss
 is lab/router's zoom BCE against that mass plus --budget-weight times a
 budget penalty towards zooming --share of the zoomable rows, plus, with
 --kl W, W times SeKV's distillation term: KL(full attention's next-token
@@ -338,22 +338,22 @@ func routerExamples(ctx context.Context, m *llama.Model, f *routerFlags, ck *rou
 		if err != nil {
 			return err
 		}
-		exs, init, err := lc.RouterExamples(ctxToks, cont)
-		var wins []router.Window
-		if err == nil && f.kl > 0 {
-			wins, err = lc.DistillWindows(ctxToks, cont, f.klBudgets)
+		var budgets []float64
+		if f.kl > 0 {
+			budgets = f.klBudgets
 		}
+		set, err := lc.RouterData(ctxToks, cont, budgets)
 		switch {
 		case errors.Is(err, quality.ErrSpanBuild):
 			ck.Skipped++
 		case err != nil:
 			return fmt.Errorf("window %d: %w", i+1, err)
 		default:
-			ck.Examples = append(ck.Examples, exs...)
-			ck.Distill = append(ck.Distill, wins...)
+			ck.Examples = append(ck.Examples, set.Examples...)
+			ck.Distill = append(ck.Distill, set.Windows...)
 			if ck.Init == nil {
-				ck.Init = init
-				ck.Shape = [4]int{m.Layers, m.KVHeads, len(init[0]) / m.HeadDim(), m.HeadDim()}
+				ck.Init = set.Init
+				ck.Shape = [4]int{m.Layers, m.KVHeads, len(set.Init[0]) / m.HeadDim(), m.HeadDim()}
 			}
 		}
 		ck.Windows = i + 1
