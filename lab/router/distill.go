@@ -25,15 +25,21 @@ import (
 // for a zoomed span, 0 for the others). Backward: the gradient with
 // respect to each span's gate (llama.GateTape.Backward: how the KL would
 // move if the span were let in a little, or pushed out) is taken as the
-// gradient with respect to the soft decision zt_s = sigmoid((alpha_s -
-// tau)/Temp) and carried to W, b and tau (the straight-through estimator).
-// The queries are taken as given: the routers' effect on a later layer's
-// queries through an earlier layer's zoom is not differentiated.
+// gradient with respect to the soft decision z_s = zt_s zc_s and carried
+// to W, b and tau (the straight-through estimator). zt_s = sigmoid((alpha_s
+// - tau)/Temp) is the threshold's decision; zc_s = sigmoid((alpha_s -
+// cut)/CutTemp) is the budget's, where cut is the score of the layer's first
+// span the budget refused (zc_s = 1 when the budget refused none): the
+// relaxation of a top-k choice, the cut held constant. Without zc, once tau
+// falls below every score the budget alone decides the zoom and no
+// gradient would reach W. The queries are taken as given: the routers'
+// effect on a later layer's queries through an earlier layer's zoom is not
+// differentiated.
 //
-// A span whose soft decision is saturated (zt_s (1 - zt_s)/Temp below
-// gateFloor) carries no gradient and, not zoomed, changes nothing in the
-// forward pass; its rows are left out of attention. That is exact in the
-// loss and drops only gradients below gateFloor.
+// A span whose soft decision is saturated (dz_s/dalpha_s below gateFloor)
+// carries no gradient and, not zoomed, changes nothing in the forward
+// pass; its rows are left out of attention. That is exact in the loss and
+// drops only gradients below gateFloor.
 
 const gateFloor = 1e-4
 
@@ -205,11 +211,18 @@ func checkWindow(m *llama.Model, p *Params, w *Window) error {
 // soft decision, the query head of the max, and the gate index of its
 // rows (-1: left out).
 type routed struct {
-	q, pq        [][]float64 // the query heads q_h and W q_h
-	x, alpha, zt []float64
-	arg, gate    []int
-	spans        []int // per gate index, the span
-	spanRows     []int
+	q, pq            [][]float64 // the query heads q_h and W q_h
+	x, alpha, zt, zc []float64
+	arg, gate        []int
+	spans            []int // per gate index, the span
+	spanRows         []int
+}
+
+// slope is d(zt zc)/d alpha of span s: how fast its soft decision moves
+// with its score, through the threshold and the budget's cut.
+func (r *routed) slope(s int, o Options) float64 {
+	zt, zc := r.zt[s], r.zc[s]
+	return zt * zc * ((1-zt)/o.Temp + (1-zc)/o.CutTemp)
 }
 
 // distillStep adds one step's weighted loss and gradient to gr.
@@ -278,13 +291,27 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 		for g := range zoomed {
 			zoomed[g] = make([]bool, len(rt[layer*kv+g].alpha))
 		}
+		cut := math.Inf(-1) // the score of the first span the budget refused
 		for _, c := range cands {
 			n := int64(rt[layer*kv+c.g].spanRows[c.s])
 			if used+n > win.Zoom {
+				if math.IsInf(cut, -1) {
+					cut = c.alpha
+				}
 				continue
 			}
 			used += n
 			zoomed[c.g][c.s] = true
+		}
+		for g := range kv {
+			r := rt[layer*kv+g]
+			r.zc = make([]float64, len(r.alpha))
+			for s, a := range r.alpha {
+				r.zc[s] = 1
+				if !o.soft && !math.IsInf(cut, -1) {
+					r.zc[s] = Sigmoid((a - cut) / o.CutTemp)
+				}
+			}
 		}
 		out := make([]llama.GateRows, kv)
 		for g := range kv {
@@ -301,7 +328,7 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 			}
 			for s, n := range r.spanRows {
 				z := r.zt[s]
-				if n == 0 || (!o.soft && !zoomed[g][s] && z*(1-z)/o.Temp < gateFloor) {
+				if n == 0 || (!o.soft && !zoomed[g][s] && r.slope(s, o) < gateFloor) {
 					continue
 				}
 				r.spans = append(r.spans, s)
@@ -331,6 +358,44 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 	gr.Loss += w * o.KL * loss
 	gr.KL += w * loss
 	dz := tape.Backward(dl)
+	// dKL/dalpha per group and span: through the threshold's decision zt,
+	// and through the budget's cut zc, where the cut c solves sum_s n_s
+	// zc_s = the zoom budget (n_s the span's rows), so that it moves with
+	// every score of the layer: dc/dalpha_s = n_s zc_s' / sum n zc'. A
+	// shift of every score of a layer then moves no decision and carries
+	// no gradient.
+	dalpha := make([][]float64, len(rt))
+	for l := range p.Layers {
+		var cutSum, cutNorm float64
+		for gi := l * kv; gi < (l+1)*kv; gi++ {
+			r := rt[gi]
+			dalpha[gi] = make([]float64, len(r.alpha))
+			for j, s := range r.spans {
+				d := w * o.KL * dz[l][gi%kv][j]
+				if d == 0 {
+					continue
+				}
+				zt, zc := r.zt[s], r.zc[s]
+				thr := d * zc * zt * (1 - zt) / o.Temp
+				gr.Tau[gi] -= thr
+				cut := d * zt * zc * (1 - zc) / o.CutTemp
+				dalpha[gi][s] += thr + cut
+				cutSum += cut
+			}
+			for s, n := range r.spanRows {
+				cutNorm += float64(n) * r.zc[s] * (1 - r.zc[s])
+			}
+		}
+		if cutSum == 0 || cutNorm == 0 {
+			continue
+		}
+		for gi := l * kv; gi < (l+1)*kv; gi++ {
+			r := rt[gi]
+			for s, n := range r.spanRows {
+				dalpha[gi][s] -= cutSum * float64(n) * r.zc[s] * (1 - r.zc[s]) / cutNorm
+			}
+		}
+	}
 	for gi, r := range rt {
 		pk := pkOf(gi)
 		dpq := make([][]float64, per)
@@ -338,15 +403,12 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 			dpq[h] = make([]float64, p.Dim)
 		}
 		moved := false
-		for j, s := range r.spans {
-			d := w * o.KL * dz[gi/kv][gi%kv][j]
-			if d == 0 {
+		for s, da := range dalpha[gi] {
+			if da == 0 {
 				continue
 			}
-			zt, a := r.zt[s], r.alpha[s]
-			dzt := d * zt * (1 - zt) / o.Temp // d/dalpha; d/dtau is its negative
-			gr.Tau[gi] -= dzt
-			dx := dzt * a * (1 - a)
+			a := r.alpha[s]
+			dx := da * a * (1 - a)
 			gr.Bias[gi] += dx
 			h := r.arg[s]
 			axpy(dpq[h], dx, pk[s])

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
@@ -127,14 +128,22 @@ func TestDistillGradient(t *testing.T) {
 // no gate.
 func ungated(t *testing.T, m *llama.Model, w *Window, i int, zoomAll bool) []float64 {
 	t.Helper()
+	return zoomedLogits(t, m, w, i, func(int, int) bool { return zoomAll })
+}
+
+// zoomedLogits is the logits of w's step i over the resident rows, the
+// continuation's rows before it and the rows of the spans s of the groups
+// g with zoom(g, s), no gate.
+func zoomedLogits(t *testing.T, m *llama.Model, w *Window, i int, zoom func(g, s int) bool) []float64 {
+	t.Helper()
 	hd := m.HeadDim()
 	tape, err := m.GateForward(w.Cont[i], w.Pos+int64(i), func(layer int, _ []float64) ([]llama.GateRows, error) {
 		out := make([]llama.GateRows, m.KVHeads)
 		for g := range out {
 			wg := w.Groups[layer*m.KVHeads+g]
 			rs := llama.GateRows{K: append(append([]float32(nil), wg.K...), wg.ContK[:i*hd]...), V: append(append([]float32(nil), wg.V...), wg.ContV[:i*hd]...)}
-			if zoomAll {
-				for s := range wg.SpanK {
+			for s := range wg.SpanK {
+				if zoom(layer*m.KVHeads+g, s) {
 					rs.K, rs.V = append(rs.K, wg.SpanK[s]...), append(rs.V, wg.SpanV[s]...)
 				}
 			}
@@ -260,6 +269,78 @@ func TestTrainDistill(t *testing.T) {
 			t.Fatalf("resumed run differs at parameter %d: %v against %v", i, a[i], b[i])
 		}
 	}
+}
+
+// TestDistillBudgetCut: with tau below every score the budget alone
+// decides the zoom, and the gradient reaches W through the budget's cut:
+// trained on the distillation term alone towards a teacher that zoomed
+// one span the routers rank low, the routers come to zoom it and the KL
+// falls to near 0. With room for every span nothing is left to learn and
+// the gradient is 0.
+func TestDistillBudgetCut(t *testing.T) {
+	m := tinyModel(t, 1)
+	rng := rand.New(rand.NewPCG(27, 28))
+	p, w := randomWindow(m, rng, 8, 1, 0)
+	for g := range p.Tau {
+		p.Tau[g], p.Bias[g] = -5, 0
+		for j := range p.W[g] {
+			p.W[g][j] *= 0.3 // moderate scores, alpha away from 0 and 1
+		}
+	}
+	hd := m.HeadDim()
+	target := 0 // the span of group 0 with the most rows, which the budget fits alone
+	for s, k := range w.Groups[0].SpanK {
+		if len(k) > len(w.Groups[0].SpanK[target]) {
+			target = s
+		}
+	}
+	w.Zoom = int64(len(w.Groups[0].SpanK[target]) / hd)
+	for i := range w.Cont {
+		logits := zoomedLogits(t, m, &w, i, func(g, s int) bool { return g == 0 && s == target })
+		z := make([]float32, len(logits))
+		for j, v := range logits {
+			z[j] = float32(v)
+		}
+		w.Teacher[i] = llama.Probs(z)
+	}
+	wins := []Window{w}
+	const temp = 0.2
+	grad := func(p *Params, wins []Window) *Grad {
+		g := newGrad(p)
+		if err := Distill(m, p, wins, Refs(wins), Options{KL: 1, Temp: temp}, g); err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	roomy := w
+	roomy.Zoom = 1000
+	tiny := func(v float64) bool { return math.Abs(v) < 1e-9 }
+	if g := grad(p, []Window{roomy}); g.KL <= 0 || !all(g.W[0], tiny) || !tiny(g.Tau[0]) {
+		t.Fatalf("room for every span: KL %v, W gradient %v, tau gradient %v, want a KL and no gradient", g.KL, g.W[0][:4], g.Tau[0])
+	}
+	first := grad(p, wins)
+	if first.KL < 0.01 {
+		t.Fatalf("the routers zoom the teacher's span already: KL %v", first.KL)
+	}
+	if all(first.W[0], tiny) {
+		t.Fatal("no gradient reaches W through the budget's cut")
+	}
+	exs := []Example{{Group: 0, Keys: make([]float64, hd), Tokens: []int{1}, Steps: []Step{{Queries: make([]float64, hd), Mass: []float64{0}}}}}
+	st := NewState(p.Clone())
+	o := TrainOptions{Loss: Options{KL: 1, Zoom: 1e-9, Temp: temp}, Steps: 40, LR: 0.05, Model: m, Windows: wins}
+	if err := Train(context.Background(), st, exs, o); err != nil {
+		t.Fatal(err)
+	}
+	last := grad(st.Params, wins)
+	t.Logf("KL %.4f -> %.4f", first.KL, last.KL)
+	if !(last.KL < 0.1*first.KL) {
+		t.Fatalf("distillation KL %v -> %v: the routers did not learn to zoom the teacher's span", first.KL, last.KL)
+	}
+}
+
+// all is whether every entry of v meets f.
+func all(v []float64, f func(float64) bool) bool {
+	return !slices.ContainsFunc(v, func(x float64) bool { return !f(x) })
 }
 
 func TestDistillRefuses(t *testing.T) {

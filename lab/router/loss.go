@@ -38,8 +38,9 @@ type Options struct {
 	// the share of the zoomable rows zoomed, Temp the temperature of the
 	// soft zoom decisions (0: 0.01).
 	Budget, Share, Temp float64
-	// KL weighs the distillation term (Distill; 0: none).
-	KL float64
+	// KL weighs the distillation term (Distill; 0: none). CutTemp is the
+	// temperature of its budget cut's soft decision (0: Temp).
+	KL, CutTemp float64
 	// soft, for the gradient check, lets every zoomable span in with
 	// its soft decision as its gate (no threshold, budget or floor):
 	// then Distill's gradient is the exact gradient of its loss on a
@@ -53,6 +54,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Temp == 0 {
 		o.Temp = 0.01
+	}
+	if o.CutTemp == 0 {
+		o.CutTemp = o.Temp
 	}
 	return o
 }

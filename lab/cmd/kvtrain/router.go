@@ -44,8 +44,10 @@ is lab/router's zoom BCE against that mass plus --budget-weight times a
 budget penalty towards zooming --share of the zoomable rows, plus, with
 --kl W, W times SeKV's distillation term: KL(full attention's next-token
 distribution || span memory's) at the windows' decode steps, the zooms
-decided by the routers and differentiated straight through
-(lab/router.Distill). Its memories are the span memories of each window
+decided by the routers and differentiated straight through, both
+through the threshold tau and through the cut of each layer's zoom
+budget (soft decisions at temperatures --temp and --kl-temp;
+lab/router.Distill). Its memories are the span memories of each window
 at each of --kl-budgets; each Adam step draws --kl-steps of their decode
 steps. The whole is minimised by Adam for --steps steps at --lr.
 
@@ -59,16 +61,16 @@ its next window or step, saves the checkpoint and stores nothing (exit
 
 // routerFlags are router's flags, parsed.
 type routerFlags struct {
-	model                         modelFlags
-	data, checkpoint              string
-	needles, text, window, tail   int
-	steps, checkpointEvery        int
-	lr, budgetWeight, share, temp float64
-	anchorAlpha                   float64
-	seed                          uint64
-	kl                            float64
-	klBudgets                     []float64
-	klSteps                       int
+	model                                 modelFlags
+	data, checkpoint                      string
+	needles, text, window, tail           int
+	steps, checkpointEvery                int
+	lr, budgetWeight, share, temp, klTemp float64
+	anchorAlpha                           float64
+	seed                                  uint64
+	kl                                    float64
+	klBudgets                             []float64
+	klSteps                               int
 }
 
 func (f *routerFlags) define(fs *pflag.FlagSet) {
@@ -85,6 +87,7 @@ func (f *routerFlags) define(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.budgetWeight, "budget-weight", 1, "weight of the budget penalty")
 	fs.Float64Var(&f.share, "share", 0.05, "budget penalty's target: the share of the zoomable rows zoomed")
 	fs.Float64Var(&f.temp, "temp", 0.01, "temperature of the soft zoom decisions of the budget penalty")
+	fs.Float64Var(&f.klTemp, "kl-temp", 0, "--kl: temperature of the soft decision of the budget's cut, the score of the first span a layer's zoom budget refuses (0: --temp)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the windows")
 	fs.Float64Var(&f.kl, "kl", 0, "weight of the distillation term, KL(full || span memory) through straight-through zoom decisions (0: none)")
 	fs.Float64SliceVar(&f.klBudgets, "kl-budgets", []float64{0.1, 0.25}, "GPU budgets (fractions of a window's KV) of the span memories the distillation term decodes over, one memory per window and budget")
@@ -104,8 +107,8 @@ func (f *routerFlags) check() error {
 		return fmt.Errorf("%w: --checkpoint is required", errUsage)
 	case math.IsNaN(f.anchorAlpha) || math.IsInf(f.anchorAlpha, 0):
 		return fmt.Errorf("%w: --anchor-alpha must be finite", errUsage)
-	case !(f.kl >= 0) || f.klSteps < 0 || (f.kl > 0 && len(f.klBudgets) == 0):
-		return fmt.Errorf("%w: --kl >= 0, --kl-steps >= 0, --kl-budgets not empty with --kl", errUsage)
+	case !(f.kl >= 0) || f.klSteps < 0 || (f.kl > 0 && len(f.klBudgets) == 0) || !(f.klTemp >= 0):
+		return fmt.Errorf("%w: --kl >= 0, --kl-steps >= 0, --kl-temp >= 0, --kl-budgets not empty with --kl", errUsage)
 	}
 	for _, b := range f.klBudgets {
 		if !(b > 0 && b <= 1) {
@@ -254,7 +257,7 @@ func runRouter(ctx context.Context, e *env, f *routerFlags) error {
 		}
 		ck.State = router.NewState(params)
 	}
-	lo := router.Options{Budget: f.budgetWeight, Share: f.share, Temp: f.temp, KL: f.kl}
+	lo := router.Options{Budget: f.budgetWeight, Share: f.share, Temp: f.temp, KL: f.kl, CutTemp: f.klTemp}
 	first, err := routerLoss(m, ck, lo, f.klSteps)
 	if err != nil {
 		return err
