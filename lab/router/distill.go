@@ -218,6 +218,42 @@ type routed struct {
 	spanRows         []int
 }
 
+// softCut is the cut c at which the soft decisions sigmoid((alpha_s -
+// c)/temp) of a layer's zoomable spans (rts, its groups) let in zoom rows
+// in all, found by bisection; -Inf when every span fits.
+func softCut(rts []*routed, zoom int64, temp float64) float64 {
+	lo, hi, total := math.Inf(1), math.Inf(-1), 0
+	for _, r := range rts {
+		for s, n := range r.spanRows {
+			if n > 0 {
+				lo, hi, total = min(lo, r.alpha[s]), max(hi, r.alpha[s]), total+n
+			}
+		}
+	}
+	if int64(total) <= zoom {
+		return math.Inf(-1)
+	}
+	rows := func(c float64) float64 {
+		var sum float64
+		for _, r := range rts {
+			for s, n := range r.spanRows {
+				sum += float64(n) * Sigmoid((r.alpha[s]-c)/temp)
+			}
+		}
+		return sum
+	}
+	lo, hi = lo-60*temp, hi+60*temp
+	for range 200 {
+		mid := (lo + hi) / 2
+		if rows(mid) > float64(zoom) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
+}
+
 // slope is d(zt zc)/d alpha of span s: how fast its soft decision moves
 // with its score, through the threshold and the budget's cut.
 func (r *routed) slope(s int, o Options) float64 {
@@ -303,12 +339,18 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 			used += n
 			zoomed[c.g][c.s] = true
 		}
+		if o.soft {
+			cut = math.Inf(-1)
+			if o.softCut {
+				cut = softCut(rt[layer*kv:(layer+1)*kv], win.Zoom, o.CutTemp)
+			}
+		}
 		for g := range kv {
 			r := rt[layer*kv+g]
 			r.zc = make([]float64, len(r.alpha))
 			for s, a := range r.alpha {
 				r.zc[s] = 1
-				if !o.soft && !math.IsInf(cut, -1) {
+				if !math.IsInf(cut, -1) {
 					r.zc[s] = Sigmoid((a - cut) / o.CutTemp)
 				}
 			}
@@ -335,7 +377,7 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 				v := 0.0
 				switch {
 				case o.soft:
-					v = z
+					v = z * r.zc[s]
 				case zoomed[g][s]:
 					v = 1
 				}

@@ -73,53 +73,70 @@ func randomWindow(m *llama.Model, rng *rand.Rand, spans, cont int, zoom int64) (
 // TestDistillGradient checks Distill's gradient against central finite
 // differences of its loss with soft gates on a one-layer model, where
 // the routers reach the loss only through the gates (a later layer's
-// queries would also move with an earlier layer's zoom).
+// queries would also move with an earlier layer's zoom): through the
+// threshold alone, and through the threshold and a budget cut that moves
+// with every score.
 func TestDistillGradient(t *testing.T) {
-	m := tinyModel(t, 1)
-	rng := rand.New(rand.NewPCG(21, 22))
-	p, w := randomWindow(m, rng, 9, 3, 0)
-	wins := []Window{w}
-	o := Options{KL: 1, Temp: 0.3, soft: true}
-	loss := func(p *Params) float64 {
-		g := newGrad(p)
-		if err := Distill(m, p, wins, Refs(wins), o, g); err != nil {
-			t.Fatal(err)
-		}
-		return g.Loss
-	}
-	g := newGrad(p)
-	if err := Distill(m, p, wins, Refs(wins), o, g); err != nil {
-		t.Fatal(err)
-	}
-	if g.KL <= 0 || g.Loss != g.KL {
-		t.Fatalf("loss %v, KL %v", g.Loss, g.KL)
-	}
-	const h = 1e-5
-	check := func(name string, x *float64, got float64) {
-		x0 := *x
-		*x = x0 + h
-		up := loss(p)
-		*x = x0 - h
-		dn := loss(p)
-		*x = x0
-		fd := (up - dn) / (2 * h)
-		if math.Abs(fd-got) > 1e-6+1e-4*math.Abs(fd) {
-			t.Errorf("%s: gradient %.8g, finite difference %.8g", name, got, fd)
-		}
-	}
-	nonzero := 0
-	for gi := range p.Groups() {
-		check("bias", &p.Bias[gi], g.Bias[gi])
-		check("tau", &p.Tau[gi], g.Tau[gi])
-		for _, i := range rng.Perm(len(p.W[gi]))[:8] {
-			check("W", &p.W[gi][i], g.W[gi][i])
-			if g.W[gi][i] != 0 {
-				nonzero++
+	for _, c := range []struct {
+		name string
+		cut  bool
+	}{{"threshold", false}, {"budget cut", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			m := tinyModel(t, 1)
+			rng := rand.New(rand.NewPCG(21, 22))
+			p, w := randomWindow(m, rng, 9, 3, 0)
+			o := Options{KL: 1, Temp: 0.3, soft: true}
+			if c.cut {
+				rows := 0
+				for _, k := range append(w.Groups[0].SpanK, w.Groups[1].SpanK...) {
+					rows += len(k) / m.HeadDim()
+				}
+				w.Zoom = int64(rows / 2)
+				o.softCut, o.CutTemp = true, 0.2
 			}
-		}
-	}
-	if nonzero < 8 || g.Tau[0] == 0 || g.Bias[1] == 0 {
-		t.Fatalf("gradient mostly zero: %d of 16 W entries, tau %v, bias %v", nonzero, g.Tau, g.Bias)
+			wins := []Window{w}
+			loss := func(p *Params) float64 {
+				g := newGrad(p)
+				if err := Distill(m, p, wins, Refs(wins), o, g); err != nil {
+					t.Fatal(err)
+				}
+				return g.Loss
+			}
+			g := newGrad(p)
+			if err := Distill(m, p, wins, Refs(wins), o, g); err != nil {
+				t.Fatal(err)
+			}
+			if g.KL <= 0 || g.Loss != g.KL {
+				t.Fatalf("loss %v, KL %v", g.Loss, g.KL)
+			}
+			const h = 1e-5
+			check := func(name string, x *float64, got float64) {
+				x0 := *x
+				*x = x0 + h
+				up := loss(p)
+				*x = x0 - h
+				dn := loss(p)
+				*x = x0
+				fd := (up - dn) / (2 * h)
+				if math.Abs(fd-got) > 1e-6+1e-4*math.Abs(fd) {
+					t.Errorf("%s: gradient %.8g, finite difference %.8g", name, got, fd)
+				}
+			}
+			nonzero := 0
+			for gi := range p.Groups() {
+				check("bias", &p.Bias[gi], g.Bias[gi])
+				check("tau", &p.Tau[gi], g.Tau[gi])
+				for _, i := range rng.Perm(len(p.W[gi]))[:8] {
+					check("W", &p.W[gi][i], g.W[gi][i])
+					if g.W[gi][i] != 0 {
+						nonzero++
+					}
+				}
+			}
+			if nonzero < 8 || g.Tau[0] == 0 || g.Bias[1] == 0 {
+				t.Fatalf("gradient mostly zero: %d of 16 W entries, tau %v, bias %v", nonzero, g.Tau, g.Bias)
+			}
+		})
 	}
 }
 

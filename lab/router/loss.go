@@ -46,6 +46,11 @@ type Options struct {
 	// then Distill's gradient is the exact gradient of its loss on a
 	// one-layer model.
 	soft bool
+	// softCut, with soft, lets the zoom budget in as the soft cut: c
+	// solving sum_s n_s sigmoid((alpha_s - c)/CutTemp) = the budget
+	// (softCut in distill.go), each gate zt_s zc_s; the gradient then
+	// checks the budget cut's, dc/dalpha included.
+	softCut bool
 }
 
 func (o Options) withDefaults() Options {
