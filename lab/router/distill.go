@@ -30,9 +30,11 @@ import (
 // - tau)/Temp) is the threshold's decision; zc_s = sigmoid((alpha_s -
 // cut)/CutTemp) is the budget's, where cut is the score of the layer's first
 // span the budget refused (zc_s = 1 when the budget refused none): the
-// relaxation of a top-k choice, the cut held constant. Without zc, once tau
-// falls below every score the budget alone decides the zoom and no
-// gradient would reach W. The queries are taken as given: the routers'
+// relaxation of a top-k choice. The cut is differentiated as the cut c of
+// a soft budget, sum_s n_s zc_s = the budget (n_s a span's rows), would
+// be: dc/dalpha_s = n_s zc_s' / sum n zc', so that shifting every score of
+// a layer alike carries no gradient. Without zc, once tau falls below
+// every score the budget alone decides the zoom and no gradient reaches W. The queries are taken as given: the routers'
 // effect on a later layer's queries through an earlier layer's zoom is not
 // differentiated.
 //
