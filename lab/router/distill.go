@@ -110,7 +110,8 @@ func SampleRefs(refs []StepRef, n int, seed uint64) []StepRef {
 // each step, and its straight-through gradient, to gr (gr.KL gets the mean
 // KL itself). Steps run on GOMAXPROCS goroutines. Errors wrap
 // ErrInvalidArgument (no model, a window not shaped for m and p, a
-// teacher entry that is no probability) or are the model's.
+// teacher entry that is no probability, a temperature not above 0) or are
+// the model's.
 func Distill(m *llama.Model, p *Params, wins []Window, refs []StepRef, o Options, gr *Grad) error {
 	if err := p.check(); err != nil {
 		return err
@@ -132,6 +133,9 @@ func Distill(m *llama.Model, p *Params, wins []Window, refs []StepRef, o Options
 		}
 	}
 	o = o.withDefaults()
+	if !(o.Temp > 0) || !(o.CutTemp > 0) || math.IsInf(o.Temp, 1) || math.IsInf(o.CutTemp, 1) {
+		return fmt.Errorf("%w: temperatures %v and %v, want finite and above 0", ErrInvalidArgument, o.Temp, o.CutTemp)
+	}
 	workers := min(runtime.GOMAXPROCS(0), len(refs))
 	grads := make([]*Grad, workers)
 	errs := make([]error, workers)

@@ -389,6 +389,11 @@ func TestDistillRefuses(t *testing.T) {
 	if err := Distill(nil, p, []Window{w}, []StepRef{{0, 0}}, Options{KL: 1}, newGrad(p)); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("no model: got %v, want ErrInvalidArgument", err)
 	}
+	for _, o := range []Options{{KL: 1, Temp: -1}, {KL: 1, CutTemp: -0.1}, {KL: 1, CutTemp: math.NaN()}, {KL: 1, Temp: math.Inf(1)}} {
+		if err := Distill(m, p, []Window{w}, []StepRef{{0, 0}}, o, newGrad(p)); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("temperatures %v, %v: got %v, want ErrInvalidArgument", o.Temp, o.CutTemp, err)
+		}
+	}
 	for _, refs := range [][]StepRef{nil, {{1, 0}}, {{0, 2}}, {{0, -1}}} {
 		if err := Distill(m, p, []Window{w}, refs, Options{KL: 1}, newGrad(p)); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("steps %v: got %v, want ErrInvalidArgument", refs, err)
