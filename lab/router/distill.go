@@ -34,9 +34,9 @@ import (
 // a soft budget, sum_s n_s zc_s = the budget (n_s a span's rows), would
 // be: dc/dalpha_s = n_s zc_s' / sum n zc', so that shifting every score of
 // a layer alike carries no gradient. Without zc, once tau falls below
-// every score the budget alone decides the zoom and no gradient reaches W. The queries are taken as given: the routers'
-// effect on a later layer's queries through an earlier layer's zoom is not
-// differentiated.
+// every score the budget alone decides the zoom and no gradient reaches
+// W. The queries are taken as given: the routers' effect on a later
+// layer's queries through an earlier layer's zoom is not differentiated.
 //
 // A span whose soft decision is saturated (dz_s/dalpha_s below gateFloor)
 // carries no gradient and, not zoomed, changes nothing in the forward
@@ -110,7 +110,7 @@ func SampleRefs(refs []StepRef, n int, seed uint64) []StepRef {
 // each step, and its straight-through gradient, to gr (gr.KL gets the mean
 // KL itself). Steps run on GOMAXPROCS goroutines. Errors wrap
 // ErrInvalidArgument (no model, a window not shaped for m and p, a
-// teacher entry that is no probability, a temperature not above 0) or are
+// teacher entry that is no probability, options Loss refuses too) or are
 // the model's.
 func Distill(m *llama.Model, p *Params, wins []Window, refs []StepRef, o Options, gr *Grad) error {
 	if err := p.check(); err != nil {
@@ -132,9 +132,9 @@ func Distill(m *llama.Model, p *Params, wins []Window, refs []StepRef, o Options
 			return fmt.Errorf("%w: step %+v of %d windows", ErrInvalidArgument, r, len(wins))
 		}
 	}
-	o = o.withDefaults()
-	if !(o.Temp > 0) || !(o.CutTemp > 0) || math.IsInf(o.Temp, 1) || math.IsInf(o.CutTemp, 1) {
-		return fmt.Errorf("%w: temperatures %v and %v, want finite and above 0", ErrInvalidArgument, o.Temp, o.CutTemp)
+	o, err := o.resolve()
+	if err != nil {
+		return err
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(refs))
 	grads := make([]*Grad, workers)
@@ -426,9 +426,9 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 				zt, zc := r.zt[s], r.zc[s]
 				thr := d * zc * zt * (1 - zt) / o.Temp
 				gr.Tau[gi] -= thr
-				cut := d * zt * zc * (1 - zc) / o.CutTemp
-				dalpha[gi][s] += thr + cut
-				cutSum += cut
+				viaCut := d * zt * zc * (1 - zc) / o.CutTemp
+				dalpha[gi][s] += thr + viaCut
+				cutSum += viaCut
 			}
 			for s, n := range r.spanRows {
 				cutNorm += float64(n) * r.zc[s] * (1 - r.zc[s])

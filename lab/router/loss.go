@@ -53,7 +53,10 @@ type Options struct {
 	softCut bool
 }
 
-func (o Options) withDefaults() Options {
+// resolve is o with its defaults, or ErrInvalidArgument for a weight that
+// is not finite and at least 0, a temperature not finite and above 0, or
+// a Share outside [0, 1]: Loss and Distill take the same options.
+func (o Options) resolve() (Options, error) {
 	if o.Zoom == 0 {
 		o.Zoom = 1
 	}
@@ -63,7 +66,21 @@ func (o Options) withDefaults() Options {
 	if o.CutTemp == 0 {
 		o.CutTemp = o.Temp
 	}
-	return o
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	for _, w := range []float64{o.Zoom, o.Budget, o.KL} {
+		if !finite(w) || w < 0 {
+			return o, fmt.Errorf("%w: loss weight %v, want finite and at least 0", ErrInvalidArgument, w)
+		}
+	}
+	for _, t := range []float64{o.Temp, o.CutTemp} {
+		if !finite(t) || t <= 0 {
+			return o, fmt.Errorf("%w: temperature %v, want finite and above 0", ErrInvalidArgument, t)
+		}
+	}
+	if !(o.Share >= 0 && o.Share <= 1) {
+		return o, fmt.Errorf("%w: budget share %v outside [0, 1]", ErrInvalidArgument, o.Share)
+	}
+	return o, nil
 }
 
 // Grad is the gradient of the loss, shaped as Params.
@@ -96,7 +113,10 @@ func Loss(p *Params, exs []Example, o Options) (*Grad, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
-	o = o.withDefaults()
+	o, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
 	gr := newGrad(p)
 	steps := 0
 	for _, ex := range exs {

@@ -155,4 +155,24 @@ func TestLossInvalid(t *testing.T) {
 			}
 		})
 	}
+	for _, o := range []struct {
+		name string
+		o    Options
+	}{
+		{"negative temperature", Options{Temp: -0.1}},
+		{"NaN cut temperature", Options{CutTemp: math.NaN()}},
+		{"infinite temperature", Options{Temp: math.Inf(1)}},
+		{"negative budget weight", Options{Budget: -1}},
+		{"NaN zoom weight", Options{Zoom: math.NaN()}},
+		{"share above 1", Options{Share: 1.5}},
+	} {
+		t.Run(o.name, func(t *testing.T) {
+			if _, err := Loss(p.Clone(), exs, o.o); !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("err %v, want ErrInvalidArgument", err)
+			}
+		})
+	}
+	if _, err := Loss(p.Clone(), exs, Options{}); err != nil {
+		t.Fatalf("default options: %v", err)
+	}
 }
