@@ -11,8 +11,8 @@ import (
 	"github.com/kvstore/kvstore/lab/router"
 )
 
-// TestDistillWindows: RouterData's distillation window of a needle is the memory
-// span memory decodes with. At the continuation's first step (no decoded
+// TestDistillWindows: RouterData's distillation window of a needle is
+// the memory span memory decodes with. At the continuation's first step (no decoded
 // rows yet) lab/router's hard forward over it, with routers equal to the
 // untrained ones, gives the KL of the span method's own decode; the
 // resident rows and the zoom fit the budget.

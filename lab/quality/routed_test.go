@@ -8,8 +8,8 @@ import (
 	"github.com/kvstore/kvstore/lab/router"
 )
 
-// TestRouterExamples builds RouterData's router examples of a short needle: one per
-// (layer, KV head), a step per decoded token, each step's teacher mass a
+// TestRouterExamples builds RouterData's router examples of a short
+// needle: one per (layer, KV head), a step per decoded token, each step's teacher mass a
 // share of attention (in [0, 1], summing over the spans to at most 1: the
 // decoded rows hold the rest).
 // Routers trained briefly on them and stored as artifacts then route
