@@ -40,7 +40,7 @@ plain code whose last --tail tokens are decoded. Each window is
 prefilled, its span memory built, and the decode steps run with full
 attention: the examples are the steps' pre-RoPE queries and the
 teacher's attention mass per span (lab/quality.RouterData). The loss
-is lab/router's zoom BCE against that mass plus --budget-weight times a
+is lab/router's zoom BCE against that mass (weighed by --zoom-weight) plus --budget-weight times a
 budget penalty towards zooming --share of the zoomable rows, plus, with
 --kl W, W times SeKV's distillation term: KL(full attention's next-token
 distribution || span memory's) at the windows' decode steps, the zooms
@@ -66,6 +66,7 @@ type routerFlags struct {
 	needles, text, window, tail           int
 	steps, checkpointEvery                int
 	lr, budgetWeight, share, temp, klTemp float64
+	zoomWeight                            float64
 	anchorAlpha                           float64
 	seed                                  uint64
 	kl                                    float64
@@ -85,6 +86,7 @@ func (f *routerFlags) define(fs *pflag.FlagSet) {
 	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 50, "steps between checkpoints")
 	fs.Float64Var(&f.lr, "lr", 0.01, "Adam learning rate")
 	fs.Float64Var(&f.budgetWeight, "budget-weight", 1, "weight of the budget penalty")
+	fs.Float64Var(&f.zoomWeight, "zoom-weight", 1, "weight of the zoom BCE against the teacher's attention mass (> 0)")
 	fs.Float64Var(&f.share, "share", 0.05, "budget penalty's target: the share of the zoomable rows zoomed")
 	fs.Float64Var(&f.temp, "temp", 0.01, "temperature of the soft zoom decisions of the budget penalty")
 	fs.Float64Var(&f.klTemp, "kl-temp", 0, "--kl: temperature of the soft decision of the budget's cut, the score of the first span a layer's zoom budget refuses (0: --temp)")
@@ -105,6 +107,8 @@ func (f *routerFlags) check() error {
 		return fmt.Errorf("%w: --steps, --checkpoint-every, --budget-weight >= 0, --lr, --temp > 0, --share in [0, 1]", errUsage)
 	case f.checkpoint == "":
 		return fmt.Errorf("%w: --checkpoint is required", errUsage)
+	case !(f.zoomWeight > 0) || math.IsInf(f.zoomWeight, 0):
+		return fmt.Errorf("%w: --zoom-weight must be finite and > 0, got %v", errUsage, f.zoomWeight)
 	case math.IsNaN(f.anchorAlpha) || math.IsInf(f.anchorAlpha, 0):
 		return fmt.Errorf("%w: --anchor-alpha must be finite", errUsage)
 	case !(f.kl >= 0) || f.klSteps < 0 || (f.kl > 0 && len(f.klBudgets) == 0) || !(f.klTemp >= 0):
@@ -257,7 +261,7 @@ func runRouter(ctx context.Context, e *env, f *routerFlags) error {
 		}
 		ck.State = router.NewState(params)
 	}
-	lo := router.Options{Budget: f.budgetWeight, Share: f.share, Temp: f.temp, KL: f.kl, CutTemp: f.klTemp}
+	lo := router.Options{Zoom: f.zoomWeight, Budget: f.budgetWeight, Share: f.share, Temp: f.temp, KL: f.kl, CutTemp: f.klTemp}
 	first, err := routerLoss(m, ck, lo, f.klSteps)
 	if err != nil {
 		return err

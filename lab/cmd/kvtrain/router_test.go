@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,6 +147,37 @@ func TestRouterDistill(t *testing.T) {
 	for _, bad := range [][]string{{"--kl", "-1"}, {"--kl", "1", "--kl-budgets", "1.5"}, {"--kl-steps", "-2"}} {
 		if r := kvtrain(t, append(routerArgs(t, dir2, ckpt2, "2"), bad...)...).want(t, exitUsage); r.stderr == "" {
 			t.Fatalf("%v: no message", bad)
+		}
+	}
+}
+
+// --zoom-weight weighs the zoom BCE: over the same routers and examples a
+// larger weight gives a larger loss, and a weight that is not finite and
+// above 0 is refused.
+func TestRouterZoomWeight(t *testing.T) {
+	dir, ckpt := t.TempDir(), filepath.Join(t.TempDir(), "ckpt")
+	kvtrain(t, append(routerArgs(t, dir, ckpt, "1"), "--create")...).want(t, exitOK)
+	var loss []float64
+	for _, w := range []string{"0.5", "1", "2"} {
+		// Resumed at the checkpoint's step: no step taken, the
+		// report's first loss is the same routers' under the weight.
+		r := kvtrain(t, append(routerArgs(t, dir, ckpt, "1"), "--json", "--zoom-weight", w)...).want(t, exitOK)
+		var rep routerReport
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+			t.Fatalf("%v: %q", err, r.stdout)
+		}
+		if rep.Steps != 1 || rep.Loss != rep.FirstLoss {
+			t.Fatalf("--zoom-weight %s: trained again: %+v", w, rep)
+		}
+		loss = append(loss, rep.FirstLoss)
+	}
+	// With the budget penalty P and the BCE B: loss = w B + P.
+	if b := loss[2] - loss[1]; !(b > 0) || math.Abs((loss[1]-loss[0])-b/2) > 1e-9*b {
+		t.Fatalf("losses %v at weights 0.5, 1, 2: not w B + P", loss)
+	}
+	for _, bad := range []string{"0", "-1", "NaN", "+Inf"} {
+		if r := kvtrain(t, append(routerArgs(t, dir, ckpt, "1"), "--zoom-weight", bad)...).want(t, exitUsage); !strings.Contains(r.stderr, "--zoom-weight") {
+			t.Fatalf("--zoom-weight %s: stderr %q", bad, r.stderr)
 		}
 	}
 }
