@@ -22,12 +22,13 @@ import (
 // RequestSpans chooses the spans of one request from per-group queries:
 // each group g (layer*KVHeads + head, queries[g] the pre-RoPE query
 // vectors of its query heads, any number of tokens; empty: not routed)
-// scores every span with rt.Score; a span's request score is its best
+// scores every span with rt.Score at position pos (where the request's
+// decoding begins: the context's length, for the routers' recency term); a span's request score is its best
 // score over the groups where it passes that group's threshold rt.Tau[g];
 // spans are taken in descending request score (ties to the lower index)
 // while their rt.SpanTokens fit in tokens, skipping one that does not fit
 // and going on (reconstruct.Budget.Fill). The result is ascending.
-func RequestSpans(rt *store.Routing, queries [][]float32, tokens int64) ([]int, error) {
+func RequestSpans(rt *store.Routing, pos int64, queries [][]float32, tokens int64) ([]int, error) {
 	if len(queries) != len(rt.Routers) || len(rt.Tau) != len(rt.Routers) {
 		return nil, fmt.Errorf("%w: request spans: queries for %d groups, %d thresholds, the routing has %d", ErrInvalidArgument, len(queries), len(rt.Tau), len(rt.Routers))
 	}
@@ -41,7 +42,7 @@ func RequestSpans(rt *store.Routing, queries [][]float32, tokens int64) ([]int, 
 			continue
 		}
 		var err error
-		if sc, err = rt.Score(g, q, sc); err != nil {
+		if sc, err = rt.Score(g, pos, q, sc); err != nil {
 			return nil, fmt.Errorf("llamacpp: request spans: group %d: %w", g, err)
 		}
 		for s, a := range sc {
@@ -175,11 +176,11 @@ func growF32(x []float32, n int) []float32 {
 }
 
 // GroupSpans chooses the spans of one request per (layer, KV head) group:
-// group g's spans (queries[g] as RequestSpans takes them; empty: none) in
+// group g's spans (pos and queries[g] as RequestSpans takes them; empty: none) in
 // descending score above rt.Tau[g] while their rt.SpanTokens fit in
 // tokens, skipping one that does not fit (reconstruct.Select with
 // Budget.Fill). Each result is ascending.
-func GroupSpans(rt *store.Routing, queries [][]float32, tokens int64) ([][]int, error) {
+func GroupSpans(rt *store.Routing, pos int64, queries [][]float32, tokens int64) ([][]int, error) {
 	if len(queries) != len(rt.Routers) || len(rt.Tau) != len(rt.Routers) {
 		return nil, fmt.Errorf("%w: group spans: queries for %d groups, %d thresholds, the routing has %d", ErrInvalidArgument, len(queries), len(rt.Tau), len(rt.Routers))
 	}
@@ -191,7 +192,7 @@ func GroupSpans(rt *store.Routing, queries [][]float32, tokens int64) ([][]int, 
 		if len(q) == 0 {
 			continue
 		}
-		sc, err := rt.Score(g, q, nil)
+		sc, err := rt.Score(g, pos, q, nil)
 		if err != nil {
 			return nil, fmt.Errorf("llamacpp: group spans: group %d: %w", g, err)
 		}

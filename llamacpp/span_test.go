@@ -260,10 +260,10 @@ func TestSpanRowsBad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := llamacpp.RequestSpans(rt, make([][]float32, 1), 10); !errors.Is(err, llamacpp.ErrInvalidArgument) {
+	if _, err := llamacpp.RequestSpans(rt, 0, make([][]float32, 1), 10); !errors.Is(err, llamacpp.ErrInvalidArgument) {
 		t.Errorf("RequestSpans with one group's queries: %v", err)
 	}
-	if _, err := llamacpp.GroupSpans(rt, make([][]float32, 1), 10); !errors.Is(err, llamacpp.ErrInvalidArgument) {
+	if _, err := llamacpp.GroupSpans(rt, 0, make([][]float32, 1), 10); !errors.Is(err, llamacpp.ErrInvalidArgument) {
 		t.Errorf("GroupSpans with one group's queries: %v", err)
 	}
 }
@@ -278,6 +278,7 @@ func TestRequestSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
+	pos := int64(r.Meta().Tokens)
 	q := make([][]float32, len(rt.Routers))
 	scores := make([][]float32, len(q))
 	for g := range q {
@@ -285,7 +286,7 @@ func TestRequestSpans(t *testing.T) {
 		for i := range q[g] {
 			q[g][i] = float32(rng.NormFloat64()) * 4
 		}
-		if scores[g], err = rt.Score(g, q[g], nil); err != nil {
+		if scores[g], err = rt.Score(g, pos, q[g], nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -309,7 +310,7 @@ func TestRequestSpans(t *testing.T) {
 		t.Fatalf("%d spans of %d pass: the test's queries route nothing", len(all), rt.Spans)
 	}
 	for _, budget := range []int64{total / 2, total} {
-		got, err := llamacpp.RequestSpans(rt, q, budget)
+		got, err := llamacpp.RequestSpans(rt, pos, q, budget)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +327,7 @@ func TestRequestSpans(t *testing.T) {
 		if budget == total && !slices.Equal(got, all) {
 			t.Errorf("budget for all: %v, want %v", got, all)
 		}
-		groups, err := llamacpp.GroupSpans(rt, q, budget)
+		groups, err := llamacpp.GroupSpans(rt, pos, q, budget)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,20 @@ type Router struct {
 	// formula). An untrained PCA projection has no calibration of its own:
 	// 1/sqrt(HeadDim) puts its logits on attention's scale.
 	Scale float32
+	// Recency is rho, the weight of the recency term rho * Recency(pos,
+	// end_s) added to the logit (0: none, SeKV's formula). A router with
+	// one scores only through RouteAt, which knows the query's position.
+	Recency float32
+}
+
+// Recency is the recency feature of a span ending at token end (exclusive)
+// for a query at position pos: ln(pos+1) - ln(pos+1-end), the distance
+// pos+1-end taken as at least 1. It is 0 for a span ending at the
+// context's start and grows as the span nears the query; it depends on
+// end/(pos+1) alone, so it reads the same at any context length.
+func Recency(pos int64, end int) float64 {
+	d := max(float64(pos)+1-float64(end), 1)
+	return math.Log(float64(pos)+1) - math.Log(d)
 }
 
 // Route scores the spans of one (layer, KV head) for the current query:
@@ -45,6 +59,29 @@ type Router struct {
 // once. A NaN anywhere gives a NaN score, which no threshold passes.
 // Errors wrap format.ErrInvalidArgument.
 func (r *Router) Route(dst, queries, summaries []float32) ([]float32, error) {
+	if r.Recency != 0 {
+		return nil, fmt.Errorf("%w: route: the router has a recency weight (%v): score with RouteAt", format.ErrInvalidArgument, r.Recency)
+	}
+	return r.route(dst, queries, summaries, 0, nil)
+}
+
+// RouteAt is Route for a query at position pos over spans ending at ends
+// (exclusive token indices, one per span), with the recency term:
+//
+//	alpha[s] = sigmoid(Scale * ((W q) . summaries[s]) + Bias + Recency * Recency(pos, ends[s]))
+//
+// the term rounded to float32 and added to the logit after the bias.
+func (r *Router) RouteAt(dst, queries, summaries []float32, pos int64, ends []int) ([]float32, error) {
+	if r.Dim > 0 && len(summaries)%r.Dim == 0 && len(ends) != len(summaries)/r.Dim {
+		return nil, fmt.Errorf("%w: route: %d span ends for %d summaries", format.ErrInvalidArgument, len(ends), len(summaries)/r.Dim)
+	}
+	if pos < 0 {
+		return nil, fmt.Errorf("%w: route: query position %d", format.ErrInvalidArgument, pos)
+	}
+	return r.route(dst, queries, summaries, pos, ends)
+}
+
+func (r *Router) route(dst, queries, summaries []float32, pos int64, ends []int) ([]float32, error) {
 	switch {
 	case r.HeadDim < 1 || r.Dim < 1 || len(r.W) != r.Dim*r.HeadDim:
 		return nil, fmt.Errorf("%w: route: projection %dx%d with %d weights", format.ErrInvalidArgument, r.Dim, r.HeadDim, len(r.W))
@@ -73,7 +110,11 @@ func (r *Router) Route(dst, queries, summaries []float32) ([]float32, error) {
 			for k, v := range summaries[s*r.Dim : (s+1)*r.Dim] {
 				dot += float32(pq[k] * v)
 			}
-			alpha := routeSigmoid(float32(scale*dot) + r.Bias)
+			logit := float32(scale*dot) + r.Bias
+			if r.Recency != 0 {
+				logit += float32(float64(r.Recency) * Recency(pos, ends[s]))
+			}
+			alpha := routeSigmoid(logit)
 			if math.IsNaN(float64(dst[s])) || alpha > dst[s] {
 				dst[s] = alpha
 			}

@@ -81,6 +81,48 @@ func TestRoute(t *testing.T) {
 	}
 }
 
+// RouteAt adds Recency times the recency feature to each span's logit;
+// without a recency weight it is Route, and Route refuses a router with one.
+func TestRouteAt(t *testing.T) {
+	r := &Router{Dim: 2, HeadDim: 3, W: []float32{1, 0, 0, 0, 1, 0}, Bias: 0.5}
+	summaries := []float32{1, 0, 0, -1, 0.5, 0.5}
+	q := []float32{1, 2, 3} // dots 1, -2, 1.5
+	ends := []int{10, 50, 99}
+	plain, _ := r.Route(nil, q, summaries)
+	got, err := r.RouteAt(nil, q, summaries, 99, ends)
+	if err != nil || !slices.Equal(got, plain) {
+		t.Fatalf("no recency weight: %v, %v, want Route's %v", got, err, plain)
+	}
+	r.Recency = 2
+	got, err = r.RouteAt(nil, q, summaries, 99, ends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ln(100) - ln(100 - end), the distance at least 1.
+	feat := []float64{math.Log(100) - math.Log(90), math.Log(100) - math.Log(50), math.Log(100)}
+	for s, d := range []float32{1.5, -1.5, 2} {
+		want := sigmoid64(float64(d + float32(2*feat[s])))
+		if got[s] != want {
+			t.Errorf("span %d: %v, want %v", s, got[s], want)
+		}
+	}
+	if f := Recency(99, 0); f != 0 {
+		t.Errorf("a span ending at the start: feature %v, want 0", f)
+	}
+	if f := Recency(10, 20); f != math.Log(11) {
+		t.Errorf("a span ending after the query: feature %v, want ln 11", f)
+	}
+	if _, err := r.Route(nil, q, summaries); !errors.Is(err, format.ErrInvalidArgument) {
+		t.Errorf("Route with a recency weight: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := r.RouteAt(nil, q, summaries, 99, ends[:2]); !errors.Is(err, format.ErrInvalidArgument) {
+		t.Errorf("two ends for three spans: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := r.RouteAt(nil, q, summaries, -1, ends); !errors.Is(err, format.ErrInvalidArgument) {
+		t.Errorf("negative position: %v, want ErrInvalidArgument", err)
+	}
+}
+
 func TestSelectThresholdAndOrder(t *testing.T) {
 	nan := float32(math.NaN())
 	scores := [][]float32{

@@ -15,12 +15,13 @@ import (
 // fingerprint (PutArtifact); spanmem.ArtifactRouterW and its siblings say
 // what each holds.
 const (
-	ArtifactRouterW    = spanmem.ArtifactRouterW
-	ArtifactRouterWPCA = spanmem.ArtifactRouterWPCA
-	ArtifactRouterBias = spanmem.ArtifactRouterBias
-	ArtifactTau        = spanmem.ArtifactTau
-	ArtifactRank       = spanmem.ArtifactRank
-	ArtifactRankGate   = spanmem.ArtifactRankGate
+	ArtifactRouterW       = spanmem.ArtifactRouterW
+	ArtifactRouterWPCA    = spanmem.ArtifactRouterWPCA
+	ArtifactRouterBias    = spanmem.ArtifactRouterBias
+	ArtifactRouterRecency = spanmem.ArtifactRouterRecency
+	ArtifactTau           = spanmem.ArtifactTau
+	ArtifactRank          = spanmem.ArtifactRank
+	ArtifactRankGate      = spanmem.ArtifactRankGate
 )
 
 // RankGate is SeKV's rank gate g_phi: gates m = sigmoid(W2 tanh(W1 x +

@@ -96,9 +96,11 @@ func (r *SpanReader) ReconstructSpan(layer, head, span int, base int64, k, v []f
 // Routing loads the memory's routing state: every head's summaries and the
 // model's artifacts. W is ArtifactRouterW when stored (a trained router),
 // else the artifact the memory was built with; tau comes from ArtifactTau
-// (default reconstruct.DefaultTau) and the bias from ArtifactRouterBias
-// (default 0). An untrained PCA W scores with Scale 1/sqrt(HeadDim), a
-// trained one with SeKV's plain sigmoid(W q . s + b). It is
+// (default reconstruct.DefaultTau), the bias from ArtifactRouterBias and
+// the recency weight rho from ArtifactRouterRecency (default 0). An
+// untrained PCA W scores with Scale 1/sqrt(HeadDim), a trained one with
+// SeKV's plain sigmoid(W q . s + b), plus rho times the span's recency
+// (reconstruct.Recency) where rho is stored. It is
 // ErrInvalidArgument for a memory without a projection and ErrNotFound when
 // its W artifact is gone and no trained one exists.
 func (r *SpanReader) Routing() (*Routing, error) {

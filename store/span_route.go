@@ -25,6 +25,9 @@ type Routing struct {
 	// SpanTokens is per span the rows a zoom adds on the GPU: its length
 	// minus its resident rows (anchors), 0 for unfactored spans.
 	SpanTokens []int
+	// Ends is per span its end (exclusive token index), which the
+	// routers' recency term reads (reconstruct.Recency).
+	Ends []int
 	// SpanBytes is per group and span the K plus V factor bytes a zoom
 	// moves.
 	SpanBytes [][]int64
@@ -42,18 +45,19 @@ func fromRouting(rt *spanmem.Routing) *Routing { return (*Routing)(rt) }
 func toRouting(rt *Routing) *spanmem.Routing { return (*spanmem.Routing)(rt) }
 
 // Score writes group g's routing score of every span for the given
-// pre-RoPE queries (the query heads sharing the KV head, HeadDim each) to
-// dst and returns it: Router.Route's alpha for factored spans, NaN for
-// resident ones.
-func (rt *Routing) Score(g int, queries, dst []float32) ([]float32, error) {
-	return toRouting(rt).Score(g, queries, dst)
+// pre-RoPE queries (the query heads sharing the KV head, HeadDim each) of
+// a token at position pos to dst and returns it: Router.RouteAt's alpha
+// for factored spans, NaN for resident ones.
+func (rt *Routing) Score(g int, pos int64, queries, dst []float32) ([]float32, error) {
+	return toRouting(rt).Score(g, pos, queries, dst)
 }
 
-// Zoom routes the queries of the groups given (queries[g] nil or empty: the
+// Zoom routes the queries of the groups given, a token's at position pos
+// (queries[g] nil or empty: the
 // group is not routed, as when only one layer's queries are known yet) and
 // selects the spans to zoom within budget (reconstruct.Select: descending
 // score above tau; the token budget counts SpanTokens, the byte budget
 // SpanBytes). The result is the zoom set per group.
-func (rt *Routing) Zoom(queries [][]float32, budget reconstruct.Budget) (*reconstruct.ZoomSet, error) {
-	return toRouting(rt).Zoom(queries, budget)
+func (rt *Routing) Zoom(pos int64, queries [][]float32, budget reconstruct.Budget) (*reconstruct.ZoomSet, error) {
+	return toRouting(rt).Zoom(pos, queries, budget)
 }

@@ -45,7 +45,7 @@ func TestSpanRoutingScores(t *testing.T) {
 	}
 	q := testQueries(4, 2, 16, 1)
 	for g := range 4 {
-		scores, err := rt.Score(g, q[g], nil)
+		scores, err := rt.Score(g, 96, q[g], nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func TestSpanRoutingZoomBudget(t *testing.T) {
 	}
 	q := testQueries(4, 2, 16, 2)
 	for _, budget := range []reconstruct.Budget{{Tokens: 30}, {Tokens: 30, Fill: true}, {Bytes: 4000, Fill: true}, {Tokens: 1}} {
-		z, err := rt.Zoom(q, budget)
+		z, err := rt.Zoom(96, q, budget)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,14 +117,14 @@ func TestSpanRoutingZoomBudget(t *testing.T) {
 	}
 	// Only layer 1's queries known: only its groups zoom.
 	half := [][]float32{nil, nil, q[2], q[3]}
-	z, err := rt.Zoom(half, reconstruct.Budget{})
+	z, err := rt.Zoom(96, half, reconstruct.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(z.Spans[0]) != 0 || len(z.Spans[1]) != 0 || len(z.Spans[2])+len(z.Spans[3]) == 0 {
 		t.Fatalf("zoom of layer 1 only: %v", z.Spans)
 	}
-	if _, err := rt.Zoom(q[:2], reconstruct.Budget{}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := rt.Zoom(96, q[:2], reconstruct.Budget{}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("queries for 2 of 4 groups: %v", err)
 	}
 }
@@ -150,7 +150,7 @@ func TestSpanRoutingArtifacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if z, err := rt.Zoom(testQueries(4, 2, 16, 3), reconstruct.Budget{}); err != nil || len(z.Order) != 0 {
+	if z, err := rt.Zoom(96, testQueries(4, 2, 16, 3), reconstruct.Budget{}); err != nil || len(z.Order) != 0 {
 		t.Fatalf("tau 1 zoomed %v (%v)", z, err)
 	}
 	put(ArtifactTau, 0.5)
@@ -158,7 +158,7 @@ func TestSpanRoutingArtifacts(t *testing.T) {
 	if rt, err = r.Routing(); err != nil {
 		t.Fatal(err)
 	}
-	z, err := rt.Zoom(testQueries(4, 2, 16, 3), reconstruct.Budget{})
+	z, err := rt.Zoom(96, testQueries(4, 2, 16, 3), reconstruct.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +170,48 @@ func TestSpanRoutingArtifacts(t *testing.T) {
 	}
 	if len(z.Order) != 4*factored {
 		t.Fatalf("bias 50 zoomed %d of %d spans", len(z.Order), 4*factored)
+	}
+	// A stored recency weight reaches every router; the scores are
+	// RouteAt's at the position given, over the spans' ends.
+	put(ArtifactTau, 0.05)
+	put(ArtifactRouterBias, -2)
+	put(ArtifactRouterRecency, 3)
+	if rt, err = r.Routing(); err != nil {
+		t.Fatal(err)
+	}
+	for s, sp := range m.Segmentation.Spans {
+		if rt.Ends[s] != int(sp.End) {
+			t.Fatalf("span %d: end %d, want %d", s, rt.Ends[s], sp.End)
+		}
+	}
+	q := testQueries(4, 2, 16, 3)
+	for g := range 4 {
+		if rt.Routers[g].Recency != 3 {
+			t.Fatalf("group %d: recency %v, want 3", g, rt.Routers[g].Recency)
+		}
+		got, err := rt.Score(g, 96, q[g], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := rt.Routers[g]
+		plain.Recency = 0
+		base, _ := plain.Route(nil, q[g], rt.Keys[g])
+		for s, sp := range m.Segmentation.Spans {
+			if !sp.Factored {
+				continue
+			}
+			x := math.Log(float64(base[s])) - math.Log1p(-float64(base[s]))
+			want := 1 / (1 + math.Exp(-(x + 3*reconstruct.Recency(96, int(sp.End)))))
+			if math.Abs(float64(got[s])-want) > 1e-5 {
+				t.Fatalf("group %d span %d: score %v, want %v", g, s, got[s], want)
+			}
+		}
+	}
+	if _, err := rt.Routers[0].Route(nil, q[0], rt.Keys[0]); !errors.Is(err, format.ErrInvalidArgument) {
+		t.Fatalf("position-blind Route with a recency weight: %v", err)
+	}
+	if err := db.DeleteArtifact(fp, ArtifactRouterRecency); err != nil {
+		t.Fatal(err)
 	}
 	// A trained W stored after the memory was built takes over, and the
 	// summary keys are re-projected with it.

@@ -83,7 +83,7 @@ func (d *decoder) attend(a *llama.StepAttention) error {
 	zoom := &reconstruct.ZoomSet{Spans: make([][]int, len(queries))}
 	if d.zoomRows > 0 {
 		var err error
-		if zoom, err = d.rt.Zoom(queries, reconstruct.Budget{Tokens: d.zoomRows, Fill: true}); err != nil {
+		if zoom, err = d.rt.Zoom(a.Pos, queries, reconstruct.Budget{Tokens: d.zoomRows, Fill: true}); err != nil {
 			return err
 		}
 	}

@@ -455,7 +455,7 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 			return nil, err
 		}
 	}
-	out, err := sm.zoomedRows(a.Layer, z, nil) // no lookahead: the routers do not rank here
+	out, err := sm.zoomedRows(a.Layer, a.Pos, z, nil) // no lookahead: the routers do not rank here
 	if err != nil || bs.win == nil {
 		return out, err
 	}
@@ -512,7 +512,7 @@ func (r routerRank) rank(a *llama.StepAttention, _ [][]float32) ([][]float64, er
 	per := len(a.QPre) / r.hd / kv
 	out := make([][]float64, kv)
 	for g := range kv {
-		sc, err := r.rt.Score(a.Layer*kv+g, a.QPre[g*per*r.hd:(g+1)*per*r.hd], nil)
+		sc, err := r.rt.Score(a.Layer*kv+g, a.Pos, a.QPre[g*per*r.hd:(g+1)*per*r.hd], nil)
 		if err != nil {
 			return nil, err
 		}

@@ -213,7 +213,7 @@ func (w *whyMethod) rows(a *llama.StepAttention) ([]rowSet, error) {
 						}
 					}
 				case "router":
-					r, err := w.s.rt.Score(gi, a.QPre[g*per*hd:(g+1)*per*hd], nil)
+					r, err := w.s.rt.Score(gi, a.Pos, a.QPre[g*per*hd:(g+1)*per*hd], nil)
 					if err != nil {
 						return nil, err
 					}

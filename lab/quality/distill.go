@@ -2,6 +2,7 @@ package quality
 
 import (
 	"math"
+	"slices"
 
 	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/lab/router"
@@ -35,7 +36,8 @@ func (c *LongConfig) windows(s *spanStore, h []float32, pc *llama.Cache, cont []
 	for _, f := range budgets {
 		b := max(1, int(math.Floor(f*float64(n))))
 		sm := newSpanMethod(s, h, b, c.Span.AnchorShare, false)
-		win := router.Window{Pos: int64(n), Cont: append([]int(nil), cont...), Teacher: teacher, Zoom: sm.zoom}
+		win := router.Window{Pos: int64(n), Cont: append([]int(nil), cont...), Teacher: teacher, Zoom: sm.zoom,
+			Ends: slices.Clone(s.rt.Ends)}
 		for l := range meta.Layers {
 			kv := full.Cache.Layers[l]
 			for g := range meta.KVHeads {

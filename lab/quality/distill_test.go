@@ -73,10 +73,7 @@ func TestDistillWindows(t *testing.T) {
 		if zoomable == 0 {
 			t.Fatalf("budget %v: no zoomable span", r.Budget)
 		}
-		g := &router.Grad{W: make([][]float64, p.Groups()), Bias: make([]float64, p.Groups()), Tau: make([]float64, p.Groups())}
-		for j := range g.W {
-			g.W[j] = make([]float64, len(p.W[j]))
-		}
+		g := router.NewGrad(p)
 		if err := router.Distill(m, p, wins[i:i+1], []router.StepRef{{Window: 0, Step: 0}}, router.Options{KL: 1}, g); err != nil {
 			t.Fatal(err)
 		}

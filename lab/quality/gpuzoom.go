@@ -58,14 +58,14 @@ type spanZoomer interface {
 	// layer's zoom set (the groups of other layers are empty) and the
 	// pre-RoPE queries it was routed with, per group (nil when nothing
 	// is zoomed at the budget).
-	zoom(layer int, z *reconstruct.ZoomSet, queries [][]float32) error
+	zoom(layer int, pos int64, z *reconstruct.ZoomSet, queries [][]float32) error
 	// span returns span sp of (layer, head)'s rows, keys RoPE'd at their
 	// positions. The rows stay valid until the next zoom.
 	span(layer, head, sp int) (rowSet, error)
 }
 
 // zoom is nothing on the host: span reconstructs each span when asked.
-func (s *spanStore) zoom(int, *reconstruct.ZoomSet, [][]float32) error { return nil }
+func (s *spanStore) zoom(int, int64, *reconstruct.ZoomSet, [][]float32) error { return nil }
 
 // DeviceZoomOptions configure the device zoom path.
 type DeviceZoomOptions struct {
@@ -194,7 +194,7 @@ func (d *deviceZoom) key(layer, head, sp int, k format.ChunkKind) gpu.SpanKey {
 
 // zoom rebuilds the layer's zoomed spans on the device, copies them back
 // and prefetches for the coming steps.
-func (d *deviceZoom) zoom(layer int, z *reconstruct.ZoomSet, queries [][]float32) error {
+func (d *deviceZoom) zoom(layer int, pos int64, z *reconstruct.ZoomSet, queries [][]float32) error {
 	meta := d.s.meta
 	clear(d.zoomed)
 	d.layer = layer
@@ -230,7 +230,7 @@ func (d *deviceZoom) zoom(layer int, z *reconstruct.ZoomSet, queries [][]float32
 	if err := d.copyBack(targets); err != nil {
 		return fmt.Errorf("quality: device zoom, layer %d: %w", layer, err)
 	}
-	next, err := d.candidates(layer, z, queries)
+	next, err := d.candidates(layer, pos, z, queries)
 	if err != nil {
 		return err
 	}
@@ -305,7 +305,7 @@ func (d *deviceZoom) copyBack(targets [2][]gpu.Target) error {
 // candidates are the prefetch requests beyond the zoom set: per KV head of
 // the layer, the Lookahead factored spans of highest score (ties to the
 // lower index) that were not zoomed, K and V.
-func (d *deviceZoom) candidates(layer int, z *reconstruct.ZoomSet, queries [][]float32) ([]gpu.Request, error) {
+func (d *deviceZoom) candidates(layer int, pos int64, z *reconstruct.ZoomSet, queries [][]float32) ([]gpu.Request, error) {
 	if d.lookahead <= 0 || queries == nil {
 		return nil, nil
 	}
@@ -316,7 +316,7 @@ func (d *deviceZoom) candidates(layer int, z *reconstruct.ZoomSet, queries [][]f
 		if len(queries[gi]) == 0 {
 			continue
 		}
-		scores, err := d.rt.Score(gi, queries[gi], nil)
+		scores, err := d.rt.Score(gi, pos, queries[gi], nil)
 		if err != nil {
 			return nil, fmt.Errorf("quality: device zoom, layer %d: %w", layer, err)
 		}
@@ -404,13 +404,13 @@ type zoomCall struct {
 	spans [][]int
 }
 
-func (t *traceZoom) zoom(layer int, z *reconstruct.ZoomSet, queries [][]float32) error {
+func (t *traceZoom) zoom(layer int, pos int64, z *reconstruct.ZoomSet, queries [][]float32) error {
 	c := zoomCall{layer: layer}
 	for _, s := range z.Spans[layer*t.kvHeads : (layer+1)*t.kvHeads] {
 		c.spans = append(c.spans, slices.Clone(s))
 	}
 	t.calls = append(t.calls, c)
-	return t.spanZoomer.zoom(layer, z, queries)
+	return t.spanZoomer.zoom(layer, pos, z, queries)
 }
 
 // traced wraps sm's zoomer in a traceZoom.

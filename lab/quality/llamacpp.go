@@ -514,7 +514,7 @@ func residentTokens(sm *spanMethod) []int {
 // groupRequestRows is MethodSpanRequest's rows at b rows per (layer, KV
 // head).
 func groupRequestRows(sm *spanMethod, q [][]float32, b int) (*llamacpp.Rows, error) {
-	spans, err := llamacpp.GroupSpans(&sm.rt, q, int64(b-len(residentTokens(sm))))
+	spans, err := llamacpp.GroupSpans(&sm.rt, int64(sm.s.meta.Tokens), q, int64(b-len(residentTokens(sm))))
 	if err != nil {
 		return nil, err
 	}
@@ -533,7 +533,9 @@ func groupRequestRows(sm *spanMethod, q [][]float32, b int) (*llamacpp.Rows, err
 
 // unionRequestRows is MethodSpanUnion's rows within b cells.
 func unionRequestRows(sm *spanMethod, q [][]float32, b int) (*llamacpp.Rows, error) {
-	return unionRows(sm, b, func(left int64) ([]int, error) { return llamacpp.RequestSpans(&sm.rt, q, left) })
+	return unionRows(sm, b, func(left int64) ([]int, error) {
+		return llamacpp.RequestSpans(&sm.rt, int64(sm.s.meta.Tokens), q, left)
+	})
 }
 
 // unionRows is sm's resident rows, the context's last row and the spans

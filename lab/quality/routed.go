@@ -131,15 +131,15 @@ func (o *oracleSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 			return nil, err
 		}
 	}
-	return sm.zoomedRows(a.Layer, z, nil)
+	return sm.zoomedRows(a.Layer, a.Pos, z, nil)
 }
 
 // zoomedRows is rows's second half: the zoomer rebuilds the zoom set z
 // (queries, when not nil, the layer's pre-RoPE queries per group, for a
 // device zoomer's lookahead), then each KV head's rows for z, with the
 // budget's statistics.
-func (sm *spanMethod) zoomedRows(layer int, z *reconstruct.ZoomSet, queries [][]float32) ([]rowSet, error) {
-	if err := sm.zoomer.zoom(layer, z, queries); err != nil {
+func (sm *spanMethod) zoomedRows(layer int, pos int64, z *reconstruct.ZoomSet, queries [][]float32) ([]rowSet, error) {
+	if err := sm.zoomer.zoom(layer, pos, z, queries); err != nil {
 		return nil, err
 	}
 	meta := sm.s.meta
@@ -337,7 +337,7 @@ func examples(m *llama.Model, s *spanStore, pc *llama.Cache, cont []int) (exs []
 		if err != nil {
 			return nil, nil, err
 		}
-		ex := router.Example{Group: g, Tokens: append([]int(nil), s.rt.SpanTokens...)}
+		ex := router.Example{Group: g, Tokens: append([]int(nil), s.rt.SpanTokens...), Ends: slices.Clone(s.rt.Ends)}
 		for _, sm := range sums {
 			for _, v := range sm.Key {
 				ex.Keys = append(ex.Keys, float64(v))
@@ -367,7 +367,7 @@ func (r *recorder) rows(a *llama.StepAttention) ([]rowSet, error) {
 	kv := len(mass)
 	per := len(a.QPre) / r.hd / kv
 	for g := range kv {
-		st := router.Step{Mass: mass[g], Queries: make([]float64, per*r.hd)}
+		st := router.Step{Pos: a.Pos, Mass: mass[g], Queries: make([]float64, per*r.hd)}
 		for i, v := range a.QPre[g*per*r.hd : (g+1)*per*r.hd] {
 			st.Queries[i] = float64(v)
 		}

@@ -346,11 +346,11 @@ func (sm *spanMethod) rows(a *llama.StepAttention) ([]rowSet, error) {
 			queries[a.Layer*meta.KVHeads+g] = a.QPre[g*per*hd : (g+1)*per*hd]
 		}
 		var err error
-		if z, err = sm.rt.Zoom(queries, reconstruct.Budget{Tokens: sm.zoom, Fill: true}); err != nil {
+		if z, err = sm.rt.Zoom(a.Pos, queries, reconstruct.Budget{Tokens: sm.zoom, Fill: true}); err != nil {
 			return nil, err
 		}
 	}
-	return sm.zoomedRows(a.Layer, z, queries)
+	return sm.zoomedRows(a.Layer, a.Pos, z, queries)
 }
 
 // groupRows is (layer, g)'s resident rows, zoomed spans' rows not resident,

@@ -56,6 +56,9 @@ type Window struct {
 	Teacher [][]float64
 	// Zoom is a layer's zoom budget in rows, shared by its KV heads.
 	Zoom int64
+	// Ends is per span its end (exclusive token index), for the recency
+	// term (Example.Ends); nil as there.
+	Ends []int
 	// Groups are per (layer, KV head), layer*KVHeads + head.
 	Groups []WindowGroup
 }
@@ -110,8 +113,8 @@ func SampleRefs(refs []StepRef, n int, seed uint64) []StepRef {
 // each step, and its straight-through gradient, to gr (gr.KL gets the mean
 // KL itself). Steps run on GOMAXPROCS goroutines. Errors wrap
 // ErrInvalidArgument (no model, a window not shaped for m and p, a
-// teacher entry that is no probability, options Loss refuses too) or are
-// the model's.
+// teacher entry that is no probability, options Loss refuses too, a gr
+// not shaped as p: NewGrad makes one) or are the model's.
 func Distill(m *llama.Model, p *Params, wins []Window, refs []StepRef, o Options, gr *Grad) error {
 	if err := p.check(); err != nil {
 		return err
@@ -119,11 +122,18 @@ func Distill(m *llama.Model, p *Params, wins []Window, refs []StepRef, o Options
 	if len(refs) == 0 {
 		return fmt.Errorf("%w: distillation over no steps", ErrInvalidArgument)
 	}
+	if !gr.fits(p) {
+		return fmt.Errorf("%w: distillation into a gradient not shaped as the routers (NewGrad)", ErrInvalidArgument)
+	}
 	if m == nil {
 		return fmt.Errorf("%w: distillation without a model", ErrInvalidArgument)
 	}
+	o, err := o.resolve()
+	if err != nil {
+		return err
+	}
 	for i := range wins {
-		if err := checkWindow(m, p, &wins[i]); err != nil {
+		if err := checkWindow(m, p, &wins[i], o); err != nil {
 			return fmt.Errorf("window %d: %w", i, err)
 		}
 	}
@@ -131,10 +141,6 @@ func Distill(m *llama.Model, p *Params, wins []Window, refs []StepRef, o Options
 		if r.Window < 0 || r.Window >= len(wins) || r.Step < 0 || r.Step >= len(wins[r.Window].Cont) {
 			return fmt.Errorf("%w: step %+v of %d windows", ErrInvalidArgument, r, len(wins))
 		}
-	}
-	o, err := o.resolve()
-	if err != nil {
-		return err
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(refs))
 	grads := make([]*Grad, workers)
@@ -169,6 +175,7 @@ func (g *Grad) add(o *Grad) {
 	}
 	axpy(g.Bias, 1, o.Bias)
 	axpy(g.Tau, 1, o.Tau)
+	axpy(g.Recency, 1, o.Recency)
 	g.Loss += o.Loss
 	g.BCE += o.BCE
 	g.Spent += o.Spent
@@ -181,7 +188,7 @@ func axpy(y []float64, a float64, x []float64) {
 	}
 }
 
-func checkWindow(m *llama.Model, p *Params, w *Window) error {
+func checkWindow(m *llama.Model, p *Params, w *Window, o Options) error {
 	hd := m.HeadDim()
 	switch {
 	case p.Layers != m.Layers || p.KVHeads != m.KVHeads || p.HeadDim != hd:
@@ -201,6 +208,9 @@ func checkWindow(m *llama.Model, p *Params, w *Window) error {
 	}
 	for g, wg := range w.Groups {
 		spans := len(wg.SpanK)
+		if err := checkEnds(w.Ends, spans, p.Recency[g], o); err != nil {
+			return fmt.Errorf("group %d: %w", g, err)
+		}
 		bad := len(wg.K)%hd != 0 || len(wg.V) != len(wg.K) || len(wg.ContK) != len(w.Cont)*hd || len(wg.ContV) != len(wg.ContK) ||
 			len(wg.Keys) != spans*hd || len(wg.SpanV) != spans
 		for s := 0; !bad && s < spans; s++ {
@@ -273,6 +283,7 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 	hd, kv := p.HeadDim, p.KVHeads
 	per := m.Heads / kv
 	i := ref.Step
+	pos := win.Pos + int64(i)
 	rt := make([]*routed, p.Groups())
 	pkOf := func(gi int) [][]float64 {
 		key := [2]int{ref.Window, gi}
@@ -316,7 +327,7 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 						r.x[s], r.arg[s] = d, h
 					}
 				}
-				r.x[s] += p.Bias[gi]
+				r.x[s] += p.Bias[gi] + p.Recency[gi]*recency(pos, win.Ends, s)
 				r.alpha[s] = Sigmoid(r.x[s])
 				r.zt[s] = Sigmoid((r.alpha[s] - p.Tau[gi]) / o.Temp)
 				if r.alpha[s] > p.Tau[gi] {
@@ -398,7 +409,7 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 		}
 		return out, nil
 	}
-	tape, err := m.GateForward(win.Cont[i], win.Pos+int64(i), rows)
+	tape, err := m.GateForward(win.Cont[i], pos, rows)
 	if err != nil {
 		return fmt.Errorf("window %d step %d: %w", ref.Window, i, err)
 	}
@@ -458,6 +469,7 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 			a := r.alpha[s]
 			dx := da * a * (1 - a)
 			gr.Bias[gi] += dx
+			gr.Recency[gi] += dx * recency(pos, win.Ends, s)
 			h := r.arg[s]
 			axpy(dpq[h], dx, pk[s])
 			p.outer(gr.W[gi], dx, r.pq[h], win.Groups[gi].Keys[s*hd:(s+1)*hd])

@@ -43,6 +43,9 @@ func randomWindow(m *llama.Model, rng *rand.Rand, spans, cont int, zoom int64) (
 		w.Cont = append(w.Cont, rng.IntN(m.Vocab))
 		w.Teacher = append(w.Teacher, llama.Probs(vec(m.Vocab)))
 	}
+	for s := range spans {
+		w.Ends = append(w.Ends, 10+s*90/spans)
+	}
 	init := make([][]float32, groups)
 	for g := range groups {
 		wg := WindowGroup{K: vec(6 * hd), V: vec(6 * hd), ContK: vec(cont * hd), ContV: vec(cont * hd)}
@@ -66,6 +69,7 @@ func randomWindow(m *llama.Model, rng *rand.Rand, spans, cont int, zoom int64) (
 	for g := range p.Bias {
 		p.Bias[g] = rng.NormFloat64()
 		p.Tau[g] = 0.3 + 0.4*rng.Float64()
+		p.Recency[g] = 0.5 * rng.NormFloat64()
 	}
 	return p, w
 }
@@ -126,6 +130,7 @@ func TestDistillGradient(t *testing.T) {
 			for gi := range p.Groups() {
 				check("bias", &p.Bias[gi], g.Bias[gi])
 				check("tau", &p.Tau[gi], g.Tau[gi])
+				check("recency", &p.Recency[gi], g.Recency[gi])
 				for _, i := range rng.Perm(len(p.W[gi]))[:8] {
 					check("W", &p.W[gi][i], g.W[gi][i])
 					if g.W[gi][i] != 0 {
@@ -133,8 +138,8 @@ func TestDistillGradient(t *testing.T) {
 					}
 				}
 			}
-			if nonzero < 8 || g.Tau[0] == 0 || g.Bias[1] == 0 {
-				t.Fatalf("gradient mostly zero: %d of 16 W entries, tau %v, bias %v", nonzero, g.Tau, g.Bias)
+			if nonzero < 8 || g.Tau[0] == 0 || g.Bias[1] == 0 || g.Recency[0] == 0 {
+				t.Fatalf("gradient mostly zero: %d of 16 W entries, tau %v, bias %v, recency %v", nonzero, g.Tau, g.Bias, g.Recency)
 			}
 		})
 	}
@@ -246,7 +251,7 @@ func TestTrainDistill(t *testing.T) {
 	}
 	wins := []Window{w}
 	o := TrainOptions{Loss: Options{KL: 1, Zoom: 1e-9, Temp: 0.2}, Steps: 40, LR: 0.05, Model: m, Windows: wins, KLSteps: 3}
-	exs := []Example{{Group: 0, Keys: make([]float64, m.HeadDim()), Tokens: []int{1}, Steps: []Step{{Queries: make([]float64, m.HeadDim()), Mass: []float64{0}}}}}
+	exs := []Example{{Group: 0, Keys: make([]float64, m.HeadDim()), Tokens: []int{1}, Ends: []int{1}, Steps: []Step{{Queries: make([]float64, m.HeadDim()), Mass: []float64{0}}}}}
 	kl := func(p *Params) float64 {
 		g := newGrad(p)
 		if err := Distill(m, p, wins, Refs(wins), Options{KL: 1, Temp: 0.2}, g); err != nil {
@@ -342,7 +347,7 @@ func TestDistillBudgetCut(t *testing.T) {
 	if all(first.W[0], tiny) {
 		t.Fatal("no gradient reaches W through the budget's cut")
 	}
-	exs := []Example{{Group: 0, Keys: make([]float64, hd), Tokens: []int{1}, Steps: []Step{{Queries: make([]float64, hd), Mass: []float64{0}}}}}
+	exs := []Example{{Group: 0, Keys: make([]float64, hd), Tokens: []int{1}, Ends: []int{1}, Steps: []Step{{Queries: make([]float64, hd), Mass: []float64{0}}}}}
 	st := NewState(p.Clone())
 	o := TrainOptions{Loss: Options{KL: 1, Zoom: 1e-9, Temp: temp}, Steps: 40, LR: 0.05, Model: m, Windows: wins}
 	if err := Train(context.Background(), st, exs, o); err != nil {
@@ -376,6 +381,8 @@ func TestDistillRefuses(t *testing.T) {
 		{"keys", func(w *Window) { w.Groups[0].Keys = w.Groups[0].Keys[1:] }},
 		{"negative zoom", func(w *Window) { w.Zoom = -1 }},
 		{"NaN teacher", func(w *Window) { w.Teacher[1][4] = math.NaN() }},
+		{"short ends", func(w *Window) { w.Ends = w.Ends[1:] }},
+		{"no ends, recency", func(w *Window) { w.Ends = nil }},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
@@ -388,6 +395,9 @@ func TestDistillRefuses(t *testing.T) {
 	}
 	if err := Distill(nil, p, []Window{w}, []StepRef{{0, 0}}, Options{KL: 1}, newGrad(p)); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("no model: got %v, want ErrInvalidArgument", err)
+	}
+	if err := Distill(m, p, []Window{w}, []StepRef{{0, 0}}, Options{KL: 1}, &Grad{}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("unshaped gradient: got %v, want ErrInvalidArgument", err)
 	}
 	for _, o := range []Options{{KL: 1, Temp: -1}, {KL: 1, CutTemp: -0.1}, {KL: 1, CutTemp: math.NaN()}, {KL: 1, Temp: math.Inf(1)}} {
 		if err := Distill(m, p, []Window{w}, []StepRef{{0, 0}}, o, newGrad(p)); !errors.Is(err, ErrInvalidArgument) {

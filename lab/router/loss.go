@@ -3,6 +3,8 @@ package router
 import (
 	"fmt"
 	"math"
+
+	"github.com/kvstore/kvstore/reconstruct"
 )
 
 // Example is one (layer, KV head) of one training context: its spans'
@@ -15,12 +17,18 @@ type Example struct {
 	// Tokens is per span the rows a zoom adds (0: the span cannot be
 	// zoomed, as an unfactored one; it is left out of the loss).
 	Tokens []int
+	// Ends is per span its end (exclusive token index), which the recency
+	// term reads with each Step's Pos; nil: no positions, allowed only
+	// while the group's recency weight is 0 and not trained.
+	Ends []int
 	// Steps are the decode steps.
 	Steps []Step
 }
 
 // Step is one decode step of one (layer, KV head).
 type Step struct {
+	// Pos is the decoded token's position.
+	Pos int64
 	// Queries are the pre-RoPE queries of the KV head's query heads,
 	// heads x HeadDim.
 	Queries []float64
@@ -41,6 +49,10 @@ type Options struct {
 	// KL weighs the distillation term (Distill; 0: none). CutTemp is the
 	// temperature of its budget cut's soft decision (0: Temp).
 	KL, CutTemp float64
+	// Recency trains the recency weights (Params.Recency); without it
+	// Train leaves them as they are (0 for routers from New: SeKV's
+	// routers, which do not see positions).
+	Recency bool
 	// soft, for the gradient check, lets every zoomable span in with
 	// its soft decision as its gate (no threshold, budget or floor):
 	// then Distill's gradient is the exact gradient of its loss on a
@@ -85,15 +97,33 @@ func (o Options) resolve() (Options, error) {
 
 // Grad is the gradient of the loss, shaped as Params.
 type Grad struct {
-	W          [][]float64
-	Bias, Tau  []float64
-	Loss       float64
-	BCE, Spent float64 // the mean zoom BCE and the mean soft zoom share
-	KL         float64 // the mean distillation KL (Distill)
+	W                  [][]float64
+	Bias, Tau, Recency []float64
+	Loss               float64
+	BCE, Spent         float64 // the mean zoom BCE and the mean soft zoom share
+	KL                 float64 // the mean distillation KL (Distill)
+}
+
+// NewGrad is a zero gradient shaped as p, for Distill to add to.
+func NewGrad(p *Params) *Grad { return newGrad(p) }
+
+// fits reports whether g is shaped as p.
+func (g *Grad) fits(p *Params) bool {
+	n := p.Groups()
+	if g == nil || len(g.W) != n || len(g.Bias) != n || len(g.Tau) != n || len(g.Recency) != n {
+		return false
+	}
+	for i, w := range g.W {
+		if len(w) != len(p.W[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 func newGrad(p *Params) *Grad {
-	g := &Grad{W: make([][]float64, p.Groups()), Bias: make([]float64, p.Groups()), Tau: make([]float64, p.Groups())}
+	g := &Grad{W: make([][]float64, p.Groups()), Bias: make([]float64, p.Groups()), Tau: make([]float64, p.Groups()),
+		Recency: make([]float64, p.Groups())}
 	for i := range g.W {
 		g.W[i] = make([]float64, p.Dim*p.HeadDim)
 	}
@@ -105,7 +135,8 @@ func newGrad(p *Params) *Grad {
 //	Zoom * mean_s BCE(alpha_s, Mass_s) + Budget * (sum_s zt_s n_s / sum_s n_s - Share)^2
 //
 // over the zoomable spans s (n_s = Tokens[s] > 0), with alpha_s the
-// router's score and zt_s = Sigmoid((alpha_s - tau)/Temp) the soft zoom
+// router's score (its logit plus rho times the span's recency at the
+// step's position, reconstruct.Recency) and zt_s = Sigmoid((alpha_s - tau)/Temp) the soft zoom
 // decision the straight-through estimator differentiates in place of the
 // hard z_s = [alpha_s > tau]. The max over query heads is differentiated
 // through its argmax. It returns the loss and its gradient.
@@ -139,6 +170,9 @@ func exampleLoss(p *Params, ex *Example, o Options, gr *Grad, w float64) error {
 	spans := len(ex.Tokens)
 	if ex.Group < 0 || ex.Group >= p.Groups() || len(ex.Keys) != spans*hd {
 		return fmt.Errorf("%w: group %d of %d, %d key floats for %d spans", ErrInvalidArgument, ex.Group, p.Groups(), len(ex.Keys), spans)
+	}
+	if err := checkEnds(ex.Ends, spans, p.Recency[ex.Group], o); err != nil {
+		return err
 	}
 	W := p.W[ex.Group]
 	proj := func(x []float64) []float64 {
@@ -199,7 +233,7 @@ func exampleLoss(p *Params, ex *Example, o Options, gr *Grad, w float64) error {
 					x[s], arg[s] = d, h
 				}
 			}
-			x[s] += p.Bias[ex.Group]
+			x[s] += p.Bias[ex.Group] + p.Recency[ex.Group]*recency(st.Pos, ex.Ends, s)
 			alpha[s] = Sigmoid(x[s])
 			zt[s] = Sigmoid((alpha[s] - p.Tau[ex.Group]) / o.Temp)
 			spent += zt[s] * float64(ex.Tokens[s])
@@ -225,6 +259,7 @@ func exampleLoss(p *Params, ex *Example, o Options, gr *Grad, w float64) error {
 			gr.Tau[ex.Group] -= dz
 			dx += dz * a * (1 - a)
 			gr.Bias[ex.Group] += dx
+			gr.Recency[ex.Group] += dx * recency(st.Pos, ex.Ends, s)
 			h := arg[s]
 			for k := range dim {
 				dpq[h][k] += dx * pk[s][k]
@@ -260,8 +295,9 @@ func exampleLoss(p *Params, ex *Example, o Options, gr *Grad, w float64) error {
 }
 
 // Scores are the router's alpha per span for one step (NaN for the spans
-// that cannot be zoomed), in float64: what reconstruct.Router.Route
-// computes in float32 with Scale 1.
+// that cannot be zoomed), in float64: what reconstruct.Router.RouteAt
+// computes in float32 with Scale 1 (the recency term 0 where ex has no
+// Ends).
 func Scores(p *Params, ex *Example, st *Step) []float64 {
 	hd, dim := p.HeadDim, p.Dim
 	W := p.W[ex.Group]
@@ -288,9 +324,29 @@ func Scores(p *Params, ex *Example, st *Step) []float64 {
 		for h := range pq {
 			x = max(x, dot(pq[h], pk))
 		}
-		out[s] = Sigmoid(x + p.Bias[ex.Group])
+		out[s] = Sigmoid(x + p.Bias[ex.Group] + p.Recency[ex.Group]*recency(st.Pos, ex.Ends, s))
 	}
 	return out
+}
+
+// recency is span s's recency feature at position pos, 0 without ends.
+func recency(pos int64, ends []int, s int) float64 {
+	if ends == nil {
+		return 0
+	}
+	return reconstruct.Recency(pos, ends[s])
+}
+
+// checkEnds refuses span ends not one per span, or none where the recency
+// weight rho is not 0 or is trained.
+func checkEnds(ends []int, spans int, rho float64, o Options) error {
+	switch {
+	case ends == nil && (rho != 0 || o.Recency):
+		return fmt.Errorf("%w: no span ends, and the recency weight is %v (trained: %v)", ErrInvalidArgument, rho, o.Recency)
+	case ends != nil && len(ends) != spans:
+		return fmt.Errorf("%w: %d span ends for %d spans", ErrInvalidArgument, len(ends), spans)
+	}
+	return nil
 }
 
 func dot(a, b []float64) float64 {

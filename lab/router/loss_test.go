@@ -24,12 +24,18 @@ func randomProblem(rng *rand.Rand, layers, kvHeads, dim, hd, spans, steps, heads
 	for g := range p.Bias {
 		p.Bias[g] = rng.NormFloat64() - 2
 		p.Tau[g] = 0.05 + 0.2*rng.Float64()
+		p.Recency[g] = 0.5 * rng.NormFloat64()
 	}
 	var exs []Example
 	for g := range layers * kvHeads {
-		ex := Example{Group: g, Keys: make([]float64, spans*hd), Tokens: make([]int, spans)}
+		ex := Example{Group: g, Keys: make([]float64, spans*hd), Tokens: make([]int, spans), Ends: make([]int, spans)}
 		for i := range ex.Keys {
 			ex.Keys[i] = rng.NormFloat64()
+		}
+		end := 0
+		for s := range ex.Ends {
+			end += 1 + rng.IntN(40)
+			ex.Ends[s] = end
 		}
 		for s := range ex.Tokens {
 			if s%5 != 3 {
@@ -37,7 +43,7 @@ func randomProblem(rng *rand.Rand, layers, kvHeads, dim, hd, spans, steps, heads
 			}
 		}
 		for range steps {
-			st := Step{Queries: make([]float64, heads*hd), Mass: make([]float64, spans)}
+			st := Step{Pos: int64(spans*41 + rng.IntN(50)), Queries: make([]float64, heads*hd), Mass: make([]float64, spans)}
 			for i := range st.Queries {
 				st.Queries[i] = rng.NormFloat64()
 			}
@@ -145,6 +151,9 @@ func TestLossInvalid(t *testing.T) {
 		{"short keys", func(p *Params, exs []Example) []Example { exs[0].Keys = exs[0].Keys[1:]; return exs }},
 		{"bad mass", func(p *Params, exs []Example) []Example { exs[0].Steps[0].Mass = nil; return exs }},
 		{"nan tau", func(p *Params, exs []Example) []Example { p.Tau[0] = math.NaN(); return exs }},
+		{"nan recency", func(p *Params, exs []Example) []Example { p.Recency[0] = math.NaN(); return exs }},
+		{"short ends", func(p *Params, exs []Example) []Example { exs[0].Ends = exs[0].Ends[1:]; return exs }},
+		{"no ends, recency", func(p *Params, exs []Example) []Example { exs[0].Ends = nil; return exs }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := p.Clone()
@@ -154,6 +163,18 @@ func TestLossInvalid(t *testing.T) {
 				t.Fatalf("err %v, want ErrInvalidArgument", err)
 			}
 		})
+	}
+	// Without ends an example is accepted while the recency weight is 0
+	// and not trained.
+	q := p.Clone()
+	q.Recency[0] = 0
+	e := append([]Example(nil), exs...)
+	e[0].Ends = nil
+	if _, err := Loss(q, e, Options{}); err != nil {
+		t.Fatalf("no ends, no recency weight: %v", err)
+	}
+	if _, err := Loss(q, e, Options{Recency: true}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("no ends, recency trained: %v, want ErrInvalidArgument", err)
 	}
 	for _, o := range []struct {
 		name string

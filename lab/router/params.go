@@ -21,6 +21,11 @@ type Params struct {
 	W [][]float64
 	// Bias and Tau are per group.
 	Bias, Tau []float64
+	// Recency is per group rho, the weight of the recency term
+	// rho * reconstruct.Recency(pos, end_s) added to a span's logit: 0
+	// untrained, where the routers are SeKV's; trained only with
+	// Options.Recency.
+	Recency []float64
 }
 
 // Groups is Layers*KVHeads.
@@ -30,7 +35,7 @@ func (p *Params) Groups() int { return p.Layers * p.KVHeads }
 // projections (one per group, Dim x HeadDim, e.g. the memory's PCA W)
 // times HeadDim^-1/4, so that the trained formula's unscaled (W q).(W k)
 // equals the untrained router's (W q).(W k)/sqrt(HeadDim); bias 0; tau
-// reconstruct.DefaultTau.
+// reconstruct.DefaultTau; recency 0.
 func New(layers, kvHeads, dim, headDim int, w [][]float32) (*Params, error) {
 	p := &Params{Layers: layers, KVHeads: kvHeads, Dim: dim, HeadDim: headDim}
 	if layers < 1 || kvHeads < 1 || dim < 1 || headDim < dim || len(w) != p.Groups() {
@@ -48,6 +53,7 @@ func New(layers, kvHeads, dim, headDim int, w [][]float32) (*Params, error) {
 		p.W = append(p.W, row)
 		p.Bias = append(p.Bias, 0)
 		p.Tau = append(p.Tau, reconstruct.DefaultTau)
+		p.Recency = append(p.Recency, 0)
 	}
 	return p, nil
 }
@@ -59,24 +65,24 @@ func (p *Params) Clone() *Params {
 	for g, w := range p.W {
 		c.W[g] = append([]float64(nil), w...)
 	}
-	c.Bias, c.Tau = append([]float64(nil), p.Bias...), append([]float64(nil), p.Tau...)
+	c.Bias, c.Tau, c.Recency = append([]float64(nil), p.Bias...), append([]float64(nil), p.Tau...), append([]float64(nil), p.Recency...)
 	return &c
 }
 
 // check validates the shape and that every value is finite.
 func (p *Params) check() error {
 	g := p.Groups()
-	if p.Layers < 1 || p.KVHeads < 1 || p.Dim < 1 || p.HeadDim < p.Dim || len(p.W) != g || len(p.Bias) != g || len(p.Tau) != g {
-		return fmt.Errorf("%w: routers of %d x %d groups, dim %d of %d: %d W, %d bias, %d tau", ErrInvalidArgument,
-			p.Layers, p.KVHeads, p.Dim, p.HeadDim, len(p.W), len(p.Bias), len(p.Tau))
+	if p.Layers < 1 || p.KVHeads < 1 || p.Dim < 1 || p.HeadDim < p.Dim || len(p.W) != g || len(p.Bias) != g || len(p.Tau) != g || len(p.Recency) != g {
+		return fmt.Errorf("%w: routers of %d x %d groups, dim %d of %d: %d W, %d bias, %d tau, %d recency", ErrInvalidArgument,
+			p.Layers, p.KVHeads, p.Dim, p.HeadDim, len(p.W), len(p.Bias), len(p.Tau), len(p.Recency))
 	}
 	for i, w := range p.W {
 		if len(w) != p.Dim*p.HeadDim || !finite(w) {
 			return fmt.Errorf("%w: W of group %d: %d weights for %dx%d, or not finite", ErrInvalidArgument, i, len(w), p.Dim, p.HeadDim)
 		}
 	}
-	if !finite(p.Bias) || !finite(p.Tau) {
-		return fmt.Errorf("%w: non-finite bias or tau", ErrInvalidArgument)
+	if !finite(p.Bias) || !finite(p.Tau) || !finite(p.Recency) {
+		return fmt.Errorf("%w: non-finite bias, tau or recency", ErrInvalidArgument)
 	}
 	return nil
 }
@@ -98,8 +104,9 @@ type Artifact struct {
 }
 
 // Artifacts encodes p as the store's router artifacts: store.ArtifactRouterW,
-// store.ArtifactRouterBias and store.ArtifactTau (f32, layer-major), the
-// form spanmem.Routing reads.
+// store.ArtifactRouterBias, store.ArtifactTau and
+// store.ArtifactRouterRecency (f32, layer-major), the form spanmem.Routing
+// reads.
 func (p *Params) Artifacts() ([]Artifact, error) {
 	if err := p.check(); err != nil {
 		return nil, err
@@ -116,7 +123,7 @@ func (p *Params) Artifacts() ([]Artifact, error) {
 	for _, a := range []struct {
 		name string
 		v    []float64
-	}{{store.ArtifactRouterBias, p.Bias}, {store.ArtifactTau, p.Tau}} {
+	}{{store.ArtifactRouterBias, p.Bias}, {store.ArtifactTau, p.Tau}, {store.ArtifactRouterRecency, p.Recency}} {
 		d, m, err := store.EncodeHeadValues(to32(a.v), p.Layers, p.KVHeads)
 		if err != nil {
 			return nil, err
@@ -127,7 +134,9 @@ func (p *Params) Artifacts() ([]Artifact, error) {
 }
 
 // FromArtifacts decodes routers stored by Artifacts, for a model of the
-// given shape. Errors wrap ErrInvalidArgument or the format's.
+// given shape; without a recency artifact (routers stored before it
+// existed) the recency weights are 0. Errors wrap ErrInvalidArgument or
+// the format's.
 func FromArtifacts(arts []Artifact, layers, kvHeads, headDim int) (*Params, error) {
 	p := &Params{Layers: layers, KVHeads: kvHeads, HeadDim: headDim}
 	seen := 0
@@ -142,15 +151,19 @@ func FromArtifacts(arts []Artifact, layers, kvHeads, headDim int) (*Params, erro
 			for _, w := range ws {
 				p.W = append(p.W, to64(w))
 			}
-		case store.ArtifactRouterBias, store.ArtifactTau:
+		case store.ArtifactRouterBias, store.ArtifactTau, store.ArtifactRouterRecency:
 			v, err := store.DecodeHeadValues(a.Data, a.Meta, layers, kvHeads)
 			if err != nil {
 				return nil, fmt.Errorf("router: %s: %w", a.Name, err)
 			}
-			if a.Name == store.ArtifactTau {
+			switch a.Name {
+			case store.ArtifactTau:
 				p.Tau = to64(v)
-			} else {
+			case store.ArtifactRouterBias:
 				p.Bias = to64(v)
+			default:
+				p.Recency = to64(v)
+				continue // optional: not counted
 			}
 		default:
 			continue
@@ -159,6 +172,9 @@ func FromArtifacts(arts []Artifact, layers, kvHeads, headDim int) (*Params, erro
 	}
 	if seen != 3 {
 		return nil, fmt.Errorf("%w: router artifacts: %d of W, bias and tau", ErrInvalidArgument, seen)
+	}
+	if p.Recency == nil {
+		p.Recency = make([]float64, p.Groups())
 	}
 	return p, p.check()
 }
@@ -194,8 +210,9 @@ func (p *Params) Put(db *store.DB, fp format.Fingerprint) error {
 	return nil
 }
 
-// Get reads the router artifacts of model fp from db: W, bias and tau.
-// Errors wrap store.ErrNotFound when one is missing.
+// Get reads the router artifacts of model fp from db: W, bias and tau, and
+// the recency weights where stored. Errors wrap store.ErrNotFound when one
+// of the first three is missing.
 func Get(db *store.DB, fp format.Fingerprint) ([]Artifact, error) {
 	metas := map[string]store.ArtifactMeta{}
 	if err := db.Artifacts(func(i store.ArtifactInfo) error {
@@ -207,8 +224,11 @@ func Get(db *store.DB, fp format.Fingerprint) ([]Artifact, error) {
 		return nil, err
 	}
 	var out []Artifact
-	for _, name := range []string{store.ArtifactRouterW, store.ArtifactRouterBias, store.ArtifactTau} {
+	for _, name := range []string{store.ArtifactRouterW, store.ArtifactRouterBias, store.ArtifactTau, store.ArtifactRouterRecency} {
 		meta, ok := metas[name]
+		if !ok && name == store.ArtifactRouterRecency {
+			continue
+		}
 		if !ok {
 			return nil, fmt.Errorf("%w: router artifact %s of model %s", store.ErrNotFound, name, fp.Short())
 		}

@@ -84,6 +84,9 @@ func Train(ctx context.Context, s *State, exs []Example, o TrainOptions) error {
 				return err
 			}
 		}
+		if !o.Loss.Recency {
+			clear(g.Recency) // the weights stay where they are
+		}
 		x, d := s.Params.flat(), g.flat()
 		s.Step++
 		c1, c2 := 1-math.Pow(b1, float64(s.Step)), 1-math.Pow(b2, float64(s.Step))
@@ -106,14 +109,15 @@ func Train(ctx context.Context, s *State, exs []Example, o TrainOptions) error {
 	return save()
 }
 
-// flat is W, then Bias, then Tau in one slice.
+// flat is W, then Bias, Tau and Recency in one slice.
 func (p *Params) flat() []float64 {
 	var x []float64
 	for _, w := range p.W {
 		x = append(x, w...)
 	}
 	x = append(x, p.Bias...)
-	return append(x, p.Tau...)
+	x = append(x, p.Tau...)
+	return append(x, p.Recency...)
 }
 
 func (p *Params) unflat(x []float64) {
@@ -121,7 +125,8 @@ func (p *Params) unflat(x []float64) {
 		x = x[copy(w, x):]
 	}
 	x = x[copy(p.Bias, x):]
-	copy(p.Tau, x)
+	x = x[copy(p.Tau, x):]
+	copy(p.Recency, x)
 }
 
 func (g *Grad) flat() []float64 {
@@ -130,7 +135,24 @@ func (g *Grad) flat() []float64 {
 		x = append(x, w...)
 	}
 	x = append(x, g.Bias...)
-	return append(x, g.Tau...)
+	x = append(x, g.Tau...)
+	return append(x, g.Recency...)
+}
+
+// FillRecency gives a state saved before the recency weights existed (nil
+// Params.Recency) zero weights and zero moments for them, which flat puts
+// last; any other state is left as it is.
+func (s *State) FillRecency() {
+	p := s.Params
+	if p == nil || p.Recency != nil {
+		return
+	}
+	g := p.Groups()
+	p.Recency = make([]float64, g)
+	if n := len(p.flat()); len(s.M) == n-g && len(s.V) == n-g {
+		s.M = append(s.M, make([]float64, g)...)
+		s.V = append(s.V, make([]float64, g)...)
+	}
 }
 
 // Save writes s to path as JSON, atomically (a temporary file renamed).
@@ -172,6 +194,7 @@ func LoadState(path string) (*State, error) {
 	if s.Params == nil {
 		return nil, fmt.Errorf("%w: checkpoint %s: no routers", ErrInvalidArgument, path)
 	}
+	s.FillRecency()
 	if err := s.Params.check(); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/kvstore/kvstore/store"
 )
 
 // TestTrainLowersLoss trains on a random problem and checks that the loss
@@ -59,6 +61,45 @@ func TestTrainLowersLoss(t *testing.T) {
 	}
 }
 
+// Train moves the recency weights only with Options.Recency, and a state
+// saved before they existed resumes with zero weights and moments.
+func TestTrainRecency(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	p, exs := randomProblem(rng, 1, 2, 4, 8, 9, 4, 2)
+	o := TrainOptions{Loss: Options{Budget: 1, Share: 0.3}, Steps: 10, LR: 0.02}
+	fixed := NewState(p.Clone())
+	if err := Train(context.Background(), fixed, exs, o); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(fixed.Params.Recency, p.Recency) || slices.Equal(fixed.Params.Bias, p.Bias) {
+		t.Fatalf("without Recency: recency %v -> %v, bias %v -> %v", p.Recency, fixed.Params.Recency, p.Bias, fixed.Params.Bias)
+	}
+	o.Loss.Recency = true
+	moved := NewState(p.Clone())
+	if err := Train(context.Background(), moved, exs, o); err != nil {
+		t.Fatal(err)
+	}
+	for g, r := range moved.Params.Recency {
+		if r == p.Recency[g] {
+			t.Fatalf("with Recency: group %d's weight stayed at %v", g, r)
+		}
+	}
+
+	old := NewState(p.Clone())
+	g := old.Params.Groups()
+	old.Params.Recency = nil
+	old.M, old.V = old.M[:len(old.M)-g], old.V[:len(old.V)-g]
+	old.FillRecency()
+	if len(old.Params.Recency) != g || len(old.M) != len(old.Params.flat()) || len(old.V) != len(old.M) {
+		t.Fatalf("filled: %d weights, %d and %d moments for %d parameters", len(old.Params.Recency), len(old.M), len(old.V), len(old.Params.flat()))
+	}
+	for _, r := range old.Params.Recency {
+		if r != 0 {
+			t.Fatalf("filled weights %v, want 0", old.Params.Recency)
+		}
+	}
+}
+
 // TestArtifactsRoundTrip encodes routers as the store's artifacts and
 // decodes them (f32: the values rounded once).
 func TestArtifactsRoundTrip(t *testing.T) {
@@ -78,6 +119,20 @@ func TestArtifactsRoundTrip(t *testing.T) {
 	}
 	if _, err := FromArtifacts(arts[:2], 2, 2, 8); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("two artifacts of three: %v", err)
+	}
+	// Routers stored before the recency weights: all 0.
+	var before []Artifact
+	for _, a := range arts {
+		if a.Name != store.ArtifactRouterRecency {
+			before = append(before, a)
+		}
+	}
+	if len(before) != 3 {
+		t.Fatalf("%d artifacts besides the recency weights, want 3", len(before))
+	}
+	q, err = FromArtifacts(before, 2, 2, 8)
+	if err != nil || !slices.Equal(q.Recency, make([]float64, 4)) {
+		t.Fatalf("without recency: %v, %v", q, err)
 	}
 	if _, err := FromArtifacts(arts, 2, 2, 16); err == nil {
 		t.Fatal("decoded for another head dim")

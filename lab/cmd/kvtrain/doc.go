@@ -13,10 +13,10 @@
 // windows of the non-test .go files of GOROOT/src, with needles, trains W,
 // bias and tau per (layer, KV head) with Adam (the zoom BCE and budget
 // penalty, and with --kl SeKV's distillation KL through straight-through
-// zoom decisions over each window's span memory at --kl-budgets) and
-// stores them as the
-// store's router artifacts (sekv/router-w, sekv/router-bias, sekv/tau) for
-// the model fingerprint, where span memory's routing picks them up. Its
+// zoom decisions over each window's span memory at --kl-budgets), with
+// --recency also a recency weight, and stores them as the store's router
+// artifacts (sekv/router-w, sekv/router-bias, sekv/tau,
+// sekv/router-recency) for the model fingerprint, where span memory's routing picks them up. Its
 // state is checkpointed (--checkpoint) as it goes; a run with an existing
 // checkpoint resumes from it; SIGINT or SIGTERM saves it and exits 130
 // with nothing stored. lab/cmd/longctxquality -routers STORE measures the

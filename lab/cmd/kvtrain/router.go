@@ -26,9 +26,10 @@ import (
 )
 
 const routerLong = `Trains SeKV's zoom-in routers (per layer and KV head: the projection W,
-the bias and the threshold tau; the base model frozen) on a long-context
-llama2.c checkpoint and stores them as the store's router artifacts
-(sekv/router-w, sekv/router-bias, sekv/tau) for the model fingerprint,
+the bias and the threshold tau, and with --recency a recency weight; the
+base model frozen) on a long-context llama2.c checkpoint and stores them
+as the store's router artifacts (sekv/router-w, sekv/router-bias,
+sekv/tau, sekv/router-recency) for the model fingerprint,
 where span memory's routing finds them.
 
 Training windows are cut from the non-test .go files under --data
@@ -47,7 +48,11 @@ distribution || span memory's) at the windows' decode steps, the zooms
 decided by the routers and differentiated straight through, both
 through the threshold tau and through the cut of each layer's zoom
 budget (soft decisions at temperatures --temp and --kl-temp;
-lab/router.Distill). Its memories are the span memories of each window
+lab/router.Distill). With --recency each router also learns a weight
+rho of its span's recency, ln(pos+1) - ln(pos+1-end) for a query at
+pos and a span ending at end, added to the routing logit (stored as
+sekv/router-recency; SeKV's routers do not see positions, so without
+the flag rho stays 0). Its memories are the span memories of each window
 at each of --kl-budgets; each Adam step draws --kl-steps of their decode
 steps. The whole is minimised by Adam for --steps steps at --lr.
 
@@ -67,6 +72,7 @@ type routerFlags struct {
 	steps, checkpointEvery                int
 	lr, budgetWeight, share, temp, klTemp float64
 	zoomWeight                            float64
+	recency                               bool
 	anchorAlpha                           float64
 	seed                                  uint64
 	kl                                    float64
@@ -87,6 +93,7 @@ func (f *routerFlags) define(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.lr, "lr", 0.01, "Adam learning rate")
 	fs.Float64Var(&f.budgetWeight, "budget-weight", 1, "weight of the budget penalty")
 	fs.Float64Var(&f.zoomWeight, "zoom-weight", 1, "weight of the zoom BCE against the teacher's attention mass (> 0)")
+	fs.BoolVar(&f.recency, "recency", false, "also train a recency weight per (layer, KV head): rho times the span's recency, ln(pos+1) - ln(pos+1-end), added to its routing logit (0 untrained, as in SeKV's routers, which do not see positions)")
 	fs.Float64Var(&f.share, "share", 0.05, "budget penalty's target: the share of the zoomable rows zoomed")
 	fs.Float64Var(&f.temp, "temp", 0.01, "temperature of the soft zoom decisions of the budget penalty")
 	fs.Float64Var(&f.klTemp, "kl-temp", 0, "--kl: temperature of the soft decision of the budget's cut, the score of the first span a layer's zoom budget refuses (0: --temp)")
@@ -245,6 +252,11 @@ func runRouter(ctx context.Context, e *env, f *routerFlags) error {
 		return fmt.Errorf("%w: checkpoint %s was built without --kl: it holds no distillation windows", errUsage, f.checkpoint)
 	case f.kl > 0 && ck.Windows > 0 && !slices.Equal(ck.KLBudgets, f.klBudgets):
 		return fmt.Errorf("%w: checkpoint %s holds distillation windows at budgets %v, not --kl-budgets %v", errUsage, f.checkpoint, ck.KLBudgets, f.klBudgets)
+	case f.recency && len(ck.Examples) > 0 && ck.Examples[0].Ends == nil:
+		return fmt.Errorf("%w: checkpoint %s was built without the spans' positions that --recency needs: build it again", errUsage, f.checkpoint)
+	}
+	if ck.State != nil {
+		ck.State.FillRecency() // a state saved before the recency weights
 	}
 	if f.kl > 0 {
 		ck.KLBudgets = f.klBudgets
@@ -261,7 +273,7 @@ func runRouter(ctx context.Context, e *env, f *routerFlags) error {
 		}
 		ck.State = router.NewState(params)
 	}
-	lo := router.Options{Zoom: f.zoomWeight, Budget: f.budgetWeight, Share: f.share, Temp: f.temp, KL: f.kl, CutTemp: f.klTemp}
+	lo := router.Options{Zoom: f.zoomWeight, Budget: f.budgetWeight, Share: f.share, Temp: f.temp, KL: f.kl, CutTemp: f.klTemp, Recency: f.recency}
 	first, err := routerLoss(m, ck, lo, f.klSteps)
 	if err != nil {
 		return err

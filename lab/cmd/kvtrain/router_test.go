@@ -61,7 +61,7 @@ func TestRouterTrainResume(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v: %q", err, r.stdout)
 	}
-	want := []string{store.ArtifactRouterW, store.ArtifactRouterBias, store.ArtifactTau}
+	want := []string{store.ArtifactRouterW, store.ArtifactRouterBias, store.ArtifactTau, store.ArtifactRouterRecency}
 	if !slices.Equal(rep.Artifacts, want) || rep.Steps != 6 || rep.Windows+rep.Skipped != 3 || rep.Windows < 1 ||
 		!(rep.Loss < rep.FirstLoss) || rep.Model != fingerprint(t, testenv.ModelFile(t, "gocode-2k.bin")) {
 		t.Fatalf("report %+v", rep)
@@ -70,8 +70,12 @@ func TestRouterTrainResume(t *testing.T) {
 		t.Fatalf("progress: %q", r.stderr)
 	}
 	arts, _ := storedRouters(t, dir)
-	if _, err := router.FromArtifacts(arts, 4, 2, 64); err != nil {
+	p, err := router.FromArtifacts(arts, 4, 2, 64)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Equal(p.Recency, make([]float64, 8)) {
+		t.Fatalf("without --recency: recency weights %v, want 0", p.Recency)
 	}
 
 	r = kvtrain(t, routerArgs(t, dir, ckpt, "12")...).want(t, exitOK)
@@ -148,6 +152,37 @@ func TestRouterDistill(t *testing.T) {
 		if r := kvtrain(t, append(routerArgs(t, dir2, ckpt2, "2"), bad...)...).want(t, exitUsage); r.stderr == "" {
 			t.Fatalf("%v: no message", bad)
 		}
+	}
+}
+
+// --recency trains a recency weight per (layer, KV head) and stores it;
+// resumed from a checkpoint whose examples carry no span ends it is
+// refused.
+func TestRouterRecency(t *testing.T) {
+	dir, ckpt := t.TempDir(), filepath.Join(t.TempDir(), "ckpt")
+	kvtrain(t, append(routerArgs(t, dir, ckpt, "4"), "--create", "--recency")...).want(t, exitOK)
+	arts, _ := storedRouters(t, dir)
+	p, err := router.FromArtifacts(arts, 4, 2, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g, r := range p.Recency {
+		if r == 0 {
+			t.Fatalf("group %d: recency weight 0 after training with --recency (%v)", g, p.Recency)
+		}
+	}
+	ck, err := loadRouterCheckpoint(ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ck.Examples {
+		ck.Examples[i].Ends = nil
+	}
+	if err := ck.save(ckpt); err != nil {
+		t.Fatal(err)
+	}
+	if r := kvtrain(t, append(routerArgs(t, dir, ckpt, "5"), "--recency")...).want(t, exitUsage); !strings.Contains(r.stderr, "positions") {
+		t.Fatalf("checkpoint without span ends: stderr %q", r.stderr)
 	}
 }
 

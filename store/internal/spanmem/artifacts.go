@@ -14,6 +14,7 @@ import (
 //	ArtifactRouterW     [layers][kv_heads][d'][head_dim]  trained routing projection W
 //	ArtifactRouterWPCA  [layers][kv_heads][d'][head_dim]  default W, fitted by PCA (stored by store.PutSpanMemory)
 //	ArtifactRouterBias  [layers][kv_heads]                router bias b (default 0)
+//	ArtifactRouterRecency [layers][kv_heads]              weight rho of the routers' recency term (default 0; reconstruct.Router.Recency)
 //	ArtifactTau         [layers][kv_heads]                zoom threshold tau (default reconstruct.DefaultTau)
 //	ArtifactRank        [layers][kv_heads]                fixed factor rank per (layer, head); 0 = energy threshold
 //
@@ -25,8 +26,11 @@ const (
 	ArtifactRouterW    = "sekv/router-w"
 	ArtifactRouterWPCA = "sekv/router-w-pca"
 	ArtifactRouterBias = "sekv/router-bias"
-	ArtifactTau        = "sekv/tau"
-	ArtifactRank       = "sekv/rank"
+	// ArtifactRouterRecency is the trained routers' recency weight, the
+	// one term they have beyond SeKV's formula (docs/decisions.md).
+	ArtifactRouterRecency = "sekv/router-recency"
+	ArtifactTau           = "sekv/tau"
+	ArtifactRank          = "sekv/rank"
 )
 
 // EncodeProjections lays out one projection per (layer, KV head),

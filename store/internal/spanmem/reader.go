@@ -299,8 +299,8 @@ func (r *Reader) block(dst []byte, off, n uint64, crc uint32, what func() string
 // Routing loads the memory's routing state: every head's summaries and the
 // model's artifacts. W is ArtifactRouterW when stored (a trained router),
 // else the artifact the memory was built with; tau comes from ArtifactTau
-// (default reconstruct.DefaultTau) and the bias from ArtifactRouterBias
-// (default 0). An untrained PCA W scores with Scale 1/sqrt(HeadDim), a
+// (default reconstruct.DefaultTau), the bias from ArtifactRouterBias and
+// the recency weight from ArtifactRouterRecency (default 0). An untrained PCA W scores with Scale 1/sqrt(HeadDim), a
 // trained one with SeKV's plain sigmoid(W q . s + b). It is
 // ErrInvalidArgument for a memory without a projection and ErrNotFound when
 // its W artifact is gone and no trained one exists.
@@ -321,7 +321,11 @@ func (r *Reader) Routing() (*Routing, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewRouting(m, projs, name, same, tau, bias, r.Head)
+	recency, err := r.rec.HeadValues(ArtifactRouterRecency)
+	if err != nil {
+		return nil, err
+	}
+	return NewRouting(m, projs, name, same, tau, bias, recency, r.Head)
 }
 
 // routingProjection loads W: the trained one when stored, else the

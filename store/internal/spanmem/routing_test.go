@@ -32,7 +32,7 @@ func routingFixture() (*format.SpanMeta, []*segment.Projection, func(l, h int) (
 
 func TestNewRoutingCostsAndKeys(t *testing.T) {
 	m, projs, head := routingFixture()
-	rt, err := NewRouting(m, projs, ArtifactRouterWPCA, false, nil, []float32{0.5, -0.5}, head)
+	rt, err := NewRouting(m, projs, ArtifactRouterWPCA, false, nil, []float32{0.5, -0.5}, nil, head)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestNewRoutingCostsAndKeys(t *testing.T) {
 	if want := float32(1 / math.Sqrt(2)); rt.Routers[0].Scale != want {
 		t.Fatalf("untrained W scale %v, want %v", rt.Routers[0].Scale, want)
 	}
-	same, err := NewRouting(m, projs, ArtifactRouterW, true, []float32{0.1, 0.2}, nil, head)
+	same, err := NewRouting(m, projs, ArtifactRouterW, true, []float32{0.1, 0.2}, nil, nil, head)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,11 +68,11 @@ func TestNewRoutingCostsAndKeys(t *testing.T) {
 
 func TestRoutingScoreAndZoom(t *testing.T) {
 	m, projs, head := routingFixture()
-	rt, err := NewRouting(m, projs, ArtifactRouterW, false, []float32{0, 0}, nil, head)
+	rt, err := NewRouting(m, projs, ArtifactRouterW, false, []float32{0, 0}, nil, nil, head)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := rt.Score(0, []float32{1, 0}, nil)
+	got, err := rt.Score(0, 100, []float32{1, 0}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,13 +80,13 @@ func TestRoutingScoreAndZoom(t *testing.T) {
 	if got[0] != want[0] || got[2] != want[2] || !math.IsNaN(float64(got[1])) {
 		t.Fatalf("scores %v, want router's %v with span 1 NaN", got, want)
 	}
-	if _, err := rt.Score(2, []float32{1, 0}, nil); !errors.Is(err, format.ErrInvalidArgument) {
+	if _, err := rt.Score(2, 100, []float32{1, 0}, nil); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Fatalf("group 2 of 2: %v", err)
 	}
-	if _, err := rt.Zoom([][]float32{{1, 0}}, reconstruct.Budget{}); !errors.Is(err, format.ErrInvalidArgument) {
+	if _, err := rt.Zoom(100, [][]float32{{1, 0}}, reconstruct.Budget{}); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Fatalf("queries for 1 group of 2: %v", err)
 	}
-	z, err := rt.Zoom([][]float32{{1, 0}, nil}, reconstruct.Budget{})
+	z, err := rt.Zoom(100, [][]float32{{1, 0}, nil}, reconstruct.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,11 +107,11 @@ func TestRoutingScoreAndZoom(t *testing.T) {
 
 func TestNewRoutingRefusesShapes(t *testing.T) {
 	m, projs, head := routingFixture()
-	if _, err := NewRouting(m, projs[:1], ArtifactRouterW, false, nil, nil, head); !errors.Is(err, format.ErrInvalidArgument) {
+	if _, err := NewRouting(m, projs[:1], ArtifactRouterW, false, nil, nil, nil, head); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Fatalf("one projection for two groups: %v", err)
 	}
 	boom := errors.New("boom")
-	if _, err := NewRouting(m, projs, ArtifactRouterW, false, nil, nil, func(int, int) (*format.HeadMeta, error) { return nil, boom }); !errors.Is(err, boom) {
+	if _, err := NewRouting(m, projs, ArtifactRouterW, false, nil, nil, nil, func(int, int) (*format.HeadMeta, error) { return nil, boom }); !errors.Is(err, boom) {
 		t.Fatalf("head error: %v", err)
 	}
 }
