@@ -73,6 +73,7 @@ type routerFlags struct {
 	lr, budgetWeight, share, temp, klTemp float64
 	zoomWeight                            float64
 	recency                               bool
+	recencyInit                           float64
 	anchorAlpha                           float64
 	seed                                  uint64
 	kl                                    float64
@@ -93,6 +94,7 @@ func (f *routerFlags) define(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.lr, "lr", 0.01, "Adam learning rate")
 	fs.Float64Var(&f.budgetWeight, "budget-weight", 1, "weight of the budget penalty")
 	fs.Float64Var(&f.zoomWeight, "zoom-weight", 1, "weight of the zoom BCE against the teacher's attention mass (> 0)")
+	fs.Float64Var(&f.recencyInit, "recency-init", 0, "the recency weight new routers start from (0: SeKV's routers); trained with --recency, held there without")
 	fs.BoolVar(&f.recency, "recency", false, "also train a recency weight per (layer, KV head): rho times the span's recency, ln(pos+1) - ln(pos+1-end), added to its routing logit (0 untrained, as in SeKV's routers, which do not see positions)")
 	fs.Float64Var(&f.share, "share", 0.05, "budget penalty's target: the share of the zoomable rows zoomed")
 	fs.Float64Var(&f.temp, "temp", 0.01, "temperature of the soft zoom decisions of the budget penalty")
@@ -118,6 +120,8 @@ func (f *routerFlags) check() error {
 		return fmt.Errorf("%w: --zoom-weight must be finite and > 0, got %v", errUsage, f.zoomWeight)
 	case math.IsNaN(f.anchorAlpha) || math.IsInf(f.anchorAlpha, 0):
 		return fmt.Errorf("%w: --anchor-alpha must be finite", errUsage)
+	case math.IsNaN(f.recencyInit) || math.IsInf(f.recencyInit, 0):
+		return fmt.Errorf("%w: --recency-init must be finite", errUsage)
 	case !(f.kl >= 0) || f.klSteps < 0 || (f.kl > 0 && len(f.klBudgets) == 0) || !(f.klTemp >= 0):
 		return fmt.Errorf("%w: --kl >= 0, --kl-steps >= 0, --kl-temp >= 0, --kl-budgets not empty with --kl", errUsage)
 	}
@@ -270,6 +274,9 @@ func runRouter(ctx context.Context, e *env, f *routerFlags) error {
 		params, err := router.New(ck.Shape[0], ck.Shape[1], ck.Shape[2], ck.Shape[3], ck.Init)
 		if err != nil {
 			return err
+		}
+		for g := range params.Recency {
+			params.Recency[g] = f.recencyInit
 		}
 		ck.State = router.NewState(params)
 	}

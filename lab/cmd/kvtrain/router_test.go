@@ -155,8 +155,8 @@ func TestRouterDistill(t *testing.T) {
 	}
 }
 
-// --recency trains a recency weight per (layer, KV head) and stores it;
-// resumed from a checkpoint whose examples carry no span ends it is
+// --recency trains a recency weight per (layer, KV head) and stores it,
+// --recency-init sets where new routers start; resumed from a checkpoint whose examples carry no span ends it is
 // refused.
 func TestRouterRecency(t *testing.T) {
 	dir, ckpt := t.TempDir(), filepath.Join(t.TempDir(), "ckpt")
@@ -171,6 +171,24 @@ func TestRouterRecency(t *testing.T) {
 			t.Fatalf("group %d: recency weight 0 after training with --recency (%v)", g, p.Recency)
 		}
 	}
+	// --recency-init starts new routers there; without --recency the
+	// weights stay.
+	dir2, ckpt2 := t.TempDir(), filepath.Join(t.TempDir(), "ckpt")
+	kvtrain(t, append(routerArgs(t, dir2, ckpt2, "3"), "--create", "--recency-init", "0.5")...).want(t, exitOK)
+	arts, _ = storedRouters(t, dir2)
+	if p, err = router.FromArtifacts(arts, 4, 2, 64); err != nil {
+		t.Fatal(err)
+	}
+	for g, r := range p.Recency {
+		if r != 0.5 {
+			t.Fatalf("group %d: recency weight %v after --recency-init 0.5 without --recency", g, r)
+		}
+	}
+
+	if r := kvtrain(t, append(routerArgs(t, dir2, ckpt2, "3"), "--recency-init", "NaN")...).want(t, exitUsage); !strings.Contains(r.stderr, "--recency-init") {
+		t.Fatalf("--recency-init NaN: stderr %q", r.stderr)
+	}
+
 	ck, err := loadRouterCheckpoint(ckpt)
 	if err != nil {
 		t.Fatal(err)
