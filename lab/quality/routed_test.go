@@ -3,6 +3,7 @@ package quality
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/kvstore/kvstore/lab/router"
@@ -88,5 +89,61 @@ func TestRouterExamples(t *testing.T) {
 		if !seen[name] {
 			t.Errorf("no %s run", name)
 		}
+	}
+}
+
+// TestRouterRecencyDecode stores SeKV's untrained routers with and without
+// a recency weight and decodes the end of a plain Go window through
+// span+trained: the weight reaches the decode loop (other logits), and a
+// large one, which zooms the spans nearest the query, brings the text
+// closer to full KV than the position-blind routers at 10%.
+func TestRouterRecencyDecode(t *testing.T) {
+	m, files := longCtxOrSkip(t, 512)
+	b, err := goBytes(files[1], 511)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := appendBytes([]int{GoBOS}, b)
+	n := len(toks) - 64
+	lc := LongConfig{Model: m, Budgets: []float64{0.10}}
+	set, err := lc.RouterData(toks[:n], toks[n:], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dim := len(set.Init[0]) / m.HeadDim()
+	var kl []float64
+	var logits [][][]float32
+	for _, rho := range []float64{0, 3} {
+		p, err := router.New(m.Layers, m.KVHeads, dim, m.HeadDim(), set.Init)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for g := range p.Recency {
+			p.Recency[g] = rho
+		}
+		if lc.Routers, err = p.Artifacts(); err != nil {
+			t.Fatal(err)
+		}
+		lc.Only = []string{MethodSpanTrained}
+		runs, err := lc.runMethods(toks[:n], toks[n:], 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) != 2 || runs[1].Method != MethodSpanTrained {
+			t.Fatalf("runs %d, want full and %s", len(runs), MethodSpanTrained)
+		}
+		s := score(runs[0].Logits, runs[1].Logits)
+		t.Logf("rho %v: KL %.4f top-1 %.3f rows %v/%v", rho, s.KL, s.Top1, runs[1].Rows, runs[1].Limit)
+		kl, logits = append(kl, s.KL), append(logits, runs[1].Logits)
+	}
+	same := true
+	for i := range logits[0] {
+		same = same && slices.Equal(logits[0][i], logits[1][i])
+	}
+	if same {
+		t.Fatal("a recency weight of 3 decodes the same logits as none")
+	}
+	if !(kl[1] < kl[0]) {
+		t.Fatalf("KL %.4f with recency 3, %.4f without: the recent spans did not help", kl[1], kl[0])
 	}
 }
