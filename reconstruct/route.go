@@ -66,13 +66,14 @@ func (r *Router) Route(dst, queries, summaries []float32) ([]float32, error) {
 }
 
 // RouteAt is Route for a query at position pos over spans ending at ends
-// (exclusive token indices, one per span), with the recency term:
+// (exclusive token indices, one per span; nil only for a router without a
+// recency weight), with the recency term:
 //
 //	alpha[s] = sigmoid(Scale * ((W q) . summaries[s]) + Bias + Recency * Recency(pos, ends[s]))
 //
 // the term rounded to float32 and added to the logit after the bias.
 func (r *Router) RouteAt(dst, queries, summaries []float32, pos int64, ends []int) ([]float32, error) {
-	if r.Dim > 0 && len(summaries)%r.Dim == 0 && len(ends) != len(summaries)/r.Dim {
+	if r.Dim > 0 && len(summaries)%r.Dim == 0 && (ends != nil || r.Recency != 0) && len(ends) != len(summaries)/r.Dim {
 		return nil, fmt.Errorf("%w: route: %d span ends for %d summaries", format.ErrInvalidArgument, len(ends), len(summaries)/r.Dim)
 	}
 	if pos < 0 {

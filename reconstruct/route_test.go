@@ -93,6 +93,9 @@ func TestRouteAt(t *testing.T) {
 	if err != nil || !slices.Equal(got, plain) {
 		t.Fatalf("no recency weight: %v, %v, want Route's %v", got, err, plain)
 	}
+	if got, err := r.RouteAt(nil, q, summaries, 99, nil); err != nil || !slices.Equal(got, plain) {
+		t.Fatalf("no recency weight, no ends: %v, %v, want Route's %v", got, err, plain)
+	}
 	r.Recency = 2
 	got, err = r.RouteAt(nil, q, summaries, 99, ends)
 	if err != nil {
@@ -114,6 +117,9 @@ func TestRouteAt(t *testing.T) {
 	}
 	if _, err := r.Route(nil, q, summaries); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Errorf("Route with a recency weight: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := r.RouteAt(nil, q, summaries, 99, nil); !errors.Is(err, format.ErrInvalidArgument) {
+		t.Errorf("a recency weight and no ends: %v, want ErrInvalidArgument", err)
 	}
 	if _, err := r.RouteAt(nil, q, summaries, 99, ends[:2]); !errors.Is(err, format.ErrInvalidArgument) {
 		t.Errorf("two ends for three spans: %v, want ErrInvalidArgument", err)
