@@ -103,6 +103,13 @@ func (r *Router) route(dst, queries, summaries []float32, pos int64, ends []int)
 	if scale == 0 {
 		scale = 1
 	}
+	var near []float32 // per span the recency term, the same for every query head
+	if r.Recency != 0 {
+		near = make([]float32, spans)
+		for s := range near {
+			near[s] = float32(float64(r.Recency) * Recency(pos, ends[s]))
+		}
+	}
 	pq := make([]float32, r.Dim)
 	for g := 0; g < len(queries)/r.HeadDim; g++ {
 		r.project(pq, queries[g*r.HeadDim:(g+1)*r.HeadDim])
@@ -112,8 +119,8 @@ func (r *Router) route(dst, queries, summaries []float32, pos int64, ends []int)
 				dot += float32(pq[k] * v)
 			}
 			logit := float32(scale*dot) + r.Bias
-			if r.Recency != 0 {
-				logit += float32(float64(r.Recency) * Recency(pos, ends[s]))
+			if near != nil {
+				logit += near[s]
 			}
 			alpha := routeSigmoid(logit)
 			if math.IsNaN(float64(dst[s])) || alpha > dst[s] {

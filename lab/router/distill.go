@@ -229,6 +229,7 @@ func checkWindow(m *llama.Model, p *Params, w *Window, o Options) error {
 type routed struct {
 	q, pq            [][]float64 // the query heads q_h and W q_h
 	x, alpha, zt, zc []float64
+	near             []float64 // each span's recency feature at the step
 	arg, gate        []int
 	spans            []int // per gate index, the span
 	spanRows         []int
@@ -311,7 +312,7 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 			wg := &win.Groups[gi]
 			pk := pkOf(gi)
 			r := &routed{q: make([][]float64, per), pq: make([][]float64, per), x: make([]float64, len(pk)), alpha: make([]float64, len(pk)),
-				zt: make([]float64, len(pk)), arg: make([]int, len(pk)), spanRows: make([]int, len(pk))}
+				zt: make([]float64, len(pk)), near: make([]float64, len(pk)), arg: make([]int, len(pk)), spanRows: make([]int, len(pk))}
 			for h := range per {
 				r.q[h] = qPre[(g*per+h)*hd : (g*per+h+1)*hd]
 				r.pq[h] = p.project(gi, r.q[h])
@@ -327,7 +328,8 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 						r.x[s], r.arg[s] = d, h
 					}
 				}
-				r.x[s] += p.Bias[gi] + p.Recency[gi]*recency(pos, win.Ends, s)
+				r.near[s] = recency(pos, win.Ends, s)
+				r.x[s] += p.Bias[gi] + p.Recency[gi]*r.near[s]
 				r.alpha[s] = Sigmoid(r.x[s])
 				r.zt[s] = Sigmoid((r.alpha[s] - p.Tau[gi]) / o.Temp)
 				if r.alpha[s] > p.Tau[gi] {
@@ -469,7 +471,7 @@ func distillStep(m *llama.Model, p *Params, wins []Window, ref StepRef, o Option
 			a := r.alpha[s]
 			dx := da * a * (1 - a)
 			gr.Bias[gi] += dx
-			gr.Recency[gi] += dx * recency(pos, win.Ends, s)
+			gr.Recency[gi] += dx * r.near[s]
 			h := r.arg[s]
 			axpy(dpq[h], dx, pk[s])
 			p.outer(gr.W[gi], dx, r.pq[h], win.Groups[gi].Keys[s*hd:(s+1)*hd])

@@ -223,6 +223,7 @@ func exampleLoss(p *Params, ex *Example, o Options, gr *Grad, w float64) error {
 		var spent float64
 		alpha := make([]float64, spans)
 		zt := make([]float64, spans)
+		near := make([]float64, spans) // each span's recency feature at the step
 		for s := range x {
 			if pk[s] == nil {
 				continue
@@ -233,7 +234,8 @@ func exampleLoss(p *Params, ex *Example, o Options, gr *Grad, w float64) error {
 					x[s], arg[s] = d, h
 				}
 			}
-			x[s] += p.Bias[ex.Group] + p.Recency[ex.Group]*recency(st.Pos, ex.Ends, s)
+			near[s] = recency(st.Pos, ex.Ends, s)
+			x[s] += p.Bias[ex.Group] + p.Recency[ex.Group]*near[s]
 			alpha[s] = Sigmoid(x[s])
 			zt[s] = Sigmoid((alpha[s] - p.Tau[ex.Group]) / o.Temp)
 			spent += zt[s] * float64(ex.Tokens[s])
@@ -259,7 +261,7 @@ func exampleLoss(p *Params, ex *Example, o Options, gr *Grad, w float64) error {
 			gr.Tau[ex.Group] -= dz
 			dx += dz * a * (1 - a)
 			gr.Bias[ex.Group] += dx
-			gr.Recency[ex.Group] += dx * recency(st.Pos, ex.Ends, s)
+			gr.Recency[ex.Group] += dx * near[s]
 			h := arg[s]
 			for k := range dim {
 				dpq[h][k] += dx * pk[s][k]
