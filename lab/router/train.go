@@ -30,11 +30,20 @@ func NewState(p *Params) *State {
 	return &State{Params: p, M: make([]float64, n), V: make([]float64, n)}
 }
 
+// DefaultLR is Train's learning rate when none is given. Adam moves each
+// parameter by up to about the learning rate per step, whatever its
+// gradient's scale, and an untrained projection's weights are small (about
+// 0.04 rms for gocode-2k's PCA projections, HeadDim^-1/4 times unit rows):
+// at 1e-2 thirty steps rewrite them, and the routers lose the untrained
+// projection's ranking of spans on natural text; at 1e-3 they refine it
+// (docs/decisions.md, "Trained routers").
+const DefaultLR = 1e-3
+
 // TrainOptions configure Train.
 type TrainOptions struct {
 	Loss Options
 	// Steps is the total Adam steps of the run (a resumed run goes on to
-	// it); LR the learning rate (0: 1e-2), constant.
+	// it); LR the learning rate (0: DefaultLR), constant.
 	Steps int
 	LR    float64
 	// Progress, when not nil, is called after each step.
@@ -58,7 +67,7 @@ type TrainOptions struct {
 // every step taken.
 func Train(ctx context.Context, s *State, exs []Example, o TrainOptions) error {
 	if o.LR == 0 {
-		o.LR = 1e-2
+		o.LR = DefaultLR
 	}
 	const b1, b2, eps = 0.9, 0.999, 1e-8
 	save := func() error {

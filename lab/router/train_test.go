@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -58,6 +59,43 @@ func TestTrainLowersLoss(t *testing.T) {
 	}
 	if !slices.Equal(s.Params.flat(), whole.Params.flat()) {
 		t.Fatal("resumed run ends elsewhere than the uninterrupted one")
+	}
+}
+
+// TestTrainDefaultLR takes one step with no learning rate given: Adam's
+// first step moves each parameter with a gradient by DefaultLR times
+// |g|/(|g|+eps), its moments' ratio, and none by more.
+func TestTrainDefaultLR(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	p, exs := randomProblem(rng, 1, 2, 4, 8, 9, 4, 2)
+	o := TrainOptions{Loss: Options{Budget: 1, Share: 0.3}, Steps: 1}
+	g, err := Loss(p, exs, o.Loss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewState(p.Clone())
+	if err := Train(context.Background(), s, exs, o); err != nil {
+		t.Fatal(err)
+	}
+	before, after, grad := p.flat(), s.Params.flat(), g.flat()
+	clear(grad[len(grad)-p.Groups():]) // recency: not trained without Options.Recency
+	moved := 0
+	for i, gi := range grad {
+		d := math.Abs(after[i] - before[i])
+		switch {
+		case gi != 0 && math.Abs(d-DefaultLR*math.Abs(gi)/(math.Abs(gi)+1e-8)) > 1e-12:
+			t.Fatalf("parameter %d (gradient %v) moved by %v, want %v", i, gi, d, DefaultLR)
+		case gi == 0 && d != 0:
+			t.Fatalf("parameter %d without a gradient moved by %v", i, d)
+		case d > DefaultLR*(1+1e-9):
+			t.Fatalf("parameter %d moved by %v, more than %v", i, d, DefaultLR)
+		}
+		if d > 0 {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no parameter moved")
 	}
 }
 

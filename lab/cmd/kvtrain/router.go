@@ -91,7 +91,7 @@ func (f *routerFlags) define(fs *pflag.FlagSet) {
 	fs.IntVar(&f.tail, "tail", 64, "plain windows: decoded last tokens")
 	fs.IntVar(&f.steps, "steps", 300, "Adam steps (full batch)")
 	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 50, "steps between checkpoints")
-	fs.Float64Var(&f.lr, "lr", 0.01, "Adam learning rate")
+	fs.Float64Var(&f.lr, "lr", router.DefaultLR, "Adam learning rate")
 	fs.Float64Var(&f.budgetWeight, "budget-weight", 1, "weight of the budget penalty")
 	fs.Float64Var(&f.zoomWeight, "zoom-weight", 1, "weight of the zoom BCE against the teacher's attention mass (> 0)")
 	fs.Float64Var(&f.recencyInit, "recency-init", 0, "the recency weight new routers start from (0: SeKV's routers); trained with --recency, held there without")
