@@ -103,13 +103,10 @@ func (r *Router) route(dst, queries, summaries []float32, pos int64, ends []int)
 	if scale == 0 {
 		scale = 1
 	}
-	var near []float32 // per span the recency term, the same for every query head
-	if r.Recency != 0 {
-		near = make([]float32, spans)
-		for s := range near {
-			near[s] = float32(float64(r.Recency) * Recency(pos, ends[s]))
-		}
-	}
+	// dst holds each span's largest logit over the query heads, then its
+	// score: the sigmoid and the rounding are monotone, so the score of
+	// the largest logit is the largest score, and the recency term, the
+	// same for every head, is added once.
 	pq := make([]float32, r.Dim)
 	for g := 0; g < len(queries)/r.HeadDim; g++ {
 		r.project(pq, queries[g*r.HeadDim:(g+1)*r.HeadDim])
@@ -119,14 +116,16 @@ func (r *Router) route(dst, queries, summaries []float32, pos int64, ends []int)
 				dot += float32(pq[k] * v)
 			}
 			logit := float32(scale*dot) + r.Bias
-			if near != nil {
-				logit += near[s]
-			}
-			alpha := routeSigmoid(logit)
-			if math.IsNaN(float64(dst[s])) || alpha > dst[s] {
-				dst[s] = alpha
+			if math.IsNaN(float64(dst[s])) || logit > dst[s] {
+				dst[s] = logit
 			}
 		}
+	}
+	for s, logit := range dst {
+		if r.Recency != 0 {
+			logit += float32(float64(r.Recency) * Recency(pos, ends[s]))
+		}
+		dst[s] = routeSigmoid(logit)
 	}
 	return dst, nil
 }

@@ -109,6 +109,18 @@ func TestRouteAt(t *testing.T) {
 			t.Errorf("span %d: %v, want %v", s, got[s], want)
 		}
 	}
+	// A GQA group: each span's best head, the term added once.
+	q2 := []float32{1, 2, 3, 0, -3, 0} // second head: dots 0, 3, -1.5
+	got, err = r.RouteAt(nil, q2, summaries, 99, ends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, d := range []float32{1.5, 3.5, 2} {
+		want := sigmoid64(float64(d + float32(2*feat[s])))
+		if got[s] != want {
+			t.Errorf("group, span %d: %v, want %v", s, got[s], want)
+		}
+	}
 	if f := Recency(99, 0); f != 0 {
 		t.Errorf("a span ending at the start: feature %v, want 0", f)
 	}

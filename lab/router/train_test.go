@@ -84,7 +84,7 @@ func TestTrainDefaultLR(t *testing.T) {
 		d := math.Abs(after[i] - before[i])
 		switch {
 		case gi != 0 && math.Abs(d-DefaultLR*math.Abs(gi)/(math.Abs(gi)+1e-8)) > 1e-12:
-			t.Fatalf("parameter %d (gradient %v) moved by %v, want %v", i, gi, d, DefaultLR)
+			t.Fatalf("parameter %d (gradient %v) moved by %v, want %v", i, gi, d, DefaultLR*math.Abs(gi)/(math.Abs(gi)+1e-8))
 		case gi == 0 && d != 0:
 			t.Fatalf("parameter %d without a gradient moved by %v", i, d)
 		case d > DefaultLR*(1+1e-9):
