@@ -169,9 +169,12 @@ func (sm *spanMethod) zoomedRows(layer int, pos int64, z *reconstruct.ZoomSet, q
 
 // trainedRouting stores the router artifacts in s's store for its model
 // and returns the routing its reader then builds (the trained W, bias and
-// tau, keys re-projected).
+// tau, keys re-projected). The artifacts are stored under the memory's own
+// spec (rowSpec): routers trained on the model's f32 rows route its bf16
+// memories too, the rows' dtype being how they are stored, not what the
+// model computes.
 func (s *spanStore) trainedRouting(m *llama.Model, cfg *Config, arts []router.Artifact) (*store.Routing, error) {
-	fp := m.Spec(format.DTypeF32, cfg.Name).Fingerprint()
+	fp := rowSpec(m, cfg).Fingerprint()
 	for _, a := range arts {
 		if err := s.db.PutArtifact(fp, a.Name, a.Data, a.Meta); err != nil {
 			return nil, fmt.Errorf("quality: router artifact %s: %w", a.Name, err)

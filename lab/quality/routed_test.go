@@ -6,7 +6,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kvstore/kvstore/format"
+	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/lab/router"
+	"github.com/kvstore/kvstore/segment"
+	"github.com/kvstore/kvstore/store"
 )
 
 // TestRouterExamples builds RouterData's router examples of a short
@@ -145,5 +149,65 @@ func TestRouterRecencyDecode(t *testing.T) {
 	}
 	if !(kl[1] < kl[0]) {
 		t.Fatalf("KL %.4f with recency 3, %.4f without: the recent spans did not help", kl[1], kl[0])
+	}
+}
+
+// TestTrainedRoutingRowDType: routers stored for the model route its
+// memories whatever dtype their rows are stored in. A bf16 memory
+// (Config.RowDType) has its own spec; trainedRouting stores the artifacts
+// under it, so the routing is the trained one (its W, recency weight and
+// tau), never the memory's PCA projection.
+func TestTrainedRoutingRowDType(t *testing.T) {
+	m := tinyRandom(t)
+	n := 160
+	ctx := make([]int, n)
+	for i := range ctx {
+		ctx[i] = (i*37 + i*i) % m.Vocab
+	}
+	res, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := surprisal(res, n)
+	hd, groups, dim := m.HeadDim(), m.Layers*m.KVHeads, 4
+	init := make([][]float32, groups)
+	for g := range init {
+		init[g] = make([]float32, dim*hd)
+		for j := range init[g] {
+			init[g][j] = float32((g*31+j*7)%13) - 6
+		}
+	}
+	p, err := router.New(m.Layers, m.KVHeads, dim, hd, init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g := range p.Recency {
+		p.Recency[g], p.Tau[g] = 0.5+float64(g), 0.25
+	}
+	arts, err := p.Artifacts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dt := range []format.DType{format.DTypeF32, format.DTypeBF16} {
+		cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "trained", RowDType: dt,
+			Segment: segment.Options{MinSpan: 16, MaxSpan: 40}}
+		cfg.ensureDefaults()
+		s, err := newSpanStore(m, res.Cache, h, &cfg)
+		if err != nil {
+			t.Fatalf("%v: %v", dt, err)
+		}
+		rt, err := s.trainedRouting(m, &cfg, arts)
+		s.close()
+		if err != nil {
+			t.Fatalf("%v: %v", dt, err)
+		}
+		if rt.Projection != store.ArtifactRouterW || len(rt.Routers) != groups || rt.Dim != dim {
+			t.Fatalf("%v: routing from %q, %d routers of dim %d", dt, rt.Projection, len(rt.Routers), rt.Dim)
+		}
+		for g, r := range rt.Routers {
+			if r.Recency != float32(p.Recency[g]) || rt.Tau[g] != 0.25 {
+				t.Errorf("%v: group %d: recency %v tau %v, trained %v and 0.25", dt, g, r.Recency, rt.Tau[g], p.Recency[g])
+			}
+		}
 	}
 }

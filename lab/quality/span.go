@@ -52,12 +52,20 @@ func newSpanStore(m *llama.Model, c *llama.Cache, h []float32, cfg *Config) (*sp
 	return s, nil
 }
 
-func (s *spanStore) build(m *llama.Model, c *llama.Cache, h []float32, cfg *Config) error {
+// rowSpec is the model spec a memory of cfg is stored under: its rows'
+// dtype (Config.RowDType, f32 when unset) and cfg.Name as the weights id.
+// A model's routers and other artifacts are bound to its fingerprint.
+func rowSpec(m *llama.Model, cfg *Config) *format.ModelSpec {
 	dt := cfg.RowDType
 	if dt == 0 {
 		dt = format.DTypeF32
 	}
-	spec := m.Spec(dt, cfg.Name)
+	return m.Spec(dt, cfg.Name)
+}
+
+func (s *spanStore) build(m *llama.Model, c *llama.Cache, h []float32, cfg *Config) error {
+	spec := rowSpec(m, cfg)
+	dt := spec.DType
 	in := &store.SpanInput{Model: spec, Surprisal: h}
 	for _, kv := range c.Layers {
 		in.K, in.V = append(in.K, kv.K), append(in.V, kv.V)
