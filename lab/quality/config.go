@@ -52,6 +52,13 @@ type Config struct {
 	// span by span, as it zooms factored spans; a run is often longer
 	// than a retrieval head's zoom budget.
 	RawSpans bool
+	// RouteRaw, with SizeRule, has SeKV's routers score the spans left
+	// unfactored too, by their summary keys, so that span+trained and the
+	// other router-zoomed methods move their rows as the raw zoom moves
+	// them for span+anchor. Off, the store's Routing scores factored
+	// spans only (an unfactored span is resident on the GPU in the store's
+	// design) and a router never zooms one.
+	RouteRaw bool
 	// ResidentTail keeps the spans holding the context's last
 	// ResidentTail of its tokens unfactored
 	// (store.SpanOptions.ResidentTail), so that a window of recent rows

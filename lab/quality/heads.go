@@ -267,7 +267,7 @@ func (c *LongConfig) headMethod(name string, s *spanStore, h []float32, cache *l
 			}
 			rt = *trained
 		}
-		rank, keys = routerRank{rt, s.hd}, float64(rt.Dim)/float64(2*s.hd)
+		rank, keys = routerRank{s.routing(rt), s.hd}, float64(rt.Dim)/float64(2*s.hd)
 	case MethodSpanHeadsFit:
 		keys = rankMeanCost
 	}

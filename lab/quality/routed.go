@@ -222,8 +222,8 @@ func (c *LongConfig) routedSpan(name string, s *spanStore, h []float32, b int, c
 		}
 		meth = wd
 	}
-	rt := **trained
-	rt.SpanTokens = sm.rt.SpanTokens // this budget's anchors (and window)
+	rt := *s.routing(*trained)
+	rt.SpanTokens, rt.SpanBytes = sm.rt.SpanTokens, sm.rt.SpanBytes // this budget's anchors (and window), raw zoom's bytes
 	sm.rt = rt
 	return sm, meth, nil
 }

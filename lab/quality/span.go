@@ -33,8 +33,11 @@ type spanStore struct {
 	// index of a token's row there). Without it they are resident on the
 	// GPU, as the store's routing assumes.
 	rawZoom bool
-	resAt   map[int]int
-	rowSize int // bytes of one stored row, K or V, of one (layer, KV head)
+	// routeRaw, with rawZoom, has the routers score unfactored spans too
+	// (Config.RouteRaw): routing returns them with Factored set.
+	routeRaw bool
+	resAt    map[int]int
+	rowSize  int // bytes of one stored row, K or V, of one (layer, KV head)
 }
 
 // newSpanStore builds, stores and opens the span memory of a prefilled
@@ -44,7 +47,7 @@ func newSpanStore(m *llama.Model, c *llama.Cache, h []float32, cfg *Config) (*sp
 	if err != nil {
 		return nil, err
 	}
-	s := &spanStore{db: db, hd: c.HeadDim, recon: map[[3]int]rowSet{}, rawZoom: cfg.SizeRule}
+	s := &spanStore{db: db, hd: c.HeadDim, recon: map[[3]int]rowSet{}, rawZoom: cfg.SizeRule, routeRaw: cfg.SizeRule && cfg.RouteRaw}
 	if err := s.build(m, c, h, cfg); err != nil {
 		s.close()
 		return nil, err
@@ -217,6 +220,21 @@ func (s *spanStore) keepRows(tokens []int) (*fixedRows, error) {
 	return f, nil
 }
 
+// routing is rt as s's methods route by it: with routeRaw, a copy whose
+// every span is scored (Factored set), the unfactored ones by their
+// summary keys; rt itself otherwise.
+func (s *spanStore) routing(rt *store.Routing) *store.Routing {
+	if !s.routeRaw {
+		return rt
+	}
+	c := *rt
+	c.Factored = make([]bool, len(rt.Factored))
+	for i := range c.Factored {
+		c.Factored[i] = true
+	}
+	return &c
+}
+
 // zoomable reports whether span sp's rows not resident at a budget can be
 // zoomed in: a factored span's always, an unfactored one's with rawZoom.
 func (s *spanStore) zoomable(sp int) bool { return s.meta.Spans[sp].Factored || s.rawZoom }
@@ -251,7 +269,7 @@ type spanStats struct {
 // newSpanMethod sizes span memory to b rows per (layer, KV head).
 func newSpanMethod(s *spanStore, h []float32, b int, share float64, summaries bool) *spanMethod {
 	meta := s.meta
-	sm := &spanMethod{s: s, zoomer: s, rt: *s.rt, summaries: summaries, resident: make([]bool, meta.Tokens)}
+	sm := &spanMethod{s: s, zoomer: s, rt: *s.routing(s.rt), summaries: summaries, resident: make([]bool, meta.Tokens)}
 	keep := keptAnchors(meta, h, int(share*float64(b)))
 	for i, t := range meta.Resident {
 		if keep[t] || !s.zoomable(spanOf(meta, t)) {

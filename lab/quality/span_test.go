@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvstore/kvstore/format"
 	"github.com/kvstore/kvstore/lab/llama"
+	"github.com/kvstore/kvstore/reconstruct"
 	"github.com/kvstore/kvstore/segment"
 )
 
@@ -124,6 +125,81 @@ func TestRawZoom(t *testing.T) {
 	}
 	t.Logf("%d tokens, %d spans (%d unfactored with rows to zoom), budget %d: resident %v with raw zoom, %v without",
 		n, len(meta.Spans), raw, b, sm.fixedRows, gpu.fixedRows)
+}
+
+// TestRouteRaw: with Config.RouteRaw and the size rule, SeKV's routers
+// score the spans left unfactored by their summary keys, where the
+// store's routing scores them NaN, and a zoom with room for every span
+// moves unfactored ones too; without the size rule RouteRaw does nothing.
+func TestRouteRaw(t *testing.T) {
+	m, ctx, res, h := needlePrefill(t)
+	n := len(ctx)
+	cfg := Config{Model: m, Context: 2 * sinks, Continuation: 1, Name: "routeraw", SizeRule: true, RouteRaw: true}
+	cfg.ensureDefaults()
+	s, err := newSpanStore(m, res.Cache, h, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	sm := newSpanMethod(s, h, n/10, cfg.AnchorShare, false)
+	hd, per := m.HeadDim(), m.Heads/m.KVHeads
+	q := make([]float32, per*hd)
+	for i := range q {
+		q[i] = float32(math.Sin(float64(i)))
+	}
+	groups := m.Layers * m.KVHeads
+	queries := make([][]float32, groups)
+	unfactored := 0
+	for g := range groups {
+		queries[g] = q
+		ours, err := sm.rt.Score(g, int64(n), q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := s.rt.Score(g, int64(n), q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for sp, info := range s.meta.Spans {
+			if info.Factored {
+				if ours[sp] != theirs[sp] {
+					t.Fatalf("group %d span %d factored: score %v, the store's %v", g, sp, ours[sp], theirs[sp])
+				}
+				continue
+			}
+			unfactored++
+			if math.IsNaN(float64(ours[sp])) || !math.IsNaN(float64(theirs[sp])) {
+				t.Fatalf("group %d span %d unfactored: score %v, the store's %v", g, sp, ours[sp], theirs[sp])
+			}
+		}
+	}
+	if unfactored == 0 {
+		t.Fatalf("no unfactored span among %d: the test needs one", len(s.meta.Spans))
+	}
+	z, err := sm.rt.Zoom(int64(n), queries, reconstruct.Budget{Tokens: int64(n) * int64(m.KVHeads), Fill: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zoomed := 0
+	for _, sps := range z.Spans {
+		for _, sp := range sps {
+			if !s.meta.Spans[sp].Factored {
+				zoomed++
+			}
+		}
+	}
+	if zoomed == 0 {
+		t.Error("no unfactored span zoomed with room for every span")
+	}
+	cfg.SizeRule = false
+	off, err := newSpanStore(m, res.Cache, h, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.close()
+	if off.routeRaw || off.routing(off.rt) != off.rt {
+		t.Error("RouteRaw without the size rule changed the routing")
+	}
 }
 
 // TestRawSpans: with Config.RawSpans the spans left unfactored keep the

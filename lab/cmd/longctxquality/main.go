@@ -65,6 +65,7 @@ func main() {
 	sizeRule := flag.Bool("sizerule", false, "build span memory with the store's size rule: spans factored only where that makes the memory smaller, memories larger than their rows refused and left out")
 	resTail := flag.Float64("resident-tail", 0, "span memory: keep the spans holding this share of the context's last tokens unfactored, so that span+heads' streaming windows read them exact (span+heads: its stream share times the largest budget)")
 	rawSpans := flag.Bool("raw-spans", false, "-sizerule: keep the spans left unfactored as the segmentation cut them, not one span per run of them, so that a zoom moves their rows span by span")
+	routeRaw := flag.Bool("route-raw", false, "-sizerule: SeKV's routers (span, span+trained, span+heads+router and +trained) score the spans left unfactored too, by their summary keys, so that their zoom moves those spans' rows")
 	energy := flag.Float64("energy", 0, "span memory: the factors' SVD energy threshold (0: 0.99)")
 	rowDType := flag.String("dtype", "f32", "span memory: the model spec's dtype, its resident rows' (f32 or bf16)")
 	flag.Parse()
@@ -74,7 +75,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "longctxquality: -dtype:", err)
 		os.Exit(2)
 	}
-	span := quality.Config{SizeRule: *sizeRule, RawSpans: *rawSpans, ResidentTail: *resTail, AnchorShare: *anchorShare, Energy: *energy, RowDType: dt}
+	span := quality.Config{SizeRule: *sizeRule, RawSpans: *rawSpans, RouteRaw: *routeRaw, ResidentTail: *resTail, AnchorShare: *anchorShare, Energy: *energy, RowDType: dt}
 	span.Segment.AnchorAlpha = *anchorAlpha
 	var methods []string
 	if *only != "" {
