@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/kvstore/kvstore/format"
-	"github.com/kvstore/kvstore/lab/llama"
 	"github.com/kvstore/kvstore/lab/router"
 	"github.com/kvstore/kvstore/segment"
 	"github.com/kvstore/kvstore/store"
@@ -158,17 +157,7 @@ func TestRouterRecencyDecode(t *testing.T) {
 // under it, so the routing is the trained one (its W, recency weight and
 // tau), never the memory's PCA projection.
 func TestTrainedRoutingRowDType(t *testing.T) {
-	m := tinyRandom(t)
-	n := 160
-	ctx := make([]int, n)
-	for i := range ctx {
-		ctx[i] = (i*37 + i*i) % m.Vocab
-	}
-	res, err := m.Forward(ctx, 0, nil, llama.ForwardOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := surprisal(res, n)
+	m, res, h := tinyPrefill(t, 160)
 	hd, groups, dim := m.HeadDim(), m.Layers*m.KVHeads, 4
 	init := make([][]float32, groups)
 	for g := range init {

@@ -11,12 +11,11 @@ import (
 	"github.com/kvstore/kvstore/segment"
 )
 
-// TestSpanStoreRowDType: a span memory built for a bf16 spec
-// (Config.RowDType) reads back its resident rows as the prefill's rounded
-// to bf16, and an f32 one as they were; the bf16 memory is the smaller.
-func TestSpanStoreRowDType(t *testing.T) {
+// tinyPrefill is tinyRandom's prefill of n tokens of a fixed sequence and
+// their surprisals.
+func tinyPrefill(t *testing.T, n int) (*llama.Model, *llama.Result, []float32) {
+	t.Helper()
 	m := tinyRandom(t)
-	n := 160
 	ctx := make([]int, n)
 	for i := range ctx {
 		ctx[i] = (i*37 + i*i) % m.Vocab
@@ -25,7 +24,15 @@ func TestSpanStoreRowDType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := surprisal(res, n)
+	return m, res, surprisal(res, n)
+}
+
+// TestSpanStoreRowDType: a span memory built for a bf16 spec
+// (Config.RowDType) reads back its resident rows as the prefill's rounded
+// to bf16, and an f32 one as they were; the bf16 memory is the smaller.
+func TestSpanStoreRowDType(t *testing.T) {
+	n := 160
+	m, res, h := tinyPrefill(t, n)
 	hd := m.HeadDim()
 	sizes := map[format.DType]int64{}
 	for _, tc := range []struct {
