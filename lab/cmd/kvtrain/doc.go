@@ -16,7 +16,8 @@
 // zoom decisions over each window's span memory at --kl-budgets), with
 // --recency also a recency weight, and stores them as the store's router
 // artifacts (sekv/router-w, sekv/router-bias, sekv/tau,
-// sekv/router-recency) for the model fingerprint, where span memory's routing picks them up. Its
+// sekv/router-recency) for the model fingerprint (--model, --dtype,
+// --weights-id), where span memory's routing picks them up. Its
 // state is checkpointed (--checkpoint) as it goes; a run with an existing
 // checkpoint resumes from it; SIGINT or SIGTERM saves it and exits 130
 // with nothing stored. lab/cmd/longctxquality -routers STORE measures the

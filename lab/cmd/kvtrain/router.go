@@ -29,8 +29,9 @@ const routerLong = `Trains SeKV's zoom-in routers (per layer and KV head: the pr
 the bias and the threshold tau, and with --recency a recency weight; the
 base model frozen) on a long-context llama2.c checkpoint and stores them
 as the store's router artifacts (sekv/router-w, sekv/router-bias,
-sekv/tau, sekv/router-recency) for the model fingerprint,
-where span memory's routing finds them.
+sekv/tau, sekv/router-recency) for the model fingerprint of --model,
+--dtype and --weights-id, where span memory's routing finds them: a
+memory stored in bf16 rows finds routers stored with --dtype bf16.
 
 Training windows are cut from the non-test .go files under --data
 (default GOROOT/src; _test.go files, testdata and vendor left out, so
