@@ -71,6 +71,8 @@ type boundSpan struct {
 	// tau, when above 0, is the score a span must pass to be zoomed: the
 	// zoom may then hold fewer rows than its budget.
 	tau float32
+	// headTau, when set, is per group the tau of that group where above 0.
+	headTau []float32
 	// rel, when above 0, is the share of a group's highest score a span
 	// must pass to be zoomed.
 	rel float32
@@ -477,8 +479,12 @@ func (bs *boundSpan) thresholds(scores [][]float32) []float32 {
 		if mx < bs.gate {
 			continue
 		}
-		if bs.tau > 0 {
-			tau[gi] = bs.tau
+		t := bs.tau
+		if bs.headTau != nil && bs.headTau[gi] > 0 {
+			t = bs.headTau[gi]
+		}
+		if t > 0 {
+			tau[gi] = t
 		}
 		if bs.rel > 0 {
 			// Select zooms scores above tau: at least rel*mx.

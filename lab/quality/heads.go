@@ -240,6 +240,12 @@ func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, lc *LongConf
 	}
 	bs.heads = retrieval
 	bs.tau, bs.rel, bs.gate = float32(lc.ZoomTau), float32(lc.ZoomRel), float32(lc.ZoomGate)
+	if lc.ZoomTauHead != nil {
+		bs.headTau = make([]float32, len(lc.ZoomTauHead))
+		for gi, t := range lc.ZoomTauHead {
+			bs.headTau[gi] = float32(t)
+		}
+	}
 	hs.bs = bs
 	hs.fixed = (float64(groups-nr)*float64(min(w, n)) + float64(nr)*bs.fixedRows) / float64(groups)
 	return hs, nil

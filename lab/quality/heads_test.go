@@ -170,9 +170,11 @@ func (c *rowsSeen) rows(a *llama.StepAttention) ([]rowSet, error) {
 func TestHeadSplitZoomThreshold(t *testing.T) {
 	m, ctx, res, h := needlePrefill(t)
 	for _, c := range []LongConfig{{Model: m, ZoomTau: 1.5}, {Model: m, ZoomTau: -0.1}, {Model: m, ZoomRel: 2}, {Model: m, ZoomRel: -1},
-		{Model: m, ZoomGate: 1.1}, {Model: m, ZoomGate: -0.5}, {Model: m, StreamTop: 2}, {Model: m, StreamTop: -1}} {
+		{Model: m, ZoomGate: 1.1}, {Model: m, ZoomGate: -0.5}, {Model: m, StreamTop: 2}, {Model: m, StreamTop: -1},
+		{Model: m, ZoomTauHead: []float64{0.02}}, {Model: m, ZoomTauHead: make([]float64, m.Layers*m.KVHeads+1)},
+		{Model: m, ZoomTauHead: append(make([]float64, m.Layers*m.KVHeads-1), 1.5)}} {
 		if err := c.defaults(); !errors.Is(err, format.ErrInvalidArgument) {
-			t.Errorf("zoom tau %v, relative %v, gate %v, stream top %v: %v", c.ZoomTau, c.ZoomRel, c.ZoomGate, c.StreamTop, err)
+			t.Errorf("zoom tau %v (per head %v), relative %v, gate %v, stream top %v: %v", c.ZoomTau, c.ZoomTauHead, c.ZoomRel, c.ZoomGate, c.StreamTop, err)
 		}
 	}
 	s, cfg, retrieval := headStore(t, m, res, h)
@@ -262,22 +264,27 @@ func TestZoomThresholds(t *testing.T) {
 	scores := [][]float32{{0.5, 0.01, nan}, {0.03, 0.02, 0.001}, {nan, nan, nan}}
 	for _, c := range []struct {
 		tau, rel, gate float32
+		head           []float32 // per-group tau where above 0
 		want           []float32
 	}{
-		{0, 0, 0, []float32{-1, -1, -1}},
-		{0.02, 0, 0, []float32{0.02, 0.02, 0.02}},
+		{0, 0, 0, nil, []float32{-1, -1, -1}},
+		{0.02, 0, 0, nil, []float32{0.02, 0.02, 0.02}},
+		// A group's own tau replaces tau; 0 leaves it.
+		{0.02, 0, 0, []float32{1, 0, 0.05}, []float32{1, 0.02, 0.05}},
+		{0, 0, 0, []float32{0, 0.1, 0}, []float32{-1, 0.1, -1}},
+		{0, 0.5, 0, []float32{0.3, 0, 0}, []float32{0.3, math.Nextafter32(0.015, -1), math.Nextafter32(0, -1)}},
 		// rel: just under rel times the group's best, so that the best passes.
 		// (A group of no scores gets just under 0: nothing to zoom.)
-		{0, 0.5, 0, []float32{math.Nextafter32(0.25, -1), math.Nextafter32(0.015, -1), math.Nextafter32(0, -1)}},
-		{0.02, 0.5, 0, []float32{math.Nextafter32(0.25, -1), 0.02, 0.02}},
+		{0, 0.5, 0, nil, []float32{math.Nextafter32(0.25, -1), math.Nextafter32(0.015, -1), math.Nextafter32(0, -1)}},
+		{0.02, 0.5, 0, nil, []float32{math.Nextafter32(0.25, -1), 0.02, 0.02}},
 		// gate: only groups whose best score reaches it are thresholded.
-		{0.02, 0, 0.1, []float32{0.02, -1, -1}},
-		{0.02, 0, 0.03, []float32{0.02, 0.02, -1}},
-		{0.02, 0.5, 0.6, []float32{-1, -1, -1}},
+		{0.02, 0, 0.1, nil, []float32{0.02, -1, -1}},
+		{0.02, 0, 0.03, nil, []float32{0.02, 0.02, -1}},
+		{0.02, 0.5, 0.6, nil, []float32{-1, -1, -1}},
 	} {
-		bs := &boundSpan{tau: c.tau, rel: c.rel, gate: c.gate}
+		bs := &boundSpan{tau: c.tau, rel: c.rel, gate: c.gate, headTau: c.head}
 		if got := bs.thresholds(scores); !slices.Equal(got, c.want) {
-			t.Errorf("tau %v, rel %v, gate %v: %v, want %v", c.tau, c.rel, c.gate, got, c.want)
+			t.Errorf("tau %v (per group %v), rel %v, gate %v: %v, want %v", c.tau, c.head, c.rel, c.gate, got, c.want)
 		}
 	}
 }

@@ -70,6 +70,10 @@ type LongConfig struct {
 	// caps the zoom; docs/quality.md "A zoom threshold").
 	ZoomTau float64
 	ZoomRel float64
+	// ZoomTauHead, when set, is per (layer, KV head) (index
+	// layer*KVHeads+head) the ZoomTau of that head where above 0, ZoomTau
+	// elsewhere; 1 keeps a head from zooming.
+	ZoomTauHead []float64
 	// ZoomGate, when above 0, applies ZoomTau and ZoomRel to a KV head at
 	// a step only when its best span score reaches it (a query that
 	// attends sharply to one span, as a copy does); below it the budget
@@ -118,6 +122,14 @@ func (c *LongConfig) defaults() error {
 	}
 	if !(c.ZoomTau >= 0 && c.ZoomTau <= 1) || !(c.ZoomRel >= 0 && c.ZoomRel <= 1) || !(c.ZoomGate >= 0 && c.ZoomGate <= 1) {
 		return fmt.Errorf("%w: quality: zoom tau %v, relative %v, gate %v", prune.ErrInvalidArgument, c.ZoomTau, c.ZoomRel, c.ZoomGate)
+	}
+	if g := c.Model.Layers * c.Model.KVHeads; c.ZoomTauHead != nil && len(c.ZoomTauHead) != g {
+		return fmt.Errorf("%w: quality: %d per-head zoom thresholds for %d KV heads", prune.ErrInvalidArgument, len(c.ZoomTauHead), g)
+	}
+	for gi, t := range c.ZoomTauHead {
+		if !(t >= 0 && t <= 1) {
+			return fmt.Errorf("%w: quality: zoom tau %v of KV head %d", prune.ErrInvalidArgument, t, gi)
+		}
 	}
 	if g := c.Model.Layers * c.Model.KVHeads; c.Retrieval != nil && len(c.Retrieval) != g {
 		return fmt.Errorf("%w: quality: %d retrieval flags for %d KV heads", prune.ErrInvalidArgument, len(c.Retrieval), g)

@@ -20,6 +20,7 @@ type headFlags struct {
 	stream float64
 	cap    float64
 	tau    float64
+	tauAt  string
 	rel    float64
 	gate   float64
 	top    float64
@@ -36,6 +37,7 @@ func (h *headFlags) define() {
 	flag.Float64Var(&h.stream, "stream-share", quality.DefaultStreamShare, "span+heads: the share of the budget a streaming head keeps (sinks and the last rows)")
 	flag.Float64Var(&h.cap, "retrieval-cap", 0, "span+heads: the most of the context a retrieval head keeps (0: no cap), the streaming heads' windows taking the rest")
 	flag.Float64Var(&h.tau, "zoom-tau", 0, "span+heads: the least anchor attention a span needs to be zoomed (0: the budget alone caps the zoom)")
+	flag.StringVar(&h.tauAt, "zoom-tau-head", "", "span+heads: -zoom-tau of single KV heads, as layer.head=tau pairs separated by commas (1: that head never zooms)")
 	flag.Float64Var(&h.rel, "zoom-rel", 0, "span+heads: the share of a KV head's highest span score a span needs to be zoomed (0: none)")
 	flag.Float64Var(&h.top, "stream-top", 0, "span+heads: the share of a streaming head's rows that are the rows of highest surprisal before its window (0: the window alone)")
 	flag.Float64Var(&h.gate, "zoom-gate", 0, "span+heads: -zoom-tau and -zoom-rel apply to a KV head at a step only when its best span score reaches this (0: at every step); span+heads+oracle, +router and +trained rank by their routers only below it")
@@ -43,6 +45,30 @@ func (h *headFlags) define() {
 	flag.IntVar(&h.fit, "fit-rank", 0, "-heads: add span+heads+fit, its zoom ranked (below -zoom-gate) by a ranker fitted to the teacher's attention mass on this many needles and as many windows of non-test Go (seed -heads-seed), fitted first")
 	flag.IntVar(&h.rank, "stream-rank", 0, "-heads: store this factor rank for the streaming heads (the model's rank artifact), the retrieval heads' chosen by -energy (0: every head's by -energy)")
 	flag.BoolVar(&h.train, "train-files", false, "draw the needles and windows from non-test Go (training text) instead of the held-out _test.go files: for choosing settings")
+}
+
+// headTau is -zoom-tau-head as quality.LongConfig.ZoomTauHead for a
+// model of layers x kvHeads KV heads; nil when not given.
+func (h *headFlags) headTau(layers, kvHeads int) ([]float64, error) {
+	if h.tauAt == "" {
+		return nil, nil
+	}
+	out := make([]float64, layers*kvHeads)
+	for _, pair := range strings.Split(h.tauAt, ",") {
+		var l, g int
+		var t float64
+		if n, err := fmt.Sscanf(strings.TrimSpace(pair), "%d.%d=%g", &l, &g, &t); err != nil || n != 3 {
+			return nil, fmt.Errorf("-zoom-tau-head: %q is not layer.head=tau", pair)
+		}
+		if l < 0 || l >= layers || g < 0 || g >= kvHeads {
+			return nil, fmt.Errorf("-zoom-tau-head: %q: no KV head %d of layer %d in a model of %d layers of %d", pair, g, l, layers, kvHeads)
+		}
+		if !(t >= 0 && t <= 1) {
+			return nil, fmt.Errorf("-zoom-tau-head: %q: tau must lie in [0, 1]", pair)
+		}
+		out[l*kvHeads+g] = t
+	}
+	return out, nil
 }
 
 // retrieval measures the retrieval heads on -heads needles of non-test Go
