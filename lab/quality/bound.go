@@ -79,6 +79,10 @@ type boundSpan struct {
 	// gate, when above 0, is the best score a group's spans must reach at
 	// a step for tau and rel to apply to it.
 	gate float32
+	// within, with rank, has the ranker order only the spans whose anchor
+	// score passes the thresholds (tau, rel, gate), the budget alone
+	// capping those.
+	within bool
 	// rank, when set, scores the spans in place of the anchors' attention
 	// (below gate only, when set): the teacher's attention mass
 	// (MethodSpanHeadsOracle) or a SeKV router's (MethodSpanHeadsRouter,
@@ -440,15 +444,17 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 				continue // a copy: the anchors' attention routes it
 			}
 			for sp, v := range ms {
+				// NaN (a span no anchor score reaches) passes no threshold.
+				passed := !bs.within || scores[gi][sp] > tau[gi]
 				scores[gi][sp] = float32(math.NaN())
-				if sm.rt.SpanTokens[sp] > 0 && bs.heads[gi] {
+				if passed && sm.rt.SpanTokens[sp] > 0 && bs.heads[gi] {
 					scores[gi][sp] = float32(v)
 				}
 			}
-			if bs.gate > 0 {
+			if bs.gate > 0 || bs.within {
 				tau[gi] = -1 // below the gate the budget alone caps the zoom
 			} else {
-				tau[gi] = bs.thresholds(scores[gi : gi+1])[0]
+				tau[gi] = bs.threshold(gi, scores[gi])
 			}
 		}
 		var err error
@@ -469,27 +475,36 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 	return out, nil
 }
 
-// thresholds is, per group, the score a span must pass to be zoomed: the
-// larger of tau and rel times the group's best score where either is set
-// and the best score reaches gate; below every score (noTau) elsewhere.
+// thresholds is, per group, the score a span must pass to be zoomed
+// (threshold).
 func (bs *boundSpan) thresholds(scores [][]float32) []float32 {
-	tau := noTau(len(scores))
-	for gi := range tau {
-		mx := best(scores[gi])
-		if mx < bs.gate {
-			continue
-		}
-		t := bs.tau
-		if bs.headTau != nil && bs.headTau[gi] > 0 {
-			t = bs.headTau[gi]
-		}
-		if t > 0 {
-			tau[gi] = t
-		}
-		if bs.rel > 0 {
-			// Select zooms scores above tau: at least rel*mx.
-			tau[gi] = max(tau[gi], math.Nextafter32(bs.rel*mx, float32(math.Inf(-1))))
-		}
+	tau := make([]float32, len(scores))
+	for gi, sc := range scores {
+		tau[gi] = bs.threshold(gi, sc)
+	}
+	return tau
+}
+
+// threshold is the score a span of group gi (layer*KVHeads+head) of
+// scores must pass to be zoomed: the larger of the group's tau (headTau's
+// where set, else tau) and rel times its best score where either is set
+// and the best score reaches gate; below every score (-1) elsewhere.
+func (bs *boundSpan) threshold(gi int, scores []float32) float32 {
+	tau := float32(-1)
+	mx := best(scores)
+	if mx < bs.gate {
+		return tau
+	}
+	t := bs.tau
+	if bs.headTau != nil && bs.headTau[gi] > 0 {
+		t = bs.headTau[gi]
+	}
+	if t > 0 {
+		tau = t
+	}
+	if bs.rel > 0 {
+		// Select zooms scores above tau: at least rel*mx.
+		tau = max(tau, math.Nextafter32(bs.rel*mx, float32(math.Inf(-1))))
 	}
 	return tau
 }

@@ -239,7 +239,7 @@ func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, lc *LongConf
 		bs.layerZoom[l] = bs.zoom / int64(meta.KVHeads) * k
 	}
 	bs.heads = retrieval
-	bs.tau, bs.rel, bs.gate = float32(lc.ZoomTau), float32(lc.ZoomRel), float32(lc.ZoomGate)
+	bs.tau, bs.rel, bs.gate, bs.within = float32(lc.ZoomTau), float32(lc.ZoomRel), float32(lc.ZoomGate), lc.RankWithin
 	if lc.ZoomTauHead != nil {
 		bs.headTau = make([]float32, len(lc.ZoomTauHead))
 		for gi, t := range lc.ZoomTauHead {

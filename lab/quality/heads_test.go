@@ -467,3 +467,86 @@ func (c *stepSeen) rows(a *llama.StepAttention) ([]rowSet, error) {
 	}
 	return sets, err
 }
+
+// TestHeadSplitRankWithin: with RankWithin a ranker orders only the spans
+// whose anchor score passes the thresholds. At relative 1 that is the
+// anchors' best span alone, so the routers' zoom is the anchors' at every
+// step (and not without RankWithin); at tau 0.02 a retrieval head zooms
+// no more rows than the spans passing it hold, and somewhere zooms; a
+// head's own tau (ZoomTauHead) of 1 keeps the routers from zooming it.
+func TestHeadSplitRankWithin(t *testing.T) {
+	m, ctx, res, h := needlePrefill(t)
+	s, cfg, retrieval := headStore(t, m, res, h)
+	n, b := len(ctx), len(ctx)/4
+	keys := float64(s.rt.Dim) / float64(2*s.hd)
+	run := func(ranked, within bool, tau, rel float64, head []float64) (zoomed []int) {
+		lc := &LongConfig{Span: cfg, StreamShare: 0.5, Retrieval: retrieval, ZoomTau: tau, ZoomRel: rel, RankWithin: within, ZoomTauHead: head}
+		k := 0.0
+		if ranked {
+			k = keys
+		}
+		hs, err := newHeadSplit(s, h, res.Cache, b, lc, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ranked {
+			hs.bs.rank = routerRank{s.rt, s.hd}
+		}
+		anchors := len(hs.bs.resIdx)
+		check := &stepSeen{inner: hs, each: func(a *llama.StepAttention, sets []rowSet) {
+			scores := hs.bs.scores(a)
+			for g, rs := range sets {
+				gi := a.Layer*m.KVHeads + g
+				if !retrieval[gi] {
+					continue
+				}
+				z := len(rs.k)/s.hd - anchors
+				zoomed = append(zoomed, z)
+				if tau == 0 {
+					continue
+				}
+				passing := 0
+				for sp, v := range scores[gi] {
+					if v > float32(tau) {
+						passing += hs.bs.rt.SpanTokens[sp]
+					}
+				}
+				if z > passing {
+					t.Fatalf("ranked %v, within %v, tau %v: layer %d, position %d: %d rows zoomed, the spans passing tau hold %d", ranked, within, tau, a.Layer, a.Pos, z, passing)
+				}
+			}
+		}}
+		if _, err := decode(m, check, ctx[n-16:], n); err != nil {
+			t.Fatal(err)
+		}
+		if hs.maxRows > float64(b) {
+			t.Errorf("ranked %v, within %v: %.1f rows per head, budget %d", ranked, within, hs.maxRows, b)
+		}
+		return zoomed
+	}
+	anchors := run(false, false, 0, 1, nil)
+	if got := run(true, true, 0, 1, nil); !slices.Equal(got, anchors) {
+		t.Errorf("relative 1 within the anchors' threshold: routers zoom %v rows, want the anchors' %v", got, anchors)
+	}
+	if got := run(true, false, 0, 1, nil); slices.Equal(got, anchors) {
+		t.Errorf("relative 1, routers over every span: the anchors' zoom at every step (%v): the check cannot tell", got)
+	}
+	total := 0
+	for _, z := range run(true, true, 0.02, 0, nil) {
+		total += z
+	}
+	if total == 0 {
+		t.Error("tau 0.02 within the anchors' threshold: nothing zoomed")
+	}
+	// A retrieval head's own tau applies to the routers' scores too: at 1
+	// (no score passes) it zooms nothing, where tau 0.02 zooms.
+	off := make([]float64, len(retrieval))
+	for gi, r := range retrieval {
+		if r {
+			off[gi] = 1
+		}
+	}
+	if got := run(true, false, 0.02, 0, off); slices.Max(got) != 0 {
+		t.Errorf("routers, every retrieval head at tau 1: %v rows zoomed, want none", got)
+	}
+}

@@ -367,7 +367,7 @@ func headRequestTokens(m *llama.Model, hs *headSplit, question []int) (tokens []
 		ts := hs.winTokens
 		if r {
 			ts = res
-			z, err := reconstruct.Select(best[gi:gi+1], bs.thresholds(best[gi:gi+1]), bs.rt.SpanTokens, nil,
+			z, err := reconstruct.Select(best[gi:gi+1], []float32{bs.threshold(gi, best[gi])}, bs.rt.SpanTokens, nil,
 				reconstruct.Budget{Tokens: bs.zoom / int64(meta.KVHeads), Fill: true})
 			if err != nil {
 				return nil, nil, err

@@ -79,6 +79,13 @@ type LongConfig struct {
 	// attends sharply to one span, as a copy does); below it the budget
 	// alone caps the zoom (0: the thresholds apply at every step).
 	ZoomGate float64
+	// RankWithin has a ranker in place of the anchors' attention
+	// (MethodSpanHeadsRouter, MethodSpanHeadsTrained, MethodSpanHeadsOracle,
+	// MethodSpanHeadsFit) order only the spans whose anchor score passes
+	// ZoomTau and ZoomRel (at every step, or above ZoomGate), the budget
+	// alone capping those: the anchors' threshold decides how much a step
+	// zooms, the ranker which spans.
+	RankWithin bool
 	// RankFit, when not nil with Retrieval, adds MethodSpanHeadsFit, its
 	// zoom ranked by this fitted ranker (FitRank; rankfit.go).
 	RankFit *RankFit

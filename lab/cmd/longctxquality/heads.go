@@ -23,6 +23,7 @@ type headFlags struct {
 	tauAt  string
 	rel    float64
 	gate   float64
+	within bool
 	top    float64
 	train  bool
 	depth  bool
@@ -41,6 +42,7 @@ func (h *headFlags) define() {
 	flag.Float64Var(&h.rel, "zoom-rel", 0, "span+heads: the share of a KV head's highest span score a span needs to be zoomed (0: none)")
 	flag.Float64Var(&h.top, "stream-top", 0, "span+heads: the share of a streaming head's rows that are the rows of highest surprisal before its window (0: the window alone)")
 	flag.Float64Var(&h.gate, "zoom-gate", 0, "span+heads: -zoom-tau and -zoom-rel apply to a KV head at a step only when its best span score reaches this (0: at every step); span+heads+oracle, +router and +trained rank by their routers only below it")
+	flag.BoolVar(&h.within, "rank-within", false, "span+heads+oracle, +router, +trained, +fit: rank only the spans whose anchor score passes -zoom-tau and -zoom-rel (at every step, or above -zoom-gate), the budget alone capping those")
 	flag.BoolVar(&h.depth, "heads-depth", false, "-heads: also print each KV head's share per third of the needles' depths (the same needles, measured again by third)")
 	flag.IntVar(&h.fit, "fit-rank", 0, "-heads: add span+heads+fit, its zoom ranked (below -zoom-gate) by a ranker fitted to the teacher's attention mass on this many needles and as many windows of non-test Go (seed -heads-seed), fitted first")
 	flag.IntVar(&h.rank, "stream-rank", 0, "-heads: store this factor rank for the streaming heads (the model's rank artifact), the retrieval heads' chosen by -energy (0: every head's by -energy)")

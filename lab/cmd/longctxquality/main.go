@@ -116,6 +116,7 @@ func run(needles, multi, keys, files, window, tail int, budgetList string, seed 
 		return err
 	}
 	lc.StreamShare, lc.RetrievalCap, lc.ZoomTau, lc.ZoomRel, lc.ZoomGate, lc.StreamTop = heads.stream, heads.cap, heads.tau, heads.rel, heads.gate, heads.top
+	lc.RankWithin = heads.within
 	if lc.ZoomTauHead, err = heads.headTau(m.Layers, m.KVHeads); err != nil {
 		return err
 	}
