@@ -60,7 +60,8 @@ steps. The whole is minimised by Adam for --steps steps at --lr.
 The run's state (the examples built so far, the routers and Adam's
 moments) is saved to --checkpoint every --checkpoint-every steps, after
 each window, and when it stops; a run started with an existing
---checkpoint resumes from it (the data flags must match). A progress
+--checkpoint resumes from it (the data flags and --recency-init must
+match). A progress
 line goes to stderr. The first SIGINT or SIGTERM stops the run before
 its next window or step, saves the checkpoint and stores nothing (exit
 130).`
@@ -95,7 +96,7 @@ func (f *routerFlags) define(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.lr, "lr", router.DefaultLR, "Adam learning rate")
 	fs.Float64Var(&f.budgetWeight, "budget-weight", 1, "weight of the budget penalty")
 	fs.Float64Var(&f.zoomWeight, "zoom-weight", 1, "weight of the zoom BCE against the teacher's attention mass (> 0)")
-	fs.Float64Var(&f.recencyInit, "recency-init", 0, "the recency weight new routers start from (0: SeKV's routers); trained with --recency, held there without")
+	fs.Float64Var(&f.recencyInit, "recency-init", 0, "the recency weight new routers start from (0: SeKV's routers); trained with --recency, held there without; a resumed run must give its checkpoint's")
 	fs.BoolVar(&f.recency, "recency", false, "also train a recency weight per (layer, KV head): rho times the span's recency, ln(pos+1) - ln(pos+1-end), added to its routing logit (0 untrained, as in SeKV's routers, which do not see positions)")
 	fs.Float64Var(&f.share, "share", 0.05, "budget penalty's target: the share of the zoomable rows zoomed")
 	fs.Float64Var(&f.temp, "temp", 0.01, "temperature of the soft zoom decisions of the budget penalty")
@@ -157,6 +158,9 @@ type routerCheckpoint struct {
 	Init      [][]float32   // the untrained projections, from the first window
 	State     *router.State // nil until training starts
 	Shape     [4]int        // layers, kv heads, dim, head dim
+	// RecencyInit is the --recency-init State's routers started from (nil
+	// in a checkpoint saved before it was kept).
+	RecencyInit *float64
 }
 
 func (c *routerCheckpoint) save(path string) error {
@@ -259,6 +263,9 @@ func runRouter(ctx context.Context, e *env, f *routerFlags) error {
 		return fmt.Errorf("%w: checkpoint %s holds distillation windows at budgets %v, not --kl-budgets %v", errUsage, f.checkpoint, ck.KLBudgets, f.klBudgets)
 	case f.recency && len(ck.Examples) > 0 && ck.Examples[0].Ends == nil:
 		return fmt.Errorf("%w: checkpoint %s was built without the spans' positions that --recency needs: build it again", errUsage, f.checkpoint)
+	case ck.State != nil && ck.RecencyInit != nil && *ck.RecencyInit != f.recencyInit:
+		// The weights started long ago: a new start would be ignored.
+		return fmt.Errorf("%w: checkpoint %s holds routers started from --recency-init %v, not %v", errUsage, f.checkpoint, *ck.RecencyInit, f.recencyInit)
 	}
 	if ck.State != nil {
 		ck.State.FillRecency() // a state saved before the recency weights
@@ -280,6 +287,7 @@ func runRouter(ctx context.Context, e *env, f *routerFlags) error {
 			params.Recency[g] = f.recencyInit
 		}
 		ck.State = router.NewState(params)
+		ck.RecencyInit = &f.recencyInit
 	}
 	lo := router.Options{Zoom: f.zoomWeight, Budget: f.budgetWeight, Share: f.share, Temp: f.temp, KL: f.kl, CutTemp: f.klTemp, Recency: f.recency}
 	first, err := routerLoss(m, ck, lo, f.klSteps)

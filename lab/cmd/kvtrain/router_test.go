@@ -188,6 +188,12 @@ func TestRouterRecency(t *testing.T) {
 	if r := kvtrain(t, append(routerArgs(t, dir2, ckpt2, "3"), "--recency-init", "NaN")...).want(t, exitUsage); !strings.Contains(r.stderr, "--recency-init") {
 		t.Fatalf("--recency-init NaN: stderr %q", r.stderr)
 	}
+	// A resumed run keeps its routers' start: another --recency-init is
+	// refused, not ignored; the same one resumes.
+	if r := kvtrain(t, append(routerArgs(t, dir2, ckpt2, "4"), "--recency-init", "1")...).want(t, exitUsage); !strings.Contains(r.stderr, "--recency-init 0.5, not 1") {
+		t.Fatalf("resumed with --recency-init 1 after 0.5: stderr %q", r.stderr)
+	}
+	kvtrain(t, append(routerArgs(t, dir2, ckpt2, "4"), "--recency-init", "0.5")...).want(t, exitOK)
 
 	ck, err := loadRouterCheckpoint(ckpt)
 	if err != nil {
