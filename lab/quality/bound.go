@@ -452,7 +452,7 @@ func (bs *boundSpan) rows(a *llama.StepAttention) ([]rowSet, error) {
 				}
 			}
 			if bs.gate > 0 || bs.within {
-				tau[gi] = -1 // below the gate the budget alone caps the zoom
+				tau[gi] = -1 // below the gate, or among the spans passed, the budget alone caps the zoom
 			} else {
 				tau[gi] = bs.threshold(gi, scores[gi])
 			}
