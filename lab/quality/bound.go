@@ -68,11 +68,10 @@ type boundSpan struct {
 	// spanMethod.zoom: MethodSpanHeads zooms its retrieval heads only
 	// (spanMethod.heads).
 	layerZoom []int64
-	// tau, when above 0, is the score a span must pass to be zoomed: the
-	// zoom may then hold fewer rows than its budget.
-	tau float32
-	// headTau, when set, is per group the tau of that group where above 0.
-	headTau []float32
+	// tau, when set, is per group the score a span must pass to be zoomed
+	// where above 0 (LongConfig.zoomTaus): the zoom may then hold fewer
+	// rows than its budget.
+	tau []float32
 	// rel, when above 0, is the share of a group's highest score a span
 	// must pass to be zoomed.
 	rel float32
@@ -486,21 +485,17 @@ func (bs *boundSpan) thresholds(scores [][]float32) []float32 {
 }
 
 // threshold is the score a span of group gi (layer*KVHeads+head) of
-// scores must pass to be zoomed: the larger of the group's tau (headTau's
-// where set, else tau) and rel times its best score where either is set
-// and the best score reaches gate; below every score (-1) elsewhere.
+// scores must pass to be zoomed: the larger of the group's tau and rel
+// times its best score where either is set and the best score reaches
+// gate; below every score (-1) elsewhere.
 func (bs *boundSpan) threshold(gi int, scores []float32) float32 {
 	tau := float32(-1)
 	mx := best(scores)
 	if mx < bs.gate {
 		return tau
 	}
-	t := bs.tau
-	if bs.headTau != nil && bs.headTau[gi] > 0 {
-		t = bs.headTau[gi]
-	}
-	if t > 0 {
-		tau = t
+	if bs.tau != nil && bs.tau[gi] > 0 {
+		tau = bs.tau[gi]
 	}
 	if bs.rel > 0 {
 		// Select zooms scores above tau: at least rel*mx.

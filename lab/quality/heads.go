@@ -239,13 +239,7 @@ func newHeadSplit(s *spanStore, h []float32, c *llama.Cache, b int, lc *LongConf
 		bs.layerZoom[l] = bs.zoom / int64(meta.KVHeads) * k
 	}
 	bs.heads = retrieval
-	bs.tau, bs.rel, bs.gate, bs.within = float32(lc.ZoomTau), float32(lc.ZoomRel), float32(lc.ZoomGate), lc.RankWithin
-	if lc.ZoomTauHead != nil {
-		bs.headTau = make([]float32, len(lc.ZoomTauHead))
-		for gi, t := range lc.ZoomTauHead {
-			bs.headTau[gi] = float32(t)
-		}
-	}
+	bs.tau, bs.rel, bs.gate, bs.within = lc.zoomTaus(groups), float32(lc.ZoomRel), float32(lc.ZoomGate), lc.RankWithin
 	hs.bs = bs
 	hs.fixed = (float64(groups-nr)*float64(min(w, n)) + float64(nr)*bs.fixedRows) / float64(groups)
 	return hs, nil

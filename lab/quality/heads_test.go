@@ -282,7 +282,11 @@ func TestZoomThresholds(t *testing.T) {
 		{0.02, 0, 0.03, nil, []float32{0.02, 0.02, -1}},
 		{0.02, 0.5, 0.6, nil, []float32{-1, -1, -1}},
 	} {
-		bs := &boundSpan{tau: c.tau, rel: c.rel, gate: c.gate, headTau: c.head}
+		lc := &LongConfig{ZoomTau: float64(c.tau)}
+		for _, h := range c.head {
+			lc.ZoomTauHead = append(lc.ZoomTauHead, float64(h))
+		}
+		bs := &boundSpan{tau: lc.zoomTaus(len(scores)), rel: c.rel, gate: c.gate}
 		if got := bs.thresholds(scores); !slices.Equal(got, c.want) {
 			t.Errorf("tau %v (per group %v), rel %v, gate %v: %v, want %v", c.tau, c.head, c.rel, c.gate, got, c.want)
 		}

@@ -103,6 +103,22 @@ type LongConfig struct {
 	SpanSize func(store.SpanSize)
 }
 
+// zoomTaus is per group of groups the zoom threshold: ZoomTauHead's
+// where above 0, else ZoomTau; nil when neither sets one.
+func (c *LongConfig) zoomTaus(groups int) []float32 {
+	if c.ZoomTau == 0 && c.ZoomTauHead == nil {
+		return nil
+	}
+	tau := make([]float32, groups)
+	for gi := range tau {
+		tau[gi] = float32(c.ZoomTau)
+		if gi < len(c.ZoomTauHead) && c.ZoomTauHead[gi] > 0 {
+			tau[gi] = float32(c.ZoomTauHead[gi])
+		}
+	}
+	return tau
+}
+
 func (c *LongConfig) defaults() error {
 	if c.Model == nil {
 		return fmt.Errorf("%w: quality: long context: no model", prune.ErrInvalidArgument)
@@ -130,7 +146,8 @@ func (c *LongConfig) defaults() error {
 	if !(c.ZoomTau >= 0 && c.ZoomTau <= 1) || !(c.ZoomRel >= 0 && c.ZoomRel <= 1) || !(c.ZoomGate >= 0 && c.ZoomGate <= 1) {
 		return fmt.Errorf("%w: quality: zoom tau %v, relative %v, gate %v", prune.ErrInvalidArgument, c.ZoomTau, c.ZoomRel, c.ZoomGate)
 	}
-	if g := c.Model.Layers * c.Model.KVHeads; c.ZoomTauHead != nil && len(c.ZoomTauHead) != g {
+	g := c.Model.Layers * c.Model.KVHeads
+	if c.ZoomTauHead != nil && len(c.ZoomTauHead) != g {
 		return fmt.Errorf("%w: quality: %d per-head zoom thresholds for %d KV heads", prune.ErrInvalidArgument, len(c.ZoomTauHead), g)
 	}
 	for gi, t := range c.ZoomTauHead {
@@ -138,7 +155,7 @@ func (c *LongConfig) defaults() error {
 			return fmt.Errorf("%w: quality: zoom tau %v of KV head %d", prune.ErrInvalidArgument, t, gi)
 		}
 	}
-	if g := c.Model.Layers * c.Model.KVHeads; c.Retrieval != nil && len(c.Retrieval) != g {
+	if c.Retrieval != nil && len(c.Retrieval) != g {
 		return fmt.Errorf("%w: quality: %d retrieval flags for %d KV heads", prune.ErrInvalidArgument, len(c.Retrieval), g)
 	}
 	for _, f := range c.Budgets {
